@@ -1,0 +1,682 @@
+#include "actors/coordinator_actor.hpp"
+
+#include <memory>
+#include <string>
+
+#include <caf/actor_system.hpp>
+#include <caf/system_messages.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/send.hpp>
+
+#include "actors/coordinator_state.hpp"
+#include "actors/replica_actor.hpp"
+#include "core/error.hpp"
+#include "core/logging.hpp"
+
+namespace varsync {
+
+namespace {
+
+std::string quoted(const std::string& s) {
+  return "'" + s + "'";
+}
+
+bool is_timeout(const caf::error& err) {
+  return err.category() == caf::atom("system")
+         && err.code() == static_cast<uint8_t>(caf::sec::request_timeout);
+}
+
+} // namespace
+
+coordinator_state::coordinator_state(self_pointer self,
+                                     std::vector<device_id> devices,
+                                     std::vector<replica_actor> replicas,
+                                     caf::timespan default_timeout)
+  : self_(self),
+    devices_(std::move(devices)),
+    replicas_(std::move(replicas)),
+    replica_failures_(replicas_.size()),
+    default_timeout_(default_timeout) {
+}
+
+// -- helpers ------------------------------------------------------------------
+
+caf::expected<coordinator_state::entry*> coordinator_state::find(uint64_t id) {
+  auto i = entries_.find(id);
+  if (i == entries_.end() || !i->second.ready)
+    return make_error(errc::unknown_variable,
+                      "no variable with id " + std::to_string(id)
+                        + " exists in this strategy (destroyed, or never "
+                          "created)");
+  return &i->second;
+}
+
+caf::error coordinator_state::check_replicas() const {
+  for (size_t i = 0; i < replica_failures_.size(); ++i)
+    if (replica_failures_[i])
+      return make_error(errc::replica_failed,
+                        "replica " + std::to_string(i) + " ("
+                          + to_string(devices_[i])
+                          + ") has failed: " + varsync::describe(replica_failures_[i]));
+  return {};
+}
+
+caf::error coordinator_state::translate(const caf::error& err,
+                                        size_t replica) const {
+  if (err.category() == error_category)
+    return err;
+  auto who = "replica " + std::to_string(replica) + " ("
+             + to_string(devices_[replica]) + ")";
+  if (is_timeout(err))
+    return make_error(errc::timeout,
+                      who + " did not answer within the call's deadline");
+  return make_error(errc::replica_failed,
+                    who + " failed: " + self_->system().render(err));
+}
+
+template <class T, class Send>
+void coordinator_state::gather(size_t count, Send send,
+                               reply_fn<std::vector<T>> done) {
+  struct state {
+    std::vector<T> values;
+    size_t pending = 0;
+    caf::error error;
+    reply_fn<std::vector<T>> done;
+
+    void finish_one() {
+      if (--pending > 0)
+        return;
+      if (error)
+        done(std::move(error));
+      else
+        done(std::move(values));
+    }
+  };
+  if (count == 0) {
+    done(std::vector<T>{});
+    return;
+  }
+  auto st = std::make_shared<state>();
+  st->values.resize(count);
+  st->pending = count;
+  st->done = std::move(done);
+  for (size_t i = 0; i < count; ++i) {
+    send(i).then(
+      [st, i](T value) {
+        st->values[i] = std::move(value);
+        st->finish_one();
+      },
+      [this, st, i](caf::error& err) {
+        if (!st->error)
+          st->error = translate(err, i);
+        st->finish_one();
+      });
+  }
+}
+
+template <class Send>
+void coordinator_state::gather_ok(size_t count, Send send,
+                                  reply_fn<ok_atom> done) {
+  gather<ok_atom>(count, std::move(send),
+                  [done = std::move(done)](caf::expected<std::vector<ok_atom>> r) {
+                    if (r)
+                      done(ok_atom::value);
+                    else
+                      done(std::move(r.error()));
+                  });
+}
+
+// -- variables ------------------------------------------------------------------
+
+void coordinator_state::create(caf::timespan timeout, variable_spec spec,
+                               reply_fn<variable_info> done) {
+  auto info = validate_variable_spec(spec);
+  if (!info)
+    return done(std::move(info.error()));
+  if (names_.count(info->name) > 0)
+    return done(make_error(errc::already_exists,
+                           "a variable named " + quoted(info->name)
+                             + " already exists in this strategy"));
+  if (auto err = check_replicas())
+    return done(std::move(err));
+  info->id = next_id_++;
+  auto id = info->id;
+  names_.emplace(info->name, id);
+  entries_.emplace(id, entry{*info, &policy_for(info->sync), false});
+  auto initial = std::move(spec.initial_value);
+  gather_ok(
+    replicas_.size(),
+    [this, timeout, info = *info, initial](size_t i) {
+      return self_->request(replicas_[i], timeout, component_create_atom::value,
+                            info, initial);
+    },
+    [this, timeout, id, done = std::move(done)](caf::expected<ok_atom> r) {
+      auto i = entries_.find(id);
+      if (!r) {
+        // V2: undo the components that were created.
+        for (auto& replica : replicas_)
+          self_->request(replica, timeout, component_destroy_atom::value, id)
+            .then([](ok_atom) {}, [](caf::error&) {});
+        names_.erase(i->second.info.name);
+        entries_.erase(i);
+        return done(std::move(r.error()));
+      }
+      i->second.ready = true;
+      log()->debug("created variable '{}' (id {})", i->second.info.name, id);
+      done(i->second.info);
+    });
+}
+
+void coordinator_state::lookup(const std::string& name,
+                               reply_fn<variable_info> done) {
+  auto i = names_.find(name);
+  if (i != names_.end()) {
+    auto& e = entries_.at(i->second);
+    if (e.ready)
+      return done(e.info);
+  }
+  done(make_error(errc::unknown_variable,
+                  "no variable named " + quoted(name)
+                    + " exists in this strategy"));
+}
+
+void coordinator_state::list(reply_fn<std::vector<variable_info>> done) {
+  std::vector<variable_info> out;
+  out.reserve(entries_.size());
+  for (auto& [id, e] : entries_)
+    if (e.ready)
+      out.push_back(e.info);
+  std::sort(out.begin(), out.end(),
+            [](auto& a, auto& b) { return a.name < b.name; });
+  done(std::move(out));
+}
+
+void coordinator_state::destroy(caf::timespan timeout, uint64_t id,
+                                reply_fn<ok_atom> done) {
+  auto e = find(id);
+  if (!e)
+    return done(std::move(e.error()));
+  names_.erase((*e)->info.name);
+  entries_.erase(id);
+  gather_ok(
+    replicas_.size(),
+    [this, timeout, id](size_t i) {
+      return self_->request(replicas_[i], timeout,
+                            component_destroy_atom::value, id);
+    },
+    std::move(done));
+}
+
+// -- cross-replica context ------------------------------------------------------
+
+void coordinator_state::read(caf::timespan timeout, uint64_t id,
+                             reply_fn<tensor> done) {
+  auto e = find(id);
+  if (!e)
+    return done(std::move(e.error()));
+  auto& info = (*e)->info;
+  auto plan = (*e)->policy->cross_replica_read(info, num_replicas());
+  if (auto err = check_replicas())
+    return done(std::move(err));
+  switch (plan.source) {
+    case read_source::none:
+      return done(std::move(plan.error));
+    case read_source::primary:
+      self_->request(replicas_[0], timeout, component_read_atom::value, id)
+        .then([done](tensor value) { done(std::move(value)); },
+              [this, done](caf::error& err) { done(translate(err, 0)); });
+      return;
+    case read_source::reduce_components:
+      break;
+  }
+  auto collective = std::make_shared<collective_plan>();
+  collective->num_replicas = num_replicas();
+  auto& item = collective->add_item();
+  item.variable_id = id;
+  item.type = info.type;
+  item.count = element_count(info.shape);
+  item.rop = plan.op;
+  item.source = collective_source::components;
+  item.target = collective_target::output;
+  item.result = tensor::empty(info.type, info.shape);
+  item.output = item.result.mutable_raw();
+  run_collective(timeout, collective,
+                 [collective, done](caf::expected<ok_atom> r) {
+                   if (!r)
+                     return done(std::move(r.error()));
+                   done(std::move(collective->items[0].result));
+                 });
+}
+
+void coordinator_state::update(caf::timespan timeout, uint64_t id,
+                               update_op op, tensor value,
+                               reply_fn<ok_atom> done) {
+  auto e = find(id);
+  if (!e)
+    return done(std::move(e.error()));
+  auto& info = (*e)->info;
+  if (auto err = validate_value(info, value, to_string(op)))
+    return done(std::move(err));
+  if (auto err = check_replicas())
+    return done(std::move(err));
+  switch ((*e)->policy->cross_replica_update(info, op)) {
+    case update_target::every_component:
+      return gather_ok(
+        replicas_.size(),
+        [this, timeout, id, op, value](size_t i) {
+          return self_->request(replicas_[i], timeout,
+                                component_update_atom::value, id, op, value);
+        },
+        std::move(done));
+    case update_target::first_component:
+      return gather_ok(
+        1,
+        [this, timeout, id, op, value](size_t) {
+          return self_->request(replicas_[0], timeout,
+                                component_update_atom::value, id, op, value);
+        },
+        std::move(done));
+    case update_target::split:
+      return gather_ok(
+        replicas_.size(),
+        [this, timeout, id, value](size_t i) {
+          return self_->request(replicas_[i], timeout,
+                                component_split_atom::value, id, value);
+        },
+        std::move(done));
+  }
+}
+
+void coordinator_state::local_values(caf::timespan timeout, uint64_t id,
+                                     reply_fn<std::vector<tensor>> done) {
+  auto e = find(id);
+  if (!e)
+    return done(std::move(e.error()));
+  if (auto err = check_replicas())
+    return done(std::move(err));
+  gather<tensor>(
+    replicas_.size(),
+    [this, timeout, id](size_t i) {
+      return self_->request(replicas_[i], timeout, component_read_atom::value,
+                            id);
+    },
+    std::move(done));
+}
+
+// -- replica steps ----------------------------------------------------------------
+
+void coordinator_state::run(caf::timespan timeout, replica_step_ptr step,
+                            reply_fn<ok_atom> done) {
+  if (!step)
+    return done(make_error(errc::invalid_argument, "run: no step function"));
+  if (auto err = check_replicas())
+    return done(std::move(err));
+  gather<step_report>(
+    replicas_.size(),
+    [this, timeout, step](size_t i) {
+      return self_->request(replicas_[i], timeout, step_atom::value, step);
+    },
+    [this, timeout, done = std::move(done)](
+      caf::expected<std::vector<step_report>> reports) mutable {
+      if (!reports)
+        return done(std::move(reports.error()));
+      finish_step(timeout, *reports, std::move(done));
+    });
+}
+
+void coordinator_state::finish_step(caf::timespan timeout,
+                                    std::vector<step_report>& reports,
+                                    reply_fn<ok_atom> done) {
+  // W6: every replica must issue the same sequence of ON_WRITE updates.
+  auto& first = reports[0].updates;
+  auto name_of = [this](uint64_t id) {
+    auto i = entries_.find(id);
+    return i == entries_.end() ? "#" + std::to_string(id)
+                               : quoted(i->second.info.name);
+  };
+  for (size_t r = 1; r < reports.size(); ++r) {
+    auto& mine = reports[r].updates;
+    auto n = std::min(first.size(), mine.size());
+    for (size_t k = 0; k < n; ++k)
+      if (mine[k].variable_id != first[k].variable_id
+          || mine[k].op != first[k].op)
+        return done(make_error(
+          errc::mismatched_replica_updates,
+          "update " + std::to_string(k) + " of the step: replica 0 issued "
+            + std::string{to_string(first[k].op)} + " on "
+            + name_of(first[k].variable_id) + " but replica "
+            + std::to_string(r) + " issued "
+            + std::string{to_string(mine[k].op)} + " on "
+            + name_of(mine[k].variable_id)
+            + "; no on_write update of the step was applied"));
+    if (mine.size() != first.size())
+      return done(make_error(
+        errc::mismatched_replica_updates,
+        "replica 0 issued " + std::to_string(first.size())
+          + " on_write updates in the step but replica " + std::to_string(r)
+          + " issued " + std::to_string(mine.size())
+          + "; no on_write update of the step was applied"));
+  }
+  if (first.empty())
+    return done(ok_atom::value);
+  // One fused collective applies every update of the step, in issue order.
+  auto plan = std::make_shared<collective_plan>();
+  plan->num_replicas = num_replicas();
+  for (size_t k = 0; k < first.size(); ++k) {
+    auto e = find(first[k].variable_id);
+    if (!e)
+      return done(std::move(e.error()));
+    auto rule = (*e)->policy->combine_contributions((*e)->info);
+    auto& item = plan->add_item();
+    item.variable_id = first[k].variable_id;
+    item.type = (*e)->info.type;
+    item.count = element_count((*e)->info.shape);
+    item.rop = rule.op;
+    item.first_only = rule.first_only;
+    item.require_equal = rule.require_equal;
+    item.uop = first[k].op;
+    item.source = collective_source::contributions;
+    item.target = collective_target::components;
+    for (auto& report : reports)
+      item.contributions.push_back(std::move(report.updates[k].value));
+    for (size_t r = 0; r < item.contributions.size(); ++r)
+      item.inputs[r] = item.contributions[r].raw();
+  }
+  run_collective(timeout, plan, std::move(done));
+}
+
+void coordinator_state::all_reduce(caf::timespan timeout, reduce_op op,
+                                   std::vector<std::vector<tensor>> values,
+                                   reply_fn<std::vector<tensor>> done) {
+  auto plan = std::make_shared<collective_plan>();
+  plan->num_replicas = num_replicas();
+  for (size_t k = 0; k < values.size(); ++k) {
+    auto& group = values[k];
+    auto where = "all_reduce value " + std::to_string(k);
+    if (group.size() != replicas_.size())
+      return done(make_error(errc::invalid_argument,
+                             where + ": expected "
+                               + std::to_string(replicas_.size())
+                               + " per-replica values but got "
+                               + std::to_string(group.size())));
+    for (size_t r = 1; r < group.size(); ++r) {
+      if (group[r].type() != group[0].type())
+        return done(make_error(errc::dtype_mismatch,
+                               where + ": replica " + std::to_string(r)
+                                 + " has dtype "
+                                 + std::string{to_string(group[r].type())}
+                                 + " but replica 0 has "
+                                 + std::string{to_string(group[0].type())}));
+      if (group[r].shape() != group[0].shape())
+        return done(make_error(errc::shape_mismatch,
+                               where + ": replica " + std::to_string(r)
+                                 + " has shape " + to_string(group[r].shape())
+                                 + " but replica 0 has "
+                                 + to_string(group[0].shape())));
+    }
+    if (op == reduce_op::mean && !is_floating(group[0].type()))
+      return done(make_error(errc::invalid_argument,
+                             where + ": mean of "
+                               + std::string{to_string(group[0].type())}
+                               + " values needs conversion to float64 first"));
+    auto& item = plan->add_item();
+    item.type = group[0].type();
+    item.count = group[0].size();
+    item.rop = op;
+    item.source = collective_source::contributions;
+    item.target = collective_target::output;
+    item.contributions = std::move(group);
+    for (size_t r = 0; r < item.contributions.size(); ++r)
+      item.inputs[r] = item.contributions[r].raw();
+    item.result = tensor::empty(item.type, item.contributions[0].shape());
+    item.output = item.result.mutable_raw();
+  }
+  if (plan->items.empty())
+    return done(std::vector<tensor>{});
+  if (auto err = check_replicas())
+    return done(std::move(err));
+  run_collective(timeout, plan, [plan, done](caf::expected<ok_atom> r) {
+    if (!r)
+      return done(std::move(r.error()));
+    std::vector<tensor> out;
+    for (auto& item : plan->items)
+      out.push_back(std::move(item.result));
+    done(std::move(out));
+  });
+}
+
+// -- host collectives -----------------------------------------------------------
+
+void coordinator_state::run_collective(caf::timespan timeout,
+                                       std::shared_ptr<collective_plan> plan,
+                                       reply_fn<ok_atom> done) {
+  if (collective_running_) {
+    pending_collectives_.emplace_back(
+      [this, timeout, plan, done = std::move(done)]() mutable {
+        start_collective(timeout, std::move(plan), std::move(done));
+      });
+    return;
+  }
+  start_collective(timeout, std::move(plan), std::move(done));
+}
+
+void coordinator_state::start_collective(caf::timespan timeout,
+                                         std::shared_ptr<collective_plan> plan,
+                                         reply_fn<ok_atom> done) {
+  collective_running_ = true;
+  auto leave_and_finish = [this, done](caf::expected<ok_atom> r) {
+    for (auto& replica : replicas_)
+      self_->send(replica, collective_leave_atom::value);
+    done(std::move(r));
+    finish_collective();
+  };
+  if (auto err = check_replicas())
+    return leave_and_finish(std::move(err));
+  gather<int64_t>(
+    replicas_.size(),
+    [this, timeout, plan](size_t i) {
+      return self_->request(replicas_[i], timeout,
+                            collective_enter_atom::value, plan);
+    },
+    [this, timeout, plan, leave_and_finish](
+      caf::expected<std::vector<int64_t>> votes) {
+      if (!votes)
+        return leave_and_finish(std::move(votes.error()));
+      for (size_t r = 0; r < votes->size(); ++r) {
+        auto k = (*votes)[r];
+        if (k < 0)
+          continue;
+        auto i = entries_.find(plan->items[static_cast<size_t>(k)].variable_id);
+        auto name = i == entries_.end() ? std::string{"?"}
+                                        : quoted(i->second.info.name);
+        return leave_and_finish(make_error(
+          errc::aggregation_required,
+          "variable " + name
+            + " has aggregation none, but replica " + std::to_string(r)
+            + " contributed a value that differs from replica 0's; give the "
+              "variable an aggregation (sum, mean, only_first_replica) or "
+              "contribute equal values. No update of the step was applied"));
+      }
+      gather_ok(
+        replicas_.size(),
+        [this, timeout, plan](size_t i) {
+          return self_->request(replicas_[i], timeout,
+                                collective_work_atom::value, plan);
+        },
+        leave_and_finish);
+    });
+}
+
+void coordinator_state::finish_collective() {
+  collective_running_ = false;
+  if (!pending_collectives_.empty()) {
+    auto next = std::move(pending_collectives_.front());
+    pending_collectives_.pop_front();
+    next();
+  }
+}
+
+// -- strategy -----------------------------------------------------------------------
+
+strategy_description coordinator_state::describe() const {
+  strategy_description out;
+  for (auto& d : devices_)
+    out.devices.push_back(to_string(d));
+  out.collective = "host one-pass shared-memory all-reduce ("
+                   + std::to_string(devices_.size()) + " in-process replicas)";
+  return out;
+}
+
+void coordinator_state::shutdown() {
+  for (auto& replica : replicas_)
+    self_->send_exit(replica, caf::exit_reason::user_shutdown);
+  self_->quit(caf::exit_reason::user_shutdown);
+}
+
+coordinator_actor::behavior_type coordinator_state::make_behavior() {
+  for (auto& replica : replicas_)
+    self_->monitor(replica);
+  self_->set_down_handler([this](caf::down_msg& msg) {
+    for (size_t i = 0; i < replicas_.size(); ++i) {
+      if (replicas_[i].address() != msg.source)
+        continue;
+      replica_failures_[i] = msg.reason
+                               ? msg.reason
+                               : caf::error{caf::exit_reason::normal};
+      log()->error("replica {} ({}) is down: {}", i, to_string(devices_[i]),
+                   self_->system().render(replica_failures_[i]));
+    }
+  });
+  auto deliver = [](auto rp) {
+    return [rp](auto result) mutable {
+      if (result)
+        rp.deliver(std::move(*result));
+      else
+        rp.deliver(std::move(result.error()));
+    };
+  };
+  return {
+    [this, deliver](create_atom,
+                    variable_spec& spec) -> caf::result<variable_info> {
+      auto rp = self_->make_response_promise<variable_info>();
+      create(default_timeout_, std::move(spec), deliver(rp));
+      return rp;
+    },
+    [this, deliver](lookup_atom,
+                    const std::string& name) -> caf::result<variable_info> {
+      auto rp = self_->make_response_promise<variable_info>();
+      lookup(name, deliver(rp));
+      return rp;
+    },
+    [this, deliver](list_atom) -> caf::result<std::vector<variable_info>> {
+      auto rp = self_->make_response_promise<std::vector<variable_info>>();
+      list(deliver(rp));
+      return rp;
+    },
+    [this, deliver](destroy_atom, uint64_t id) -> caf::result<ok_atom> {
+      auto rp = self_->make_response_promise<ok_atom>();
+      destroy(default_timeout_, id, deliver(rp));
+      return rp;
+    },
+    [this, deliver](read_atom, uint64_t id) -> caf::result<tensor> {
+      auto rp = self_->make_response_promise<tensor>();
+      read(default_timeout_, id, deliver(rp));
+      return rp;
+    },
+    [this, deliver](update_atom, uint64_t id, update_op op,
+                    tensor& value) -> caf::result<ok_atom> {
+      auto rp = self_->make_response_promise<ok_atom>();
+      update(default_timeout_, id, op, std::move(value), deliver(rp));
+      return rp;
+    },
+    [this, deliver](values_atom,
+                    uint64_t id) -> caf::result<std::vector<tensor>> {
+      auto rp = self_->make_response_promise<std::vector<tensor>>();
+      local_values(default_timeout_, id, deliver(rp));
+      return rp;
+    },
+    [this, deliver](run_atom,
+                    const replica_step_ptr& step) -> caf::result<ok_atom> {
+      auto rp = self_->make_response_promise<ok_atom>();
+      run(default_timeout_, step, deliver(rp));
+      return rp;
+    },
+    [this, deliver](allreduce_atom, reduce_op op,
+                    std::vector<std::vector<tensor>>& values)
+      -> caf::result<std::vector<tensor>> {
+      auto rp = self_->make_response_promise<std::vector<tensor>>();
+      all_reduce(default_timeout_, op, std::move(values), deliver(rp));
+      return rp;
+    },
+    [this](describe_atom) -> caf::result<strategy_description> {
+      return describe();
+    },
+    [this](replicas_atom) -> caf::result<std::vector<replica_actor>> {
+      return replicas_;
+    },
+    [this](client_atom, const client_call_ptr& call) { call->invoke(*this); },
+    [this](shutdown_atom) { shutdown(); },
+  };
+}
+
+// -- spawning -------------------------------------------------------------------------
+
+namespace {
+
+class coordinator_actor_impl : public coordinator_actor::base {
+public:
+  coordinator_actor_impl(caf::actor_config& cfg, std::vector<device_id> devices,
+                         std::vector<replica_actor> replicas,
+                         caf::timespan timeout)
+    : coordinator_actor::base(cfg),
+      state_(this, std::move(devices), std::move(replicas), timeout) {
+  }
+
+  behavior_type make_behavior() override { return state_.make_behavior(); }
+
+private:
+  coordinator_state state_;
+};
+
+} // namespace
+
+caf::expected<coordinator_actor> spawn_coordinator(caf::actor_system& sys,
+                                                   coordinator_config cfg) {
+  if (cfg.devices.empty())
+    return make_error(errc::invalid_argument,
+                      "a strategy needs at least one device");
+  std::vector<replica_actor> replicas;
+  auto stop_all = [&] {
+    for (auto& r : replicas)
+      caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
+  };
+  for (size_t i = 0; i < cfg.devices.size(); ++i) {
+    for (size_t j = 0; j < i; ++j)
+      if (cfg.devices[j] == cfg.devices[i]
+          && cfg.devices[i].kind == device_kind::host) {
+        stop_all();
+        return make_error(errc::invalid_argument,
+                          "device " + to_string(cfg.devices[i])
+                            + " is listed twice");
+      }
+    replica_config rc{static_cast<int>(i), static_cast<int>(cfg.devices.size()),
+                      cfg.devices[i]};
+    auto replica = spawn_replica(sys, rc);
+    if (!replica) {
+      stop_all();
+      return std::move(replica.error());
+    }
+    replicas.push_back(std::move(*replica));
+  }
+  auto coordinator = sys.spawn<coordinator_actor_impl>(
+    cfg.devices, replicas, cfg.default_timeout);
+  // The replicas go down with their coordinator.
+  coordinator->attach_functor([replicas](const caf::error&) {
+    for (auto& r : replicas)
+      caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
+  });
+  log()->info("strategy over {} replicas started", replicas.size());
+  return coordinator;
+}
+
+} // namespace varsync

@@ -1,0 +1,28 @@
+#pragma once
+// Spawning a strategy: one coordinator and one replica actor per device.
+
+#include <vector>
+
+#include <caf/expected.hpp>
+#include <caf/fwd.hpp>
+#include <caf/timespan.hpp>
+
+#include "devices/device_id.hpp"
+#include "messages/coordinator_interface.hpp"
+
+namespace varsync {
+
+struct coordinator_config {
+  std::vector<device_id> devices;
+  /// Deadline of each request the coordinator sends to a replica when the
+  /// caller gave none (the typed actor interface).
+  caf::timespan default_timeout = std::chrono::seconds(30);
+};
+
+/// Spawns the replicas of `cfg.devices` and their coordinator. Fails with
+/// invalid_argument for an empty device list and device_error for a device
+/// that cannot be opened.
+caf::expected<coordinator_actor> spawn_coordinator(caf::actor_system& sys,
+                                                   coordinator_config cfg);
+
+} // namespace varsync

@@ -1,0 +1,109 @@
+#pragma once
+// The coordinator of a strategy: it owns the registry of variables, validates
+// every request before anything changes, sequences every operation that
+// involves more than one replica, and drives host collectives. It never
+// touches tensor data itself: work proportional to a tensor's size happens on
+// the replicas.
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <caf/expected.hpp>
+#include <caf/fwd.hpp>
+#include <caf/timespan.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "devices/device_id.hpp"
+#include "messages/coordinator_interface.hpp"
+#include "sync/collective_plan.hpp"
+#include "sync/sync_policy.hpp"
+
+namespace varsync {
+
+template <class T>
+using reply_fn = std::function<void(caf::expected<T>)>;
+
+class coordinator_state {
+public:
+  using self_pointer = coordinator_actor::pointer;
+
+  coordinator_state(self_pointer self, std::vector<device_id> devices,
+                    std::vector<replica_actor> replicas,
+                    caf::timespan default_timeout);
+
+  coordinator_actor::behavior_type make_behavior();
+
+  caf::timespan default_timeout() const { return default_timeout_; }
+
+  // -- operations; `done` runs on the coordinator's thread -------------------
+
+  void create(caf::timespan timeout, variable_spec spec,
+              reply_fn<variable_info> done);
+  void lookup(const std::string& name, reply_fn<variable_info> done);
+  void list(reply_fn<std::vector<variable_info>> done);
+  void destroy(caf::timespan timeout, uint64_t id, reply_fn<ok_atom> done);
+  void read(caf::timespan timeout, uint64_t id, reply_fn<tensor> done);
+  void update(caf::timespan timeout, uint64_t id, update_op op, tensor value,
+              reply_fn<ok_atom> done);
+  void local_values(caf::timespan timeout, uint64_t id,
+                    reply_fn<std::vector<tensor>> done);
+  void run(caf::timespan timeout, replica_step_ptr step,
+           reply_fn<ok_atom> done);
+  void all_reduce(caf::timespan timeout, reduce_op op,
+                  std::vector<std::vector<tensor>> values,
+                  reply_fn<std::vector<tensor>> done);
+  strategy_description describe() const;
+  const std::vector<replica_actor>& replicas() const { return replicas_; }
+  /// Stops the replicas and the coordinator.
+  void shutdown();
+
+private:
+  struct entry {
+    variable_info info;
+    const sync_policy* policy = nullptr;
+    bool ready = false;
+  };
+
+  int num_replicas() const { return static_cast<int>(replicas_.size()); }
+
+  caf::expected<entry*> find(uint64_t id);
+  caf::error check_replicas() const;
+  caf::error translate(const caf::error& err, size_t replica) const;
+
+  /// Sends a request to every replica (or the first `count`) and gathers the
+  /// replies in replica order; the first error wins.
+  template <class T, class Send>
+  void gather(size_t count, Send send, reply_fn<std::vector<T>> done);
+
+  template <class Send>
+  void gather_ok(size_t count, Send send, reply_fn<ok_atom> done);
+
+  /// Runs a host collective: enter (quiesce, equality votes), work, leave.
+  /// Collectives run one at a time, in the order they were started.
+  void run_collective(caf::timespan timeout, std::shared_ptr<collective_plan>,
+                      reply_fn<ok_atom> done);
+  void start_collective(caf::timespan timeout,
+                        std::shared_ptr<collective_plan> plan,
+                        reply_fn<ok_atom> done);
+  void finish_collective();
+
+  void finish_step(caf::timespan timeout,
+                   std::vector<step_report>& reports, reply_fn<ok_atom> done);
+
+  self_pointer self_;
+  std::vector<device_id> devices_;
+  std::vector<replica_actor> replicas_;
+  std::vector<caf::error> replica_failures_;
+  caf::timespan default_timeout_;
+  uint64_t next_id_ = 1;
+  std::unordered_map<uint64_t, entry> entries_;
+  std::unordered_map<std::string, uint64_t> names_;
+  bool collective_running_ = false;
+  std::deque<std::function<void()>> pending_collectives_;
+};
+
+} // namespace varsync

@@ -1,0 +1,325 @@
+#include "actors/replica_actor.hpp"
+
+#include <deque>
+#include <exception>
+#include <functional>
+#include <string>
+#include <unordered_map>
+
+#include <caf/actor_system.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "core/error.hpp"
+#include "core/logging.hpp"
+#include "devices/device.hpp"
+#include "sync/allreduce_one_pass.hpp"
+#include "sync/collective_plan.hpp"
+#include "sync/sync_policy.hpp"
+#include "varsync/replica_context.hpp"
+
+namespace varsync {
+
+namespace {
+
+struct component {
+  variable_info info;
+  const sync_policy* policy = nullptr;
+  void* data = nullptr;
+};
+
+class replica_state final : public detail::replica_access {
+public:
+  using self_pointer = replica_actor::pointer;
+
+  replica_state(self_pointer self, replica_config cfg,
+                std::unique_ptr<varsync::device> dev)
+    : self_(self), cfg_(cfg), device_(std::move(dev)) {
+  }
+
+  ~replica_state() override {
+    for (auto& [id, c] : components_)
+      device_->release(c.data);
+  }
+
+  replica_actor::behavior_type make_behavior();
+
+  // -- replica_access (replica steps) ----------------------------------------
+
+  int replica_id() const override { return cfg_.rank; }
+  int num_replicas() const override { return cfg_.num_replicas; }
+  device_id device() const override { return cfg_.device; }
+
+  caf::expected<tensor_view> read(const variable_info& v) override {
+    auto c = find(v.id, v.name);
+    if (!c)
+      return std::move(c.error());
+    auto& comp = **c;
+    return tensor_view{comp.info.type, &comp.info.shape, comp.data,
+                       element_count(comp.info.shape)};
+  }
+
+  caf::error update(const variable_info& v, update_op op,
+                    const tensor& value) override {
+    auto c = find(v.id, v.name);
+    if (!c)
+      return record_failure(std::move(c.error()));
+    auto& comp = **c;
+    if (auto err = validate_value(comp.info, value, to_string(op)))
+      return record_failure(std::move(err));
+    if (comp.policy->collective_replica_updates()) {
+      if (recording_ == nullptr)
+        return make_error(errc::invalid_argument,
+                          "variable '" + comp.info.name
+                            + "' is on_write: update it in a replica step or "
+                              "in cross-replica context");
+      recording_->updates.push_back({comp.info.id, op, value});
+      return {};
+    }
+    return device_->apply(comp.data, op, value);
+  }
+
+private:
+  caf::expected<component*> find(uint64_t id, const std::string& name = {}) {
+    auto i = components_.find(id);
+    if (i == components_.end())
+      return make_error(errc::unknown_variable,
+                        "replica " + std::to_string(cfg_.rank)
+                          + " holds no component of variable "
+                          + (name.empty() ? "#" + std::to_string(id)
+                                          : "'" + name + "'"));
+    return &i->second;
+  }
+
+  caf::error record_failure(caf::error err) {
+    if (recording_ != nullptr && !step_error_)
+      step_error_ = err;
+    return err;
+  }
+
+  // Runs `f` now, or after the current collective if one is in progress.
+  template <class T, class F>
+  caf::result<T> run_or_defer(F f) {
+    if (!quiesced_)
+      return caf::result<T>{f()};
+    auto rp = self_->template make_response_promise<T>();
+    deferred_.emplace_back([rp, f = std::move(f)]() mutable {
+      caf::expected<T> r = f();
+      if (r)
+        rp.deliver(std::move(*r));
+      else
+        rp.deliver(std::move(r.error()));
+    });
+    return rp;
+  }
+
+  caf::expected<ok_atom> create(const variable_info& info,
+                                const tensor& initial) {
+    if (components_.count(info.id) > 0)
+      return make_error(errc::already_exists,
+                        "replica " + std::to_string(cfg_.rank)
+                          + " already holds variable '" + info.name + "'");
+    if (auto err = validate_value(info, initial, "initial value"))
+      return err;
+    auto mem = device_->allocate(initial.nbytes());
+    if (!mem)
+      return std::move(mem.error());
+    if (auto err = device_->upload(*mem, initial)) {
+      device_->release(*mem);
+      return err;
+    }
+    components_.emplace(info.id,
+                        component{info, &policy_for(info.sync), *mem});
+    return ok_atom::value;
+  }
+
+  caf::expected<ok_atom> destroy(uint64_t id) {
+    auto i = components_.find(id);
+    if (i != components_.end()) {
+      device_->release(i->second.data);
+      components_.erase(i);
+    }
+    return ok_atom::value;
+  }
+
+  caf::expected<tensor> download(uint64_t id) {
+    auto c = find(id);
+    if (!c)
+      return std::move(c.error());
+    return device_->download((*c)->data, (*c)->info.type, (*c)->info.shape);
+  }
+
+  caf::expected<ok_atom> apply(uint64_t id, update_op op, const tensor& x) {
+    auto c = find(id);
+    if (!c)
+      return std::move(c.error());
+    if (auto err = validate_value((*c)->info, x, to_string(op)))
+      return err;
+    if (auto err = device_->apply((*c)->data, op, x))
+      return err;
+    return ok_atom::value;
+  }
+
+  caf::expected<ok_atom> split(uint64_t id, const tensor& x) {
+    auto c = find(id);
+    if (!c)
+      return std::move(c.error());
+    if (auto err = validate_value((*c)->info, x, "assign"))
+      return err;
+    if (auto err = device_->split_assign((*c)->data, x, cfg_.rank,
+                                         cfg_.num_replicas))
+      return err;
+    return ok_atom::value;
+  }
+
+  caf::expected<ok_atom> local_update(uint64_t id, update_op op,
+                                      const tensor& x) {
+    auto c = find(id);
+    if (!c)
+      return std::move(c.error());
+    if (auto err = update((*c)->info, op, x))
+      return err;
+    return ok_atom::value;
+  }
+
+  caf::expected<step_report> run_step(const replica_step_ptr& step) {
+    step_report report;
+    recording_ = &report;
+    step_error_ = caf::error{};
+    replica_context ctx{*this};
+    caf::error failure;
+    try {
+      step->run(ctx);
+    } catch (const std::exception& ex) {
+      failure = make_error(errc::replica_failed,
+                           "replica " + std::to_string(cfg_.rank) + " ("
+                             + to_string(cfg_.device)
+                             + "): the step threw: " + ex.what());
+    } catch (...) {
+      failure = make_error(errc::replica_failed,
+                           "replica " + std::to_string(cfg_.rank) + " ("
+                             + to_string(cfg_.device)
+                             + "): the step threw a non-standard exception");
+    }
+    recording_ = nullptr;
+    if (failure)
+      return failure;
+    if (step_error_)
+      return std::move(step_error_);
+    return report;
+  }
+
+  // Enter: stop serving other requests and publish this replica's pointers.
+  caf::expected<int64_t> enter(collective_plan& plan) {
+    quiesced_ = true;
+    auto rank = static_cast<size_t>(cfg_.rank);
+    int64_t mismatch = -1;
+    for (size_t i = 0; i < plan.items.size(); ++i) {
+      auto& item = plan.items[i];
+      bool uses_component = item.source == collective_source::components
+                            || item.target == collective_target::components;
+      if (uses_component) {
+        auto c = find(item.variable_id);
+        if (!c)
+          return std::move(c.error());
+        if (item.source == collective_source::components)
+          item.inputs[rank] = (*c)->data;
+        if (item.target == collective_target::components)
+          item.components[rank] = (*c)->data;
+      }
+      if (item.require_equal && mismatch < 0 && !inputs_equal(item, cfg_.rank))
+        mismatch = static_cast<int64_t>(i);
+    }
+    return mismatch;
+  }
+
+  void leave() {
+    quiesced_ = false;
+    while (!quiesced_ && !deferred_.empty()) {
+      auto next = std::move(deferred_.front());
+      deferred_.pop_front();
+      next();
+    }
+  }
+
+  self_pointer self_;
+  replica_config cfg_;
+  std::unique_ptr<varsync::device> device_;
+  std::unordered_map<uint64_t, component> components_;
+  bool quiesced_ = false;
+  std::deque<std::function<void()>> deferred_;
+  step_report* recording_ = nullptr;
+  caf::error step_error_;
+};
+
+replica_actor::behavior_type replica_state::make_behavior() {
+  return {
+    [this](component_create_atom, const variable_info& info,
+           const tensor& initial) -> caf::result<ok_atom> {
+      return run_or_defer<ok_atom>(
+        [this, info, initial] { return create(info, initial); });
+    },
+    [this](component_destroy_atom, uint64_t id) -> caf::result<ok_atom> {
+      return run_or_defer<ok_atom>([this, id] { return destroy(id); });
+    },
+    [this](component_read_atom, uint64_t id) -> caf::result<tensor> {
+      return run_or_defer<tensor>([this, id] { return download(id); });
+    },
+    [this](component_update_atom, uint64_t id, update_op op,
+           const tensor& x) -> caf::result<ok_atom> {
+      return run_or_defer<ok_atom>(
+        [this, id, op, x] { return apply(id, op, x); });
+    },
+    [this](component_split_atom, uint64_t id,
+           const tensor& x) -> caf::result<ok_atom> {
+      return run_or_defer<ok_atom>([this, id, x] { return split(id, x); });
+    },
+    [this](step_atom, const replica_step_ptr& step) -> caf::result<step_report> {
+      return run_or_defer<step_report>(
+        [this, step] { return run_step(step); });
+    },
+    [this](collective_enter_atom,
+           const collective_plan_ptr& plan) -> caf::result<int64_t> {
+      return caf::result<int64_t>{enter(*plan)};
+    },
+    [this](collective_work_atom,
+           const collective_plan_ptr& plan) -> caf::result<ok_atom> {
+      allreduce_one_pass(*plan, cfg_.rank, cfg_.num_replicas);
+      return ok_atom::value;
+    },
+    [this](collective_leave_atom) { leave(); },
+    [this](local_read_atom, uint64_t id) -> caf::result<tensor> {
+      return run_or_defer<tensor>([this, id] { return download(id); });
+    },
+    [this](local_update_atom, uint64_t id, update_op op,
+           const tensor& x) -> caf::result<ok_atom> {
+      return run_or_defer<ok_atom>(
+        [this, id, op, x] { return local_update(id, op, x); });
+    },
+  };
+}
+
+class replica_actor_impl : public replica_actor::base {
+public:
+  replica_actor_impl(caf::actor_config& cfg, replica_config rc,
+                     std::unique_ptr<varsync::device> dev)
+    : replica_actor::base(cfg), state_(this, rc, std::move(dev)) {
+  }
+
+  behavior_type make_behavior() override { return state_.make_behavior(); }
+
+private:
+  replica_state state_;
+};
+
+} // namespace
+
+caf::expected<replica_actor> spawn_replica(caf::actor_system& sys,
+                                           const replica_config& cfg) {
+  auto dev = make_device(cfg.device);
+  if (!dev)
+    return std::move(dev.error());
+  log()->debug("spawning replica {} on {}", cfg.rank, to_string(cfg.device));
+  return sys.spawn<replica_actor_impl>(cfg, std::move(*dev));
+}
+
+} // namespace varsync

@@ -1,0 +1,27 @@
+#pragma once
+// The replica actor of one device: it alone owns that device's memory for
+// every component it holds, runs replica steps, and works its slice of host
+// collectives. While it is inside a collective (between enter and leave) it
+// defers every other request, so no one reads a component that another
+// replica is writing.
+
+#include <caf/expected.hpp>
+#include <caf/fwd.hpp>
+
+#include "devices/device_id.hpp"
+#include "messages/replica_interface.hpp"
+
+namespace varsync {
+
+struct replica_config {
+  int rank = 0;
+  int num_replicas = 1;
+  device_id device;
+};
+
+/// Spawns the replica actor of `cfg.device` (device_error if the device
+/// cannot be opened).
+caf::expected<replica_actor> spawn_replica(caf::actor_system& sys,
+                                           const replica_config& cfg);
+
+} // namespace varsync

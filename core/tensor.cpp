@@ -1,0 +1,167 @@
+#include "core/tensor.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <sstream>
+#include <stdexcept>
+
+#include "core/half.hpp"
+
+namespace varsync {
+
+namespace {
+
+constexpr size_t alignment = 64;
+
+} // namespace
+
+int64_t element_count(const tensor_shape& s) {
+  int64_t n = 1;
+  for (auto d : s) {
+    if (d < 0)
+      return -1;
+    n *= d;
+  }
+  return n;
+}
+
+std::string to_string(const tensor_shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i > 0)
+      out += ", ";
+    out += std::to_string(s[i]);
+  }
+  out += "]";
+  return out;
+}
+
+std::shared_ptr<void> allocate_host_bytes(size_t nbytes) {
+  size_t rounded = (nbytes + alignment - 1) / alignment * alignment;
+  if (rounded == 0)
+    rounded = alignment;
+  void* p = std::aligned_alloc(alignment, rounded);
+  if (p == nullptr)
+    throw std::bad_alloc{};
+  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+}
+
+void store_double(dtype type, void* dst, int64_t i, double v) {
+  switch (type) {
+    case dtype::float16:
+      static_cast<uint16_t*>(dst)[i] = float_to_float16(static_cast<float>(v));
+      break;
+    case dtype::bfloat16:
+      static_cast<uint16_t*>(dst)[i] = float_to_bfloat16(static_cast<float>(v));
+      break;
+    case dtype::float32:
+      static_cast<float*>(dst)[i] = static_cast<float>(v);
+      break;
+    case dtype::float64:
+      static_cast<double*>(dst)[i] = v;
+      break;
+    case dtype::int32:
+      static_cast<int32_t*>(dst)[i] = static_cast<int32_t>(v);
+      break;
+    case dtype::int64:
+      static_cast<int64_t*>(dst)[i] = static_cast<int64_t>(v);
+      break;
+  }
+}
+
+double load_double(dtype type, const void* src, int64_t i) {
+  switch (type) {
+    case dtype::float16:
+      return float16_to_float(static_cast<const uint16_t*>(src)[i]);
+    case dtype::bfloat16:
+      return bfloat16_to_float(static_cast<const uint16_t*>(src)[i]);
+    case dtype::float32: return static_cast<const float*>(src)[i];
+    case dtype::float64: return static_cast<const double*>(src)[i];
+    case dtype::int32: return static_cast<const int32_t*>(src)[i];
+    case dtype::int64:
+      return static_cast<double>(static_cast<const int64_t*>(src)[i]);
+  }
+  return 0;
+}
+
+tensor::tensor(dtype type, tensor_shape shape, int64_t size,
+               std::shared_ptr<void> data)
+  : type_(type), shape_(std::move(shape)), size_(size), data_(std::move(data)) {
+}
+
+tensor::tensor() : tensor(dtype::float32, {0}, 0, allocate_host_bytes(0)) {
+}
+
+tensor tensor::empty(dtype type, tensor_shape shape) {
+  auto n = element_count(shape);
+  if (n < 0)
+    throw std::invalid_argument("tensor: negative extent in shape "
+                                + to_string(shape));
+  auto bytes = allocate_host_bytes(static_cast<size_t>(n) * size_of(type));
+  return tensor{type, std::move(shape), n, std::move(bytes)};
+}
+
+tensor tensor::zeros(dtype type, tensor_shape shape) {
+  auto t = empty(type, std::move(shape));
+  std::memset(t.data_.get(), 0, t.nbytes());
+  return t;
+}
+
+tensor tensor::filled(dtype type, tensor_shape shape, double value) {
+  auto t = empty(type, std::move(shape));
+  for (int64_t i = 0; i < t.size_; ++i)
+    store_double(type, t.data_.get(), i, value);
+  return t;
+}
+
+tensor tensor::from_bytes(dtype type, tensor_shape shape, const void* bytes,
+                          size_t nbytes) {
+  auto t = empty(type, std::move(shape));
+  if (nbytes != t.nbytes())
+    throw std::invalid_argument("tensor::from_bytes: byte count does not "
+                                "match dtype and shape");
+  if (nbytes > 0)
+    std::memcpy(t.data_.get(), bytes, nbytes);
+  return t;
+}
+
+void* tensor::mutable_raw() {
+  if (data_.use_count() > 1) {
+    auto fresh = allocate_host_bytes(nbytes());
+    if (nbytes() > 0)
+      std::memcpy(fresh.get(), data_.get(), nbytes());
+    data_ = std::move(fresh);
+  }
+  return data_.get();
+}
+
+double tensor::as_double(int64_t i) const {
+  return load_double(type_, data_.get(), i);
+}
+
+bool tensor::bitwise_equal(const tensor& other) const {
+  return type_ == other.type_ && shape_ == other.shape_
+         && (data_ == other.data_ || nbytes() == 0
+             || std::memcmp(raw(), other.raw(), nbytes()) == 0);
+}
+
+tensor tensor::clone() const {
+  return from_bytes(type_, shape_, raw(), nbytes());
+}
+
+std::string tensor::debug_string(int64_t max_elements) const {
+  std::ostringstream os;
+  os << to_string(type_) << to_string(shape_) << "{";
+  for (int64_t i = 0; i < size_ && i < max_elements; ++i) {
+    if (i > 0)
+      os << ", ";
+    os << as_double(i);
+  }
+  if (size_ > max_elements)
+    os << ", ...";
+  os << "}";
+  return os.str();
+}
+
+} // namespace varsync

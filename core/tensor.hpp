@@ -1,0 +1,147 @@
+#pragma once
+// Host tensors: a dtype, a shape and a reference-counted, 64-byte aligned
+// buffer. Copies share the buffer; writers copy first (copy-on-write), so a
+// tensor can travel inside in-process messages without copying its data.
+
+#include <cstddef>
+#include <cstdint>
+#include <algorithm>
+#include <initializer_list>
+#include <stdexcept>
+#include <memory>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/dtype.hpp"
+
+namespace varsync {
+
+using tensor_shape = std::vector<int64_t>;
+
+/// Number of elements of `s` (1 for a scalar), or -1 for a negative extent.
+int64_t element_count(const tensor_shape& s);
+
+/// "[2, 3]" and "[]" for scalars.
+std::string to_string(const tensor_shape& s);
+
+/// Read-only view of elements owned elsewhere (a replica's component).
+struct tensor_view {
+  dtype type = dtype::float32;
+  const tensor_shape* shape = nullptr;
+  const void* data = nullptr;
+  int64_t size = 0;
+
+  template <class T>
+  const T* as() const {
+    return static_cast<const T*>(data);
+  }
+  size_t nbytes() const { return static_cast<size_t>(size) * size_of(type); }
+};
+
+class tensor {
+public:
+  /// An empty float32 tensor of shape [0].
+  tensor();
+
+  /// Uninitialized storage for `shape` elements of `type`.
+  static tensor empty(dtype type, tensor_shape shape);
+  static tensor zeros(dtype type, tensor_shape shape);
+  /// A tensor of `type` and `shape` filled with `value` converted to `type`.
+  static tensor filled(dtype type, tensor_shape shape, double value);
+  /// Copies `nbytes` raw bytes; the caller guarantees they fit the shape.
+  static tensor from_bytes(dtype type, tensor_shape shape, const void* bytes,
+                           size_t nbytes);
+
+  template <class T>
+  static tensor scalar(T value) {
+    auto t = empty(dtype_of_v<T>, {});
+    *t.template mutable_data<T>() = value;
+    return t;
+  }
+
+  template <class T>
+  static tensor from_vector(tensor_shape shape, const std::vector<T>& values) {
+    auto t = empty(dtype_of_v<T>, std::move(shape));
+    if (static_cast<size_t>(t.size()) != values.size())
+      throw std::invalid_argument("tensor::from_vector: value count does not "
+                                  "match the shape");
+    std::copy(values.begin(), values.end(), t.template mutable_data<T>());
+    return t;
+  }
+
+  template <class T>
+  static tensor from_list(std::initializer_list<T> values) {
+    return from_vector<T>({static_cast<int64_t>(values.size())},
+                          std::vector<T>(values));
+  }
+
+  dtype type() const { return type_; }
+  const tensor_shape& shape() const { return shape_; }
+  int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
+  int64_t size() const { return size_; }
+  size_t nbytes() const { return static_cast<size_t>(size_) * size_of(type_); }
+
+  const void* raw() const { return data_.get(); }
+  /// Writable bytes; copies the buffer first if another tensor shares it.
+  void* mutable_raw();
+
+  template <class T>
+  const T* data() const {
+    return static_cast<const T*>(raw());
+  }
+  template <class T>
+  T* mutable_data() {
+    return static_cast<T*>(mutable_raw());
+  }
+
+  /// Element `i` converted to double (any dtype).
+  double as_double(int64_t i = 0) const;
+
+  template <class T>
+  std::vector<T> to_vector() const {
+    std::vector<T> out(static_cast<size_t>(size_));
+    for (int64_t i = 0; i < size_; ++i) {
+      if (dtype_of_v<T> == type_)
+        out[static_cast<size_t>(i)] = data<T>()[i];
+      else
+        out[static_cast<size_t>(i)] = static_cast<T>(as_double(i));
+    }
+    return out;
+  }
+
+  /// Same dtype, shape and bytes.
+  bool bitwise_equal(const tensor& other) const;
+
+  /// A deep copy that shares nothing with this tensor.
+  tensor clone() const;
+
+  tensor_view view() const { return {type_, &shape_, raw(), size_}; }
+
+  /// True if both share one buffer (used to test zero-copy paths).
+  bool shares_buffer_with(const tensor& other) const {
+    return data_ == other.data_;
+  }
+
+  std::string debug_string(int64_t max_elements = 8) const;
+
+private:
+  tensor(dtype type, tensor_shape shape, int64_t size,
+         std::shared_ptr<void> data);
+
+  dtype type_;
+  tensor_shape shape_;
+  int64_t size_;
+  std::shared_ptr<void> data_;
+};
+
+/// Aligned host allocation used by tensors and host components.
+std::shared_ptr<void> allocate_host_bytes(size_t nbytes);
+
+/// Writes `value`, converted to `type`, to element `i` of `dst`.
+void store_double(dtype type, void* dst, int64_t i, double value);
+/// Reads element `i` of `src` as a double.
+double load_double(dtype type, const void* src, int64_t i);
+
+} // namespace varsync

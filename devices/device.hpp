@@ -1,0 +1,47 @@
+#pragma once
+// The memory and kernels of one replica's device. A replica actor owns exactly
+// one device object and is the only caller of its methods.
+
+#include <cstddef>
+#include <memory>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include "core/tensor.hpp"
+#include "devices/device_id.hpp"
+#include "sync/synchronization.hpp"
+
+namespace varsync {
+
+class device {
+public:
+  virtual ~device() = default;
+
+  virtual device_id id() const = 0;
+
+  /// True if host code (the host collective, replica steps) may read and
+  /// write this device's component memory directly.
+  virtual bool host_accessible() const = 0;
+
+  /// Preallocates `nbytes` for a component (out_of_memory on failure).
+  virtual caf::expected<void*> allocate(size_t nbytes) = 0;
+  virtual void release(void* data) = 0;
+
+  /// Copies a host tensor into component memory of the same size.
+  virtual caf::error upload(void* dst, const tensor& src) = 0;
+  /// Copies component memory into a fresh host tensor.
+  virtual caf::expected<tensor> download(const void* src, dtype type,
+                                         const tensor_shape& shape) = 0;
+  /// dst = op(dst, y) elementwise.
+  virtual caf::error apply(void* dst, update_op op, const tensor& y) = 0;
+  /// R4: this replica's share of x, so that all shares add up to x.
+  virtual caf::error split_assign(void* dst, const tensor& x, int rank,
+                                  int num_replicas) = 0;
+};
+
+/// The device object for `id` (host devices; cuda:K once the CUDA backend
+/// is built, device_error otherwise).
+caf::expected<std::unique_ptr<device>> make_device(const device_id& id);
+
+} // namespace varsync

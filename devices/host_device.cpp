@@ -1,0 +1,60 @@
+#include "devices/host_device.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.hpp"
+#include "devices/host_kernels.hpp"
+
+namespace varsync {
+
+caf::expected<void*> host_device::allocate(size_t nbytes) {
+  constexpr size_t alignment = 64;
+  auto rounded = (nbytes + alignment - 1) / alignment * alignment;
+  void* p = std::aligned_alloc(alignment, rounded == 0 ? alignment : rounded);
+  if (p == nullptr)
+    return make_error(errc::out_of_memory,
+                      "cpu:" + std::to_string(index_) + ": cannot allocate "
+                        + std::to_string(nbytes) + " bytes");
+  return p;
+}
+
+void host_device::release(void* data) {
+  std::free(data);
+}
+
+caf::error host_device::upload(void* dst, const tensor& src) {
+  if (src.nbytes() > 0)
+    std::memcpy(dst, src.raw(), src.nbytes());
+  return {};
+}
+
+caf::expected<tensor> host_device::download(const void* src, dtype type,
+                                            const tensor_shape& shape) {
+  auto out = tensor::empty(type, shape);
+  if (out.nbytes() > 0)
+    std::memcpy(out.mutable_raw(), src, out.nbytes());
+  return out;
+}
+
+caf::error host_device::apply(void* dst, update_op op, const tensor& y) {
+  host::apply_update(op, y.type(), dst, y.raw(), 0, y.size());
+  return {};
+}
+
+caf::error host_device::split_assign(void* dst, const tensor& x, int rank,
+                                     int num_replicas) {
+  host::split_assign(x.type(), dst, x.raw(), 0, x.size(), rank, num_replicas);
+  return {};
+}
+
+caf::expected<std::unique_ptr<device>> make_device(const device_id& id) {
+  if (id.kind == device_kind::host)
+    return std::unique_ptr<device>{new host_device(id.index)};
+  return make_error(errc::device_error,
+                    "device " + to_string(id)
+                      + " needs the CUDA backend, which this build of "
+                        "varsync does not include");
+}
+
+} // namespace varsync

@@ -1,0 +1,28 @@
+#pragma once
+// A replica in host memory: components in 64-byte aligned, preallocated
+// buffers; kernels from host_kernels.
+
+#include "devices/device.hpp"
+
+namespace varsync {
+
+class host_device final : public device {
+public:
+  explicit host_device(int index) : index_(index) {}
+
+  device_id id() const override { return {device_kind::host, index_}; }
+  bool host_accessible() const override { return true; }
+  caf::expected<void*> allocate(size_t nbytes) override;
+  void release(void* data) override;
+  caf::error upload(void* dst, const tensor& src) override;
+  caf::expected<tensor> download(const void* src, dtype type,
+                                 const tensor_shape& shape) override;
+  caf::error apply(void* dst, update_op op, const tensor& y) override;
+  caf::error split_assign(void* dst, const tensor& x, int rank,
+                          int num_replicas) override;
+
+private:
+  int index_;
+};
+
+} // namespace varsync

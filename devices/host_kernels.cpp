@@ -1,0 +1,425 @@
+#include "devices/host_kernels.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "core/half.hpp"
+
+namespace varsync::host {
+
+namespace {
+
+/// Elements per chunk of the chunked kernels (stack buffers of at most 16 KiB).
+constexpr int64_t chunk = 2048;
+
+// -- element kinds: storage type, compute type, conversions ------------------
+
+template <class T>
+struct native {
+  using storage = T;
+  using compute = T;
+  static constexpr bool narrow = false;
+  static T load(T x) { return x; }
+  static T store(T x) { return x; }
+};
+
+struct half_kind {
+  using storage = uint16_t;
+  using compute = float;
+  static constexpr bool narrow = true;
+  static float load(uint16_t h) { return float16_to_float(h); }
+  static uint16_t store(float f) { return float_to_float16(f); }
+};
+
+struct bfloat_kind {
+  using storage = uint16_t;
+  using compute = float;
+  static constexpr bool narrow = true;
+  static float load(uint16_t h) { return bfloat16_to_float(h); }
+  static uint16_t store(float f) { return float_to_bfloat16(f); }
+};
+
+/// Calls f(kind{}) for the element kind of `t`: the one dtype dispatch.
+template <class F>
+decltype(auto) dispatch(dtype t, F&& f) {
+  switch (t) {
+    case dtype::float16: return f(half_kind{});
+    case dtype::bfloat16: return f(bfloat_kind{});
+    case dtype::float32: return f(native<float>{});
+    case dtype::float64: return f(native<double>{});
+    case dtype::int32: return f(native<int32_t>{});
+    case dtype::int64: return f(native<int64_t>{});
+  }
+  throw std::invalid_argument("host kernels: unknown dtype "
+                              + std::to_string(static_cast<int>(t)));
+}
+
+// -- arithmetic without undefined behavior ------------------------------------
+
+template <class T>
+inline T wrap_add(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+
+template <class T>
+inline T wrap_sub(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+  } else {
+    return a - b;
+  }
+}
+
+template <class T>
+inline T wrap_mul(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    // Promote so that e.g. uint16 * uint16 cannot overflow a signed int.
+    using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
+    return static_cast<T>(static_cast<W>(static_cast<U>(a))
+                          * static_cast<W>(static_cast<U>(b)));
+  } else {
+    return a * b;
+  }
+}
+
+struct op_sum {
+  template <class T>
+  T operator()(T a, T b) const {
+    return wrap_add(a, b);
+  }
+};
+
+struct op_diff {
+  template <class T>
+  T operator()(T a, T b) const {
+    return wrap_sub(a, b);
+  }
+};
+
+struct op_prod {
+  template <class T>
+  T operator()(T a, T b) const {
+    return wrap_mul(a, b);
+  }
+};
+
+// min/max: NaN in either operand propagates (b != b is only true for NaN).
+struct op_min {
+  template <class T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>)
+      return (b < a || b != b) ? b : a;
+    else
+      return b < a ? b : a;
+  }
+};
+
+struct op_max {
+  template <class T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>)
+      return (a < b || b != b) ? b : a;
+    else
+      return a < b ? b : a;
+  }
+};
+
+// -- loops --------------------------------------------------------------------
+// Written for GCC's -O2 vectorizer (the "very cheap" cost model), which only
+// vectorizes loops whose trip count is a known multiple of the vector width
+// and that need no runtime overlap checks. So every loop runs over blocks of
+// `block` elements (plus a scalar tail) and takes restrict pointers; where a
+// public kernel allows dst == src, the in-place case gets its own loop. The
+// loop functions stay out of line so that inlining cannot drop the restrict
+// qualifiers (one call per chunk costs nothing).
+
+constexpr int64_t block = 64;
+
+/// body(i) for i in [0, n), as fixed-size blocks plus a scalar tail.
+template <class F>
+[[gnu::always_inline]] inline void blocked(int64_t n, F&& body) {
+  int64_t i = 0;
+  for (; i + block <= n; i += block)
+    for (int64_t j = 0; j < block; ++j)
+      body(i + j);
+  for (; i < n; ++i)
+    body(i);
+}
+
+template <class K, class Op>
+[[gnu::noinline]] void update_loop(Op op, typename K::storage* __restrict dst,
+                                   const typename K::storage* __restrict y,
+                                   int64_t n) {
+  blocked(n, [=](int64_t i) {
+    dst[i] = K::store(op(K::load(dst[i]), K::load(y[i])));
+  });
+}
+
+template <class K, class Op>
+[[gnu::noinline]] void update_loop_in_place(Op op, typename K::storage* dst,
+                                            int64_t n) {
+  blocked(n, [=](int64_t i) {
+    auto v = K::load(dst[i]);
+    dst[i] = K::store(op(v, v));
+  });
+}
+
+template <class K, class Op>
+void update_dispatch(Op op, typename K::storage* dst,
+                     const typename K::storage* y, int64_t n) {
+  if (dst == y)
+    update_loop_in_place<K>(op, dst, n);
+  else
+    update_loop<K>(op, dst, y, n);
+}
+
+template <class K>
+void update_range(update_op op, typename K::storage* dst,
+                  const typename K::storage* y, int64_t n) {
+  using S = typename K::storage;
+  switch (op) {
+    case update_op::assign:
+      if (dst != y && n > 0)
+        std::memmove(dst, y, static_cast<size_t>(n) * sizeof(S));
+      return;
+    case update_op::assign_add: update_dispatch<K>(op_sum{}, dst, y, n); return;
+    case update_op::assign_sub:
+      update_dispatch<K>(op_diff{}, dst, y, n);
+      return;
+  }
+  throw std::invalid_argument("host kernels: unknown update_op "
+                              + std::to_string(static_cast<int>(op)));
+}
+
+template <class K>
+[[gnu::noinline]] void load_loop(typename K::compute* __restrict acc,
+                                 const typename K::storage* __restrict in,
+                                 int64_t n) {
+  blocked(n, [=](int64_t j) { acc[j] = K::load(in[j]); });
+}
+
+template <class K>
+[[gnu::noinline]] void store_loop(typename K::storage* __restrict out,
+                                  const typename K::compute* __restrict acc,
+                                  int64_t n) {
+  blocked(n, [=](int64_t j) { out[j] = K::store(acc[j]); });
+}
+
+template <class K, class Op>
+[[gnu::noinline]] void combine_loop(Op op, typename K::compute* __restrict acc,
+                                    const typename K::storage* __restrict in,
+                                    int64_t n) {
+  blocked(n, [=](int64_t j) { acc[j] = op(acc[j], K::load(in[j])); });
+}
+
+template <class C>
+[[gnu::noinline]] void divide_loop(C* __restrict acc, C divisor, int64_t n) {
+  blocked(n, [=](int64_t j) { acc[j] = acc[j] / divisor; });
+}
+
+/// acc[j] = op over inputs[k][b + j] for j in [0, n), in compute precision.
+/// `acc` is a private buffer, so it never aliases an input.
+template <class K, class Op>
+void reduce_loop(Op op, typename K::compute* acc,
+                 std::span<const void* const> inputs, int64_t b, int64_t n) {
+  using S = typename K::storage;
+  load_loop<K>(acc, static_cast<const S*>(inputs[0]) + b, n);
+  for (size_t k = 1; k < inputs.size(); ++k)
+    combine_loop<K>(op, acc, static_cast<const S*>(inputs[k]) + b, n);
+}
+
+/// Reduces one chunk [b, b + n) into `acc` for `rop`, mean included.
+template <class K>
+void reduce_chunk(reduce_op rop, typename K::compute* acc,
+                  std::span<const void* const> inputs, int64_t b, int64_t n) {
+  using C = typename K::compute;
+  switch (rop) {
+    case reduce_op::sum: reduce_loop<K>(op_sum{}, acc, inputs, b, n); return;
+    case reduce_op::prod: reduce_loop<K>(op_prod{}, acc, inputs, b, n); return;
+    case reduce_op::min: reduce_loop<K>(op_min{}, acc, inputs, b, n); return;
+    case reduce_op::max: reduce_loop<K>(op_max{}, acc, inputs, b, n); return;
+    case reduce_op::mean:
+      if constexpr (std::is_floating_point_v<C>) {
+        reduce_loop<K>(op_sum{}, acc, inputs, b, n);
+        divide_loop(acc, static_cast<C>(inputs.size()), n);
+        return;
+      }
+      break;
+  }
+  throw std::invalid_argument("host kernels: unsupported reduce_op "
+                              + std::to_string(static_cast<int>(rop))
+                              + " for this dtype");
+}
+
+template <class K>
+[[gnu::noinline]] void
+split_float_loop(typename K::storage* __restrict out,
+                 const typename K::storage* __restrict in,
+                 typename K::compute count, int64_t n) {
+  blocked(n, [=](int64_t i) { out[i] = K::store(K::load(in[i]) / count); });
+}
+
+// Floor division x = q * N + r with 0 <= r < N. N >= 1, so x / N never
+// overflows (not even for the minimum value); q - 1 cannot overflow when r < 0
+// (then N >= 2 and q >= min / 2), and q + 1 cannot overflow when k < r (then
+// N >= 2 and q <= max / 2).
+template <class T>
+inline T split_int(T v, T divisor, T k) {
+  T q = v / divisor;
+  T r = v % divisor;
+  const bool negative = r < 0;
+  q -= negative ? 1 : 0;
+  r += negative ? divisor : 0;
+  return q + (k < r ? 1 : 0);
+}
+
+template <class T>
+[[gnu::noinline]] void split_int_loop(T* __restrict out, const T* __restrict in,
+                                      T divisor, T k, int64_t n) {
+  blocked(n, [=](int64_t i) { out[i] = split_int(in[i], divisor, k); });
+}
+
+template <class T>
+[[gnu::noinline]] void split_int_in_place(T* out, T divisor, T k, int64_t n) {
+  blocked(n, [=](int64_t i) { out[i] = split_int(out[i], divisor, k); });
+}
+
+template <class K>
+[[gnu::noinline]] void split_float_in_place(typename K::storage* out,
+                                            typename K::compute count,
+                                            int64_t n) {
+  blocked(n, [=](int64_t i) { out[i] = K::store(K::load(out[i]) / count); });
+}
+
+void check_reduce_request(reduce_op op, dtype t, size_t num_inputs,
+                          const char* fn) {
+  if (num_inputs == 0)
+    throw std::invalid_argument(std::string{fn}
+                                + ": expected at least one input, found 0");
+  if (op == reduce_op::mean && !is_floating(t))
+    throw std::invalid_argument(std::string{fn} + ": mean requires a floating "
+                                + "dtype, found " + std::string{to_string(t)});
+}
+
+} // namespace
+
+void apply_update(update_op op, dtype t, void* dst, const void* y,
+                  int64_t begin, int64_t end) {
+  if (end <= begin)
+    return;
+  dispatch(t, [&](auto kind) {
+    using K = decltype(kind);
+    using S = typename K::storage;
+    update_range<K>(op, static_cast<S*>(dst) + begin,
+                    static_cast<const S*>(y) + begin, end - begin);
+  });
+}
+
+void reduce(reduce_op op, dtype t, void* out,
+            std::span<const void* const> inputs, int64_t begin, int64_t end) {
+  check_reduce_request(op, t, inputs.size(), "host::reduce");
+  if (end <= begin)
+    return;
+  dispatch(t, [&](auto kind) {
+    using K = decltype(kind);
+    using S = typename K::storage;
+    using C = typename K::compute;
+    S* dst = static_cast<S*>(out);
+    // Each chunk reads all inputs before it writes `out`, so `out` may be one
+    // of the inputs.
+    C acc[chunk];
+    for (int64_t b = begin; b < end; b += chunk) {
+      const int64_t n = std::min(chunk, end - b);
+      reduce_chunk<K>(op, acc, inputs, b, n);
+      store_loop<K>(dst + b, acc, n);
+    }
+  });
+}
+
+void reduce_and_apply(reduce_op rop, update_op uop, dtype t,
+                      std::span<const void* const> contributions,
+                      std::span<void* const> components, int64_t begin,
+                      int64_t end) {
+  check_reduce_request(rop, t, contributions.size(), "host::reduce_and_apply");
+  if (end <= begin || components.empty())
+    return;
+  dispatch(t, [&](auto kind) {
+    using K = decltype(kind);
+    using S = typename K::storage;
+    using C = typename K::compute;
+    if (contributions.size() == 1) {
+      // y is the single contribution itself: stream it into every component.
+      const S* y = static_cast<const S*>(contributions[0]);
+      for (void* c : components)
+        update_range<K>(uop, static_cast<S*>(c) + begin, y + begin,
+                        end - begin);
+      return;
+    }
+    C acc[chunk];
+    S ybuf_storage[K::narrow ? chunk : 1];
+    for (int64_t b = begin; b < end; b += chunk) {
+      const int64_t n = std::min(chunk, end - b);
+      reduce_chunk<K>(rop, acc, contributions, b, n);
+      // y is rounded to the dtype before it meets the components, exactly as
+      // a reduce() followed by apply_update() would do.
+      const S* y;
+      if constexpr (K::narrow) {
+        store_loop<K>(ybuf_storage, acc, n);
+        y = ybuf_storage;
+      } else {
+        y = acc;
+      }
+      for (void* c : components)
+        update_range<K>(uop, static_cast<S*>(c) + b, y, n);
+    }
+  });
+}
+
+void split_assign(dtype t, void* dst, const void* x, int64_t begin, int64_t end,
+                  int rank, int num_replicas) {
+  if (num_replicas < 1 || rank < 0 || rank >= num_replicas)
+    throw std::invalid_argument("host::split_assign: expected 0 <= rank < "
+                                "num_replicas, found rank "
+                                + std::to_string(rank) + " of "
+                                + std::to_string(num_replicas));
+  if (end <= begin)
+    return;
+  dispatch(t, [&](auto kind) {
+    using K = decltype(kind);
+    using S = typename K::storage;
+    using C = typename K::compute;
+    S* out = static_cast<S*>(dst) + begin;
+    const S* in = static_cast<const S*>(x) + begin;
+    const int64_t n = end - begin;
+    if constexpr (std::is_floating_point_v<C>) {
+      const C count = static_cast<C>(num_replicas);
+      if (out == in)
+        split_float_in_place<K>(out, count, n);
+      else
+        split_float_loop<K>(out, in, count, n);
+    } else {
+      const C divisor = static_cast<C>(num_replicas);
+      const C k = static_cast<C>(rank);
+      if (out == in)
+        split_int_in_place(out, divisor, k, n);
+      else
+        split_int_loop(out, in, divisor, k, n);
+    }
+  });
+}
+
+bool bitwise_equal(const void* a, const void* b, size_t nbytes) {
+  return nbytes == 0 || a == b || std::memcmp(a, b, nbytes) == 0;
+}
+
+} // namespace varsync::host

@@ -1,0 +1,60 @@
+#pragma once
+// Elementwise CPU kernels on raw host buffers, for every dtype. float16 and
+// bfloat16 are computed in float32 and rounded back (core/half.hpp); integer
+// arithmetic wraps like unsigned arithmetic (never undefined behavior).
+//
+// Every kernel works on the element range [begin, end), so that several
+// workers can each process a slice of one buffer. The dtype is dispatched once
+// per call; the inner loops are plain loops over contiguous elements that the
+// compiler can vectorize.
+//
+// Floating min/max propagate NaN (like numpy's minimum/maximum). Kernels throw
+// std::invalid_argument for requests callers are expected to reject first
+// (integer mean, no inputs, bad replica count).
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "core/dtype.hpp"
+#include "sync/synchronization.hpp"
+
+namespace varsync::host {
+
+/// dst[i] = y[i] (assign) | dst[i] + y[i] (assign_add) | dst[i] - y[i]
+/// (assign_sub) for i in [begin, end). `dst` may equal `y`.
+void apply_update(update_op op, dtype t, void* dst, const void* y,
+                  int64_t begin, int64_t end);
+
+/// out[i] = op(inputs[0][i], ..., inputs[n-1][i]) for i in [begin, end), with
+/// the inputs combined in order. `mean` is sum / inputs.size() and is only
+/// valid for floating dtypes. `out` may be one of the inputs. Throws
+/// std::invalid_argument for an empty `inputs` or an integer mean.
+void reduce(reduce_op op, dtype t, void* out,
+            std::span<const void* const> inputs, int64_t begin, int64_t end);
+
+/// The one-pass kernel of the host all-reduce: for each i in [begin, end),
+/// y = reduce(rop, contributions[*][i]) (y = contributions[0][i] for a single
+/// contribution), rounded to `t`, then c[i] = uop(c[i], y) for every
+/// component c. Reads each contribution and component element once and writes
+/// each component element once. Components must not alias contributions or
+/// each other. Same result, bit for bit, as reduce() into a temporary followed
+/// by apply_update() on every component.
+void reduce_and_apply(reduce_op rop, update_op uop, dtype t,
+                      std::span<const void* const> contributions,
+                      std::span<void* const> components, int64_t begin,
+                      int64_t end);
+
+/// Sets the component of replica `rank` (of `num_replicas`) so that the
+/// components of all replicas add up to x (rule R4), for i in [begin, end):
+/// floating dtypes get x / N (divided in the dtype's arithmetic, float for the
+/// 16-bit types); integer dtypes are split exactly: with floor division
+/// x = q * N + r, 0 <= r < N, replica k gets q + (k < r ? 1 : 0). `dst` may
+/// equal `x`. Throws std::invalid_argument unless 0 <= rank < num_replicas.
+void split_assign(dtype t, void* dst, const void* x, int64_t begin,
+                  int64_t end, int rank, int num_replicas);
+
+/// True if the first `nbytes` bytes of `a` and `b` are equal.
+bool bitwise_equal(const void* a, const void* b, size_t nbytes);
+
+} // namespace varsync::host

@@ -1,0 +1,40 @@
+#include "messages/register_types.hpp"
+
+#include <caf/actor_system_config.hpp>
+
+#include "core/error.hpp"
+#include "messages/coordinator_interface.hpp"
+#include "messages/replica_interface.hpp"
+
+namespace varsync {
+
+void register_types(caf::actor_system_config& cfg) {
+  cfg.add_message_type<tensor>("varsync::tensor");
+  cfg.add_message_type<variable_spec>("varsync::variable_spec");
+  cfg.add_message_type<variable_info>("varsync::variable_info");
+  cfg.add_message_type<std::vector<variable_info>>(
+    "std::vector<varsync::variable_info>");
+  cfg.add_message_type<std::vector<tensor>>("std::vector<varsync::tensor>");
+  cfg.add_message_type<std::vector<std::vector<tensor>>>(
+    "std::vector<std::vector<varsync::tensor>>");
+  cfg.add_message_type<recorded_update>("varsync::recorded_update");
+  cfg.add_message_type<step_report>("varsync::step_report");
+  cfg.add_message_type<strategy_description>("varsync::strategy_description");
+  cfg.add_message_type<replica_actor>("varsync::replica_actor");
+  cfg.add_message_type<std::vector<replica_actor>>(
+    "std::vector<varsync::replica_actor>");
+  cfg.add_error_category(error_category,
+                         [](uint8_t code, caf::atom_value,
+                            const caf::message& ctx) {
+                           std::string out = "varsync::";
+                           out += to_string(static_cast<errc>(code));
+                           if (ctx.size() == 1
+                               && ctx.match_element<std::string>(0)) {
+                             out += ": ";
+                             out += ctx.get_as<std::string>(0);
+                           }
+                           return out;
+                         });
+}
+
+} // namespace varsync

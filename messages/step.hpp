@@ -1,0 +1,53 @@
+#pragma once
+// A replica step travels to every replica as a shared, type-erased function;
+// each replica answers with the ON_WRITE updates it recorded, in issue order.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/meta/type_name.hpp>
+
+#include "core/tensor.hpp"
+#include "messages/tensor_inspect.hpp"
+#include "sync/synchronization.hpp"
+
+namespace varsync {
+
+class replica_context;
+
+/// The user function of `run`, executed once on every replica. `run` is
+/// called on replica r's actor with replica r's context.
+class replica_step {
+public:
+  virtual ~replica_step() = default;
+  virtual void run(replica_context& ctx) = 0;
+};
+
+using replica_step_ptr = std::shared_ptr<replica_step>;
+
+struct recorded_update {
+  uint64_t variable_id = 0;
+  update_op op = update_op::assign;
+  tensor value;
+};
+
+struct step_report {
+  std::vector<recorded_update> updates;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, recorded_update& x) {
+  return f(caf::meta::type_name("varsync::recorded_update"), x.variable_id,
+           x.op, x.value);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_report& x) {
+  return f(caf::meta::type_name("varsync::step_report"), x.updates);
+}
+
+} // namespace varsync
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(varsync::replica_step_ptr)

@@ -1,0 +1,24 @@
+#pragma once
+// What a strategy reports about itself: its devices and the data path it uses.
+
+#include <string>
+#include <vector>
+
+#include <caf/meta/type_name.hpp>
+
+namespace varsync {
+
+struct strategy_description {
+  std::vector<std::string> devices;
+  /// The collective that moves bulk data, e.g. "host one-pass shared memory".
+  std::string collective;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f,
+                                        strategy_description& x) {
+  return f(caf::meta::type_name("varsync::strategy_description"), x.devices,
+           x.collective);
+}
+
+} // namespace varsync

@@ -1,0 +1,71 @@
+#include "sync/allreduce_one_pass.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <span>
+
+#include "devices/host_kernels.hpp"
+
+namespace varsync {
+
+collective_item& collective_plan::add_item() {
+  auto& item = items.emplace_back();
+  item.inputs.assign(static_cast<size_t>(num_replicas), nullptr);
+  item.components.assign(static_cast<size_t>(num_replicas), nullptr);
+  return item;
+}
+
+int64_t collective_plan::total_elements() const {
+  int64_t n = 0;
+  for (auto& item : items)
+    n += item.count;
+  return n;
+}
+
+std::pair<int64_t, int64_t> worker_slice(int64_t total, int worker,
+                                         int num_workers) {
+  constexpr int64_t granule = 16;
+  auto granules = (total + granule - 1) / granule;
+  auto lo = granules * worker / num_workers * granule;
+  auto hi = granules * (worker + 1) / num_workers * granule;
+  return {std::min(lo, total), std::min(hi, total)};
+}
+
+void allreduce_one_pass(collective_plan& plan, int worker, int num_workers) {
+  auto [lo, hi] = worker_slice(plan.total_elements(), worker, num_workers);
+  int64_t offset = 0;
+  for (auto& item : plan.items) {
+    auto item_lo = std::max(lo, offset) - offset;
+    auto item_hi = std::min(hi, offset + item.count) - offset;
+    offset += item.count;
+    if (item_lo >= item_hi)
+      continue;
+    std::span<const void* const> inputs{item.inputs};
+    if (item.first_only)
+      inputs = inputs.first(1);
+    if (item.target == collective_target::components) {
+      host::reduce_and_apply(item.rop, item.uop, item.type, inputs,
+                             std::span<void* const>{item.components}, item_lo,
+                             item_hi);
+    } else if (inputs.size() == 1) {
+      auto width = static_cast<int64_t>(size_of(item.type));
+      std::memcpy(static_cast<char*>(item.output)
+                    + item_lo * width,
+                  static_cast<const char*>(inputs[0]) + item_lo * width,
+                  static_cast<size_t>((item_hi - item_lo) * width));
+    } else {
+      host::reduce(item.rop, item.type, item.output, inputs,
+                   item_lo, item_hi);
+    }
+  }
+}
+
+bool inputs_equal(const collective_item& item, int replica) {
+  if (replica == 0)
+    return true;
+  auto& mine = item.contributions[static_cast<size_t>(replica)];
+  auto& first = item.contributions[0];
+  return host::bitwise_equal(mine.raw(), first.raw(), mine.nbytes());
+}
+
+} // namespace varsync

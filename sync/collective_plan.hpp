@@ -1,0 +1,63 @@
+#pragma once
+// The description of one host collective: a list of fused items, each reducing
+// N inputs (replica contributions, or the replicas' own components) and either
+// applying the result to every replica's component or writing it to one output
+// tensor. The coordinator builds the plan; each replica fills in its own
+// component pointers when it enters the collective, then works on its slice.
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.hpp"
+#include "sync/synchronization.hpp"
+
+namespace varsync {
+
+enum class collective_target : uint8_t {
+  /// c_r = uop(c_r, y) for the component c_r of every replica r.
+  components,
+  /// result = y, one output tensor.
+  output,
+};
+
+enum class collective_source : uint8_t {
+  /// The inputs are `contributions` (immutable tensors, one per replica).
+  contributions,
+  /// The inputs are the replicas' components of `variable_id`.
+  components,
+};
+
+struct collective_item {
+  uint64_t variable_id = 0;
+  dtype type = dtype::float32;
+  int64_t count = 0;
+  reduce_op rop = reduce_op::sum;
+  /// y = input 0 (only_first_replica; aggregation none once all inputs match).
+  bool first_only = false;
+  /// Aggregation none: the update fails unless all inputs are bitwise equal.
+  bool require_equal = false;
+  update_op uop = update_op::assign;
+  collective_source source = collective_source::contributions;
+  collective_target target = collective_target::output;
+  std::vector<tensor> contributions;
+  /// One per replica: contribution or component data (filled at enter).
+  std::vector<const void*> inputs;
+  /// One per replica for target == components (filled at enter).
+  std::vector<void*> components;
+  /// target == output: the result tensor and its data, taken writable once
+  /// when the plan is built so that workers never touch its reference count.
+  tensor result;
+  void* output = nullptr;
+};
+
+struct collective_plan {
+  int num_replicas = 0;
+  std::vector<collective_item> items;
+
+  /// Creates an item with the per-replica slots sized for this plan.
+  collective_item& add_item();
+  /// Total elements over all items (the space the workers split).
+  int64_t total_elements() const;
+};
+
+} // namespace varsync

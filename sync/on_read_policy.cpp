@@ -1,0 +1,54 @@
+#include "sync/on_read_policy.hpp"
+
+#include <string>
+
+#include "core/error.hpp"
+
+namespace varsync {
+
+caf::error on_read_policy::validate_creation(variable_info& info,
+                                             std::optional<bool> t) const {
+  // C4: gradients applied in replica context would never synchronize.
+  if (t.value_or(false))
+    return make_error(errc::invalid_argument,
+                      "variable '" + info.name
+                        + "': on_read variables cannot be trainable (replica "
+                          "updates never synchronize); create it with "
+                          "trainable = false or use on_write");
+  info.trainable = false;
+  return {};
+}
+
+read_plan on_read_policy::cross_replica_read(const variable_info& info,
+                                             int) const {
+  switch (info.agg) {
+    case aggregation::sum:
+      return {read_source::reduce_components, reduce_op::sum, {}};
+    case aggregation::mean:
+      return {read_source::reduce_components, reduce_op::mean, {}};
+    case aggregation::only_first_replica:
+      return {read_source::primary, reduce_op::sum, {}};
+    case aggregation::none: break;
+  }
+  return {read_source::none, reduce_op::sum,
+          make_error(errc::no_cross_replica_value,
+                     "variable '" + info.name
+                       + "' is on_read with aggregation none: it has no "
+                         "cross-replica value; read local_values instead")};
+}
+
+update_target on_read_policy::cross_replica_update(const variable_info& info,
+                                                   update_op op) const {
+  if (info.agg != aggregation::sum)
+    return update_target::every_component;
+  // R4 / R5 (TF differs): keep the sum equal to what the caller wrote.
+  return op == update_op::assign ? update_target::split
+                                 : update_target::first_component;
+}
+
+contribution_rule on_read_policy::combine_contributions(const variable_info&)
+  const {
+  return {};
+}
+
+} // namespace varsync

@@ -1,0 +1,34 @@
+#include "sync/on_write_policy.hpp"
+
+namespace varsync {
+
+caf::error on_write_policy::validate_creation(variable_info& info,
+                                              std::optional<bool> t) const {
+  info.trainable = t.value_or(true);
+  return {};
+}
+
+read_plan on_write_policy::cross_replica_read(const variable_info&,
+                                              int) const {
+  return {read_source::primary, reduce_op::sum, {}};
+}
+
+update_target on_write_policy::cross_replica_update(const variable_info&,
+                                                    update_op) const {
+  // W3: no reduction and no division, whatever the aggregation.
+  return update_target::every_component;
+}
+
+contribution_rule
+on_write_policy::combine_contributions(const variable_info& info) const {
+  switch (info.agg) {
+    case aggregation::sum: return {reduce_op::sum, false, false};
+    case aggregation::mean: return {reduce_op::mean, false, false};
+    case aggregation::only_first_replica: return {reduce_op::sum, true, false};
+    case aggregation::none: break;
+  }
+  // W4 (TF differs): replicas must agree, else the update fails.
+  return {reduce_op::sum, true, true};
+}
+
+} // namespace varsync

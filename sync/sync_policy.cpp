@@ -1,0 +1,111 @@
+#include "sync/sync_policy.hpp"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "core/error.hpp"
+#include "sync/none_policy.hpp"
+#include "sync/on_read_policy.hpp"
+#include "sync/on_write_policy.hpp"
+
+namespace varsync {
+
+namespace {
+
+std::string quoted(std::string_view s) {
+  return "'" + std::string{s} + "'";
+}
+
+} // namespace
+
+synchronization resolve_synchronization(synchronization requested) {
+  return requested == synchronization::auto_ ? synchronization::on_write
+                                             : requested;
+}
+
+const sync_policy& policy_for(synchronization resolved) {
+  static const on_write_policy on_write;
+  static const on_read_policy on_read;
+  static const none_policy none;
+  switch (resolved) {
+    case synchronization::none: return none;
+    case synchronization::on_read: return on_read;
+    default: return on_write;
+  }
+}
+
+caf::expected<variable_info> validate_variable_spec(const variable_spec& spec) {
+  if (spec.name.empty())
+    return make_error(errc::invalid_argument,
+                      "a variable needs a non-empty name");
+  auto sync_value = static_cast<int64_t>(spec.sync);
+  auto sync = parse_synchronization(sync_value, spec.name);
+  if (!sync)
+    return std::move(sync.error());
+  auto agg = parse_aggregation(static_cast<int64_t>(spec.agg), spec.name);
+  if (!agg)
+    return std::move(agg.error());
+  auto type_value = static_cast<int>(spec.initial_value.type());
+  if (type_value > static_cast<int>(dtype::int64))
+    return make_error(errc::invalid_argument,
+                      "variable " + quoted(spec.name) + ": unknown dtype "
+                        + std::to_string(type_value));
+  variable_info info;
+  info.name = spec.name;
+  info.type = spec.initial_value.type();
+  info.shape = spec.initial_value.shape();
+  info.sync = resolve_synchronization(*sync);
+  info.agg = *agg;
+  if (info.agg == aggregation::mean && !is_floating(info.type))
+    return make_error(errc::invalid_argument,
+                      "variable " + quoted(spec.name)
+                        + ": mean aggregation needs a floating dtype but the "
+                          "initial value is "
+                        + std::string{to_string(info.type)}
+                        + "; use sum or only_first_replica for integers");
+  if (auto err = policy_for(info.sync).validate_creation(info, spec.trainable))
+    return err;
+  return info;
+}
+
+caf::error validate_value(const variable_info& info, const tensor& value,
+                          std::string_view what) {
+  if (value.type() != info.type)
+    return make_error(errc::dtype_mismatch,
+                      "variable " + quoted(info.name) + ": " + std::string{what}
+                        + " expects dtype " + std::string{to_string(info.type)}
+                        + " but got " + std::string{to_string(value.type())});
+  if (value.shape() != info.shape)
+    return make_error(errc::shape_mismatch,
+                      "variable " + quoted(info.name) + ": " + std::string{what}
+                        + " expects shape " + to_string(info.shape)
+                        + " but got " + to_string(value.shape()));
+  return {};
+}
+
+caf::expected<tensor> scalar_for(const variable_info& info, double value) {
+  if (!info.shape.empty())
+    return make_error(errc::shape_mismatch,
+                      "variable " + quoted(info.name) + " has shape "
+                        + to_string(info.shape)
+                        + "; a scalar value needs shape []");
+  if (!is_floating(info.type)) {
+    double lo = info.type == dtype::int32
+                  ? static_cast<double>(std::numeric_limits<int32_t>::min())
+                  : static_cast<double>(std::numeric_limits<int64_t>::min());
+    double hi = info.type == dtype::int32
+                  ? static_cast<double>(std::numeric_limits<int32_t>::max())
+                  : 9223372036854775807.0;
+    if (!std::isfinite(value) || value != std::trunc(value) || value < lo
+        || value >= hi + (info.type == dtype::int32 ? 1.0 : 0.0))
+      return make_error(errc::invalid_argument,
+                        "variable " + quoted(info.name) + " has dtype "
+                          + std::string{to_string(info.type)} + "; the value "
+                          + std::to_string(value)
+                          + " is not an integer it can hold");
+  }
+  return tensor::filled(info.type, {}, value);
+}
+
+} // namespace varsync

@@ -1,0 +1,103 @@
+#pragma once
+// The rule table of SEMANTICS.md, one policy per synchronization mode
+// (compare TensorFlow's OnWritePolicy / OnReadPolicy). Actors ask the policy of
+// a variable what an operation means and execute the answer; they never switch
+// on the synchronization themselves.
+
+#include <optional>
+#include <string_view>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include "core/tensor.hpp"
+#include "messages/variable_info.hpp"
+#include "sync/synchronization.hpp"
+
+namespace varsync {
+
+/// Where a cross-replica read gets its value.
+enum class read_source : uint8_t {
+  /// Component 0 (the primary).
+  primary,
+  /// All components reduced with `read_plan::op`.
+  reduce_components,
+  /// No cross-replica value exists: the read fails with `read_plan::error`.
+  none,
+};
+
+struct read_plan {
+  read_source source = read_source::primary;
+  reduce_op op = reduce_op::sum;
+  caf::error error;
+};
+
+/// Which components a cross-replica update changes, and with what.
+enum class update_target : uint8_t {
+  /// x applied to every component.
+  every_component,
+  /// x applied to component 0 only (R5: the sum changes by exactly x).
+  first_component,
+  /// Components set so that they add up to x (R4).
+  split,
+};
+
+/// How the contributions of all replicas to one replica-context update of a
+/// step combine into the applied value y (W4).
+struct contribution_rule {
+  reduce_op op = reduce_op::sum;
+  /// y = x_0.
+  bool first_only = false;
+  /// Fails with aggregation_required unless all x_r are bitwise equal.
+  bool require_equal = false;
+};
+
+class sync_policy {
+public:
+  virtual ~sync_policy() = default;
+
+  virtual synchronization kind() const = 0;
+
+  /// Creation rules of this mode (C2-C5). Sets `info.trainable` from
+  /// `requested_trainable` or the mode's default.
+  virtual caf::error validate_creation(variable_info& info,
+                                       std::optional<bool> requested_trainable)
+    const = 0;
+
+  virtual read_plan cross_replica_read(const variable_info& info,
+                                       int num_replicas) const = 0;
+
+  virtual update_target cross_replica_update(const variable_info& info,
+                                             update_op op) const = 0;
+
+  /// True if replica-context updates are gathered from all replicas and
+  /// applied collectively when the step completes; false if they change the
+  /// local component immediately (R1, N1).
+  virtual bool collective_replica_updates() const = 0;
+
+  /// The combination of contributions (only for collective updates).
+  virtual contribution_rule combine_contributions(const variable_info& info)
+    const = 0;
+};
+
+/// C1: `auto` resolves to `on_write` in a mirrored strategy.
+synchronization resolve_synchronization(synchronization requested);
+
+/// The policy of a resolved synchronization mode.
+const sync_policy& policy_for(synchronization resolved);
+
+/// Validates a creation request and builds the registry entry (id left 0):
+/// name, enum ranges, the mode's rules. Nothing is created on failure.
+caf::expected<variable_info> validate_variable_spec(const variable_spec& spec);
+
+/// C7: `value` must have the variable's dtype and shape. `what` names the
+/// operation in the message ("assign", "initial value", ...).
+caf::error validate_value(const variable_info& info, const tensor& value,
+                          std::string_view what);
+
+/// Scalar convenience overloads: `value` converted to the variable's dtype as
+/// a rank-0 tensor. Fails for non-scalar variables (shape_mismatch) and for
+/// values an integer dtype cannot hold exactly (invalid_argument).
+caf::expected<tensor> scalar_for(const variable_info& info, double value);
+
+} // namespace varsync

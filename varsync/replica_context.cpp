@@ -1,0 +1,78 @@
+#include "varsync/replica_context.hpp"
+
+#include <cstring>
+
+#include "core/error.hpp"
+#include "sync/sync_policy.hpp"
+
+namespace varsync {
+
+namespace {
+
+caf::error invalid_handle() {
+  return make_error(errc::invalid_argument,
+                    "replica step: the variable handle is empty");
+}
+
+} // namespace
+
+caf::expected<tensor_view> replica_context::read(const variable& v) const {
+  if (!v.valid())
+    return invalid_handle();
+  return impl_->read(v.info());
+}
+
+caf::expected<tensor> replica_context::read_copy(const variable& v) const {
+  auto view = read(v);
+  if (!view)
+    return std::move(view.error());
+  return tensor::from_bytes(view->type, *view->shape, view->data,
+                            view->nbytes());
+}
+
+caf::error replica_context::update(const variable& v, update_op op,
+                                   const tensor& value) {
+  if (!v.valid())
+    return invalid_handle();
+  return impl_->update(v.info(), op, value);
+}
+
+caf::error replica_context::assign(const variable& v, const tensor& x) {
+  return update(v, update_op::assign, x);
+}
+
+caf::error replica_context::assign_add(const variable& v, const tensor& x) {
+  return update(v, update_op::assign_add, x);
+}
+
+caf::error replica_context::assign_sub(const variable& v, const tensor& x) {
+  return update(v, update_op::assign_sub, x);
+}
+
+namespace {
+
+caf::error scalar_update(replica_context& ctx, const variable& v, update_op op,
+                         double value) {
+  if (!v.valid())
+    return invalid_handle();
+  auto x = scalar_for(v.info(), value);
+  if (!x)
+    return std::move(x.error());
+  return ctx.update(v, op, *x);
+}
+
+} // namespace
+
+caf::error replica_context::assign(const variable& v, double x) {
+  return scalar_update(*this, v, update_op::assign, x);
+}
+
+caf::error replica_context::assign_add(const variable& v, double x) {
+  return scalar_update(*this, v, update_op::assign_add, x);
+}
+
+caf::error replica_context::assign_sub(const variable& v, double x) {
+  return scalar_update(*this, v, update_op::assign_sub, x);
+}
+
+} // namespace varsync

@@ -1,0 +1,643 @@
+#include "varsync/strategy.hpp"
+
+#include <future>
+#include <thread>
+
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+
+#include "actors/coordinator_actor.hpp"
+#include "core/logging.hpp"
+#include "messages/register_types.hpp"
+#include "sync/distributed_reduce.hpp"
+#include "sync/sync_policy.hpp"
+#include "varsync/strategy_core.hpp"
+
+namespace varsync {
+
+namespace detail {
+
+namespace {
+
+template <class T>
+class call_impl final : public client_call {
+public:
+  using op_type = std::function<void(coordinator_state&, reply_fn<T>)>;
+
+  call_impl(op_type op, reply_fn<T> done)
+    : op_(std::move(op)), done_(std::move(done)) {
+  }
+
+  ~call_impl() override {
+    if (done_) // never ran: the coordinator is gone
+      done_(make_error(errc::shut_down, "the strategy has shut down"));
+  }
+
+  void invoke(coordinator_state& coordinator) override {
+    auto done = std::move(done_);
+    done_ = nullptr;
+    op_(coordinator, std::move(done));
+  }
+
+private:
+  op_type op_;
+  reply_fn<T> done_;
+};
+
+caf::timespan to_timespan(std::chrono::milliseconds ms) {
+  return std::chrono::duration_cast<caf::timespan>(ms);
+}
+
+} // namespace
+
+strategy_core::strategy_core(std::unique_ptr<caf::actor_system_config> cfg,
+                             std::unique_ptr<caf::actor_system> owned,
+                             caf::actor_system& sys,
+                             coordinator_actor coordinator,
+                             std::vector<replica_actor> replicas,
+                             std::vector<std::string> devices,
+                             std::string description)
+  : cfg_(std::move(cfg)),
+    owned_(std::move(owned)),
+    sys_(&sys),
+    coordinator_(std::move(coordinator)),
+    replicas_(std::move(replicas)),
+    devices_(std::move(devices)),
+    description_(std::move(description)) {
+}
+
+strategy_core::~strategy_core() {
+  shutdown();
+  // An owned actor system waits for its actors in its destructor.
+  owned_.reset();
+  cfg_.reset();
+}
+
+void strategy_core::shutdown() {
+  if (stopped_.exchange(true))
+    return;
+  caf::anon_send(coordinator_, shutdown_atom::value);
+}
+
+template <class T>
+void strategy_core::submit(
+  std::function<void(coordinator_state&, reply_fn<T>)> op, reply_fn<T> done) {
+  if (stopped_.load()) {
+    done(make_error(errc::shut_down, "the strategy has shut down"));
+    return;
+  }
+  client_call_ptr call = std::make_shared<call_impl<T>>(std::move(op),
+                                                        std::move(done));
+  caf::anon_send(coordinator_, client_atom::value, std::move(call));
+}
+
+template <class T>
+caf::expected<T>
+strategy_core::call(std::chrono::milliseconds timeout,
+                    std::function<void(coordinator_state&, reply_fn<T>)> op) {
+  auto promise = std::make_shared<std::promise<caf::expected<T>>>();
+  auto future = promise->get_future();
+  submit<T>(std::move(op), [promise](caf::expected<T> result) {
+    promise->set_value(std::move(result));
+  });
+  // The coordinator enforces the deadline towards the replicas; the grace
+  // period covers the hop back.
+  if (future.wait_for(timeout + std::chrono::milliseconds(100))
+      != std::future_status::ready)
+    return make_error(errc::timeout, "no answer from the coordinator within "
+                                       + std::to_string(timeout.count())
+                                       + " ms");
+  return future.get();
+}
+
+} // namespace detail
+
+namespace {
+
+using detail::to_timespan;
+
+caf::error to_error(caf::expected<ok_atom> r) {
+  return r ? caf::error{} : std::move(r.error());
+}
+
+caf::error require_handle(const variable& v) {
+  if (!v.valid())
+    return make_error(errc::invalid_argument, "the variable handle is empty");
+  return {};
+}
+
+caf::expected<std::vector<device_id>>
+parse_devices(const std::vector<std::string>& names) {
+  std::vector<device_id> out;
+  for (auto& name : names) {
+    auto id = parse_device(name);
+    if (!id)
+      return std::move(id.error());
+    out.push_back(*id);
+  }
+  return out;
+}
+
+tensor to_float64(const tensor& x) {
+  auto out = tensor::empty(dtype::float64, x.shape());
+  auto* dst = out.mutable_data<double>();
+  for (int64_t i = 0; i < x.size(); ++i)
+    dst[i] = x.as_double(i);
+  return out;
+}
+
+caf::error check_count(const char* what, size_t count, int num_replicas) {
+  if (count != static_cast<size_t>(num_replicas))
+    return make_error(errc::invalid_argument,
+                      std::string{what} + ": expected "
+                        + std::to_string(num_replicas)
+                        + " per-replica values but got "
+                        + std::to_string(count));
+  return {};
+}
+
+void apply_log_level_from(const caf::actor_system& sys) {
+  auto level = caf::get_or(sys.config(), "varsync.log-level", "");
+  if (!level.empty() && !set_log_level(level))
+    log()->warn("ignoring unknown varsync.log-level '{}'", level);
+}
+
+} // namespace
+
+// -- construction ---------------------------------------------------------------
+
+strategy::strategy(std::shared_ptr<detail::strategy_core> core,
+                   std::chrono::milliseconds timeout)
+  : core_(std::move(core)), timeout_(timeout) {
+}
+
+strategy::~strategy() = default;
+
+namespace {
+
+caf::expected<strategy>
+make_strategy(std::unique_ptr<caf::actor_system_config> cfg,
+              std::unique_ptr<caf::actor_system> owned, caf::actor_system& sys,
+              const strategy_options& options);
+
+} // namespace
+
+caf::expected<strategy> strategy::create(strategy_options options) {
+  if (options.timeout.count() <= 0)
+    return make_error(errc::invalid_argument, "the timeout must be positive");
+  auto devices = parse_devices(options.devices);
+  if (!devices)
+    return std::move(devices.error());
+  auto cfg = std::make_unique<caf::actor_system_config>();
+  register_types(*cfg);
+  auto threads = options.scheduler_threads;
+  if (threads == 0)
+    threads = std::max(1u, std::thread::hardware_concurrency());
+  cfg->set("scheduler.max-threads", threads);
+  cfg->set("logger.verbosity", caf::atom("quiet"));
+  auto sys = std::make_unique<caf::actor_system>(*cfg);
+  auto& ref = *sys;
+  return make_strategy(std::move(cfg), std::move(sys), ref, options);
+}
+
+caf::expected<strategy> strategy::create(caf::actor_system& sys,
+                                         strategy_options options) {
+  if (options.timeout.count() <= 0)
+    return make_error(errc::invalid_argument, "the timeout must be positive");
+  return make_strategy(nullptr, nullptr, sys, options);
+}
+
+namespace {
+
+caf::expected<strategy>
+make_strategy(std::unique_ptr<caf::actor_system_config> cfg,
+              std::unique_ptr<caf::actor_system> owned, caf::actor_system& sys,
+              const strategy_options& options) {
+  apply_log_level_from(sys);
+  auto devices = parse_devices(options.devices);
+  if (!devices)
+    return std::move(devices.error());
+  coordinator_config cc;
+  cc.devices = *devices;
+  cc.default_timeout = to_timespan(options.timeout);
+  auto coordinator = spawn_coordinator(sys, cc);
+  if (!coordinator)
+    return std::move(coordinator.error());
+  std::string description = "mirrored strategy over";
+  for (auto& d : options.devices)
+    description += " " + d;
+  description += "; bulk data: host one-pass shared-memory all-reduce";
+  log()->info("{}", description);
+  // The replicas, for actors bound to them (one blocking round trip at
+  // creation; never on the hot path).
+  std::vector<replica_actor> replicas;
+  {
+    caf::scoped_actor self{sys};
+    self->request(*coordinator, std::chrono::seconds(10), replicas_atom::value)
+      .receive([&](std::vector<replica_actor>& xs) { replicas = std::move(xs); },
+               [&](caf::error&) {});
+  }
+  auto core = std::make_shared<detail::strategy_core>(
+    std::move(cfg), std::move(owned), sys, std::move(*coordinator),
+    std::move(replicas), options.devices, description);
+  return strategy::from_core(std::move(core), options.timeout);
+}
+
+} // namespace
+
+// -- properties -------------------------------------------------------------------
+
+strategy strategy::with_timeout(std::chrono::milliseconds timeout) const {
+  return strategy{core_, timeout.count() > 0 ? timeout : timeout_};
+}
+
+int strategy::num_replicas() const {
+  return core_->num_replicas();
+}
+
+const std::vector<std::string>& strategy::devices() const {
+  return core_->devices();
+}
+
+std::string strategy::description() const {
+  return core_->description();
+}
+
+async_strategy strategy::async() const {
+  return async_strategy{*this};
+}
+
+void strategy::shutdown() const {
+  core_->shutdown();
+}
+
+// -- variables --------------------------------------------------------------------
+
+caf::expected<variable> strategy::create_variable(variable_spec spec) const {
+  auto ts = to_timespan(timeout_);
+  auto r = core_->call<variable_info>(
+    timeout_, [ts, spec = std::move(spec)](coordinator_state& c,
+                                           reply_fn<variable_info> done) mutable {
+      c.create(ts, std::move(spec), std::move(done));
+    });
+  if (!r)
+    return std::move(r.error());
+  return variable{std::move(*r)};
+}
+
+caf::expected<variable>
+strategy::create_variable(std::string name, tensor initial_value,
+                          synchronization sync, aggregation agg,
+                          std::optional<bool> trainable) const {
+  variable_spec spec;
+  spec.name = std::move(name);
+  spec.initial_value = std::move(initial_value);
+  spec.sync = sync;
+  spec.agg = agg;
+  spec.trainable = trainable;
+  return create_variable(std::move(spec));
+}
+
+caf::expected<variable> strategy::lookup(const std::string& name) const {
+  auto r = core_->call<variable_info>(
+    timeout_, [name](coordinator_state& c, reply_fn<variable_info> done) {
+      c.lookup(name, std::move(done));
+    });
+  if (!r)
+    return std::move(r.error());
+  return variable{std::move(*r)};
+}
+
+caf::expected<std::vector<variable>> strategy::variables() const {
+  auto r = core_->call<std::vector<variable_info>>(
+    timeout_,
+    [](coordinator_state& c, reply_fn<std::vector<variable_info>> done) {
+      c.list(std::move(done));
+    });
+  if (!r)
+    return std::move(r.error());
+  std::vector<variable> out;
+  for (auto& info : *r)
+    out.emplace_back(std::move(info));
+  return out;
+}
+
+caf::error strategy::destroy(const variable& v) const {
+  if (auto err = require_handle(v))
+    return err;
+  auto ts = to_timespan(timeout_);
+  auto id = v.id();
+  return to_error(core_->call<ok_atom>(
+    timeout_, [ts, id](coordinator_state& c, reply_fn<ok_atom> done) {
+      c.destroy(ts, id, std::move(done));
+    }));
+}
+
+// -- cross-replica context --------------------------------------------------------
+
+caf::expected<tensor> strategy::read(const variable& v) const {
+  if (auto err = require_handle(v))
+    return err;
+  auto ts = to_timespan(timeout_);
+  auto id = v.id();
+  return core_->call<tensor>(
+    timeout_, [ts, id](coordinator_state& c, reply_fn<tensor> done) {
+      c.read(ts, id, std::move(done));
+    });
+}
+
+caf::error strategy::update(const variable& v, update_op op,
+                            const tensor& value) const {
+  if (auto err = require_handle(v))
+    return err;
+  auto ts = to_timespan(timeout_);
+  auto id = v.id();
+  return to_error(core_->call<ok_atom>(
+    timeout_,
+    [ts, id, op, value](coordinator_state& c, reply_fn<ok_atom> done) {
+      c.update(ts, id, op, value, std::move(done));
+    }));
+}
+
+caf::error strategy::assign(const variable& v, const tensor& x) const {
+  return update(v, update_op::assign, x);
+}
+
+caf::error strategy::assign_add(const variable& v, const tensor& x) const {
+  return update(v, update_op::assign_add, x);
+}
+
+caf::error strategy::assign_sub(const variable& v, const tensor& x) const {
+  return update(v, update_op::assign_sub, x);
+}
+
+namespace {
+
+caf::error scalar_update(const strategy& s, const variable& v, update_op op,
+                         double value) {
+  if (auto err = require_handle(v))
+    return err;
+  auto x = scalar_for(v.info(), value);
+  if (!x)
+    return std::move(x.error());
+  return s.update(v, op, *x);
+}
+
+} // namespace
+
+caf::error strategy::assign(const variable& v, double x) const {
+  return scalar_update(*this, v, update_op::assign, x);
+}
+
+caf::error strategy::assign_add(const variable& v, double x) const {
+  return scalar_update(*this, v, update_op::assign_add, x);
+}
+
+caf::error strategy::assign_sub(const variable& v, double x) const {
+  return scalar_update(*this, v, update_op::assign_sub, x);
+}
+
+caf::expected<std::vector<tensor>>
+strategy::local_values(const variable& v) const {
+  if (auto err = require_handle(v))
+    return err;
+  auto ts = to_timespan(timeout_);
+  auto id = v.id();
+  return core_->call<std::vector<tensor>>(
+    timeout_,
+    [ts, id](coordinator_state& c, reply_fn<std::vector<tensor>> done) {
+      c.local_values(ts, id, std::move(done));
+    });
+}
+
+// -- replica steps ------------------------------------------------------------------
+
+caf::error strategy::run_step(replica_step_ptr step) const {
+  auto ts = to_timespan(timeout_);
+  return to_error(core_->call<ok_atom>(
+    timeout_,
+    [ts, step = std::move(step)](coordinator_state& c,
+                                 reply_fn<ok_atom> done) {
+      c.run(ts, step, std::move(done));
+    }));
+}
+
+// -- distributed values ---------------------------------------------------------------
+
+caf::expected<tensor> strategy::reduce(reduce_op op,
+                                       const per_replica<tensor>& values) const {
+  if (auto err = check_count("reduce", values.size(), num_replicas()))
+    return err;
+  return reduce_values(op, values.values());
+}
+
+caf::expected<tensor> strategy::reduce(reduce_op op,
+                                       const per_replica<tensor>& values,
+                                       int64_t axis) const {
+  if (auto err = check_count("reduce", values.size(), num_replicas()))
+    return err;
+  return reduce_values(op, values.values(), axis);
+}
+
+caf::expected<tensor> strategy::reduce(reduce_op op,
+                                       const mirrored<tensor>& value) const {
+  if (value.num_replicas() != num_replicas())
+    return make_error(errc::invalid_argument,
+                      "reduce: the mirrored value spans "
+                        + std::to_string(value.num_replicas())
+                        + " replicas but the strategy has "
+                        + std::to_string(num_replicas()));
+  // D5 (TF differs): every replica holds x, so mean is x and sum is N·x.
+  if (op == reduce_op::mean)
+    return is_floating(value.value().type()) ? value.value()
+                                             : to_float64(value.value());
+  std::vector<tensor> copies(static_cast<size_t>(num_replicas()),
+                             value.value());
+  return reduce_values(op, copies);
+}
+
+caf::expected<tensor> strategy::gather(const per_replica<tensor>& values,
+                                       int64_t axis) const {
+  if (auto err = check_count("gather", values.size(), num_replicas()))
+    return err;
+  return gather_values(values.values(), axis);
+}
+
+caf::expected<mirrored<tensor>>
+strategy::all_reduce(reduce_op op, const per_replica<tensor>& values) const {
+  auto r = batch_all_reduce(op, {values});
+  if (!r)
+    return std::move(r.error());
+  return std::move(r->front());
+}
+
+namespace {
+
+caf::expected<std::vector<std::vector<tensor>>>
+collective_inputs(reduce_op op, const std::vector<per_replica<tensor>>& values,
+                  int num_replicas) {
+  std::vector<std::vector<tensor>> inputs;
+  inputs.reserve(values.size());
+  for (auto& group : values) {
+    if (auto err = check_count("all_reduce", group.size(), num_replicas))
+      return err;
+    std::vector<tensor> row = group.values();
+    // D6: the mean of integers is float64.
+    if (op == reduce_op::mean)
+      for (auto& x : row)
+        if (!is_floating(x.type()))
+          x = to_float64(x);
+    inputs.push_back(std::move(row));
+  }
+  return inputs;
+}
+
+} // namespace
+
+caf::expected<std::vector<mirrored<tensor>>>
+strategy::batch_all_reduce(reduce_op op,
+                           const std::vector<per_replica<tensor>>& values) const {
+  auto inputs = collective_inputs(op, values, num_replicas());
+  if (!inputs)
+    return std::move(inputs.error());
+  auto ts = to_timespan(timeout_);
+  auto r = core_->call<std::vector<tensor>>(
+    timeout_, [ts, op, inputs = std::move(*inputs)](
+                coordinator_state& c,
+                reply_fn<std::vector<tensor>> done) mutable {
+      c.all_reduce(ts, op, std::move(inputs), std::move(done));
+    });
+  if (!r)
+    return std::move(r.error());
+  std::vector<mirrored<tensor>> out;
+  for (auto& x : *r)
+    out.emplace_back(std::move(x), num_replicas());
+  return out;
+}
+
+// -- async API ----------------------------------------------------------------------------
+
+void async_strategy::create_variable(variable_spec spec,
+                                     callback<variable> done) const {
+  auto ts = to_timespan(s_.timeout_);
+  s_.core_->submit<variable_info>(
+    [ts, spec = std::move(spec)](coordinator_state& c,
+                                 reply_fn<variable_info> d) mutable {
+      c.create(ts, std::move(spec), std::move(d));
+    },
+    [done = std::move(done)](caf::expected<variable_info> r) {
+      if (r)
+        done(variable{std::move(*r)});
+      else
+        done(std::move(r.error()));
+    });
+}
+
+void async_strategy::lookup(const std::string& name,
+                            callback<variable> done) const {
+  s_.core_->submit<variable_info>(
+    [name](coordinator_state& c, reply_fn<variable_info> d) {
+      c.lookup(name, std::move(d));
+    },
+    [done = std::move(done)](caf::expected<variable_info> r) {
+      if (r)
+        done(variable{std::move(*r)});
+      else
+        done(std::move(r.error()));
+    });
+}
+
+namespace {
+
+reply_fn<ok_atom> as_done(done_callback done) {
+  return [done = std::move(done)](caf::expected<ok_atom> r) {
+    done(r ? caf::error{} : std::move(r.error()));
+  };
+}
+
+} // namespace
+
+void async_strategy::destroy(const variable& v, done_callback done) const {
+  if (auto err = require_handle(v))
+    return done(std::move(err));
+  auto ts = to_timespan(s_.timeout_);
+  auto id = v.id();
+  s_.core_->submit<ok_atom>(
+    [ts, id](coordinator_state& c, reply_fn<ok_atom> d) {
+      c.destroy(ts, id, std::move(d));
+    },
+    as_done(std::move(done)));
+}
+
+void async_strategy::read(const variable& v, callback<tensor> done) const {
+  if (auto err = require_handle(v))
+    return done(std::move(err));
+  auto ts = to_timespan(s_.timeout_);
+  auto id = v.id();
+  s_.core_->submit<tensor>(
+    [ts, id](coordinator_state& c, reply_fn<tensor> d) {
+      c.read(ts, id, std::move(d));
+    },
+    std::move(done));
+}
+
+void async_strategy::update(const variable& v, update_op op, tensor value,
+                            done_callback done) const {
+  if (auto err = require_handle(v))
+    return done(std::move(err));
+  auto ts = to_timespan(s_.timeout_);
+  auto id = v.id();
+  s_.core_->submit<ok_atom>(
+    [ts, id, op, value = std::move(value)](coordinator_state& c,
+                                           reply_fn<ok_atom> d) mutable {
+      c.update(ts, id, op, std::move(value), std::move(d));
+    },
+    as_done(std::move(done)));
+}
+
+void async_strategy::local_values(const variable& v,
+                                  callback<std::vector<tensor>> done) const {
+  if (auto err = require_handle(v))
+    return done(std::move(err));
+  auto ts = to_timespan(s_.timeout_);
+  auto id = v.id();
+  s_.core_->submit<std::vector<tensor>>(
+    [ts, id](coordinator_state& c, reply_fn<std::vector<tensor>> d) {
+      c.local_values(ts, id, std::move(d));
+    },
+    std::move(done));
+}
+
+void async_strategy::run(replica_step_ptr step, done_callback done) const {
+  auto ts = to_timespan(s_.timeout_);
+  s_.core_->submit<ok_atom>(
+    [ts, step = std::move(step)](coordinator_state& c, reply_fn<ok_atom> d) {
+      c.run(ts, step, std::move(d));
+    },
+    as_done(std::move(done)));
+}
+
+void async_strategy::all_reduce(
+  reduce_op op, std::vector<per_replica<tensor>> values,
+  callback<std::vector<mirrored<tensor>>> done) const {
+  auto n = s_.num_replicas();
+  auto inputs = collective_inputs(op, values, n);
+  if (!inputs)
+    return done(std::move(inputs.error()));
+  auto ts = to_timespan(s_.timeout_);
+  s_.core_->submit<std::vector<tensor>>(
+    [ts, op, inputs = std::move(*inputs)](
+      coordinator_state& c, reply_fn<std::vector<tensor>> d) mutable {
+      c.all_reduce(ts, op, std::move(inputs), std::move(d));
+    },
+    [n, done = std::move(done)](caf::expected<std::vector<tensor>> r) {
+      if (!r)
+        return done(std::move(r.error()));
+      std::vector<mirrored<tensor>> out;
+      for (auto& x : *r)
+        out.emplace_back(std::move(x), n);
+      done(std::move(out));
+    });
+}
+
+} // namespace varsync

@@ -1,0 +1,231 @@
+#pragma once
+// A strategy: N replicas (one per device) and their coordinator, as in
+// tf.distribute.MirroredStrategy. This handle is the blocking convenience API
+// for main, scripts and tests; async() gives the callback API for callers that
+// are not actors; callers that are actors talk to the coordinator directly
+// (varsync/actor_api.hpp). Copies of a handle share one strategy, which shuts
+// down when the last handle goes away (or at shutdown()).
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include "core/error.hpp"
+#include "core/tensor.hpp"
+#include "messages/step.hpp"
+#include "messages/variable_info.hpp"
+#include "varsync/distributed_values.hpp"
+#include "varsync/replica_context.hpp"
+#include "varsync/variable.hpp"
+
+namespace caf {
+class actor_system;
+} // namespace caf
+
+namespace varsync {
+
+struct strategy_options {
+  /// One replica per device: "cpu:0", "cpu:1", ... (host memory).
+  std::vector<std::string> devices{"cpu:0", "cpu:1"};
+  /// Deadline of every call made through this handle (V3).
+  std::chrono::milliseconds timeout{30000};
+  /// Scheduler threads of an actor system the strategy creates itself
+  /// (0: the number of cores). Ignored when embedding into a user's system.
+  size_t scheduler_threads = 0;
+};
+
+namespace detail {
+class strategy_core;
+} // namespace detail
+
+class async_strategy;
+
+template <class T>
+using callback = std::function<void(caf::expected<T>)>;
+using done_callback = std::function<void(caf::error)>;
+
+class strategy {
+public:
+  /// A strategy with its own actor system.
+  static caf::expected<strategy> create(strategy_options options = {});
+  /// A strategy inside an existing actor system, whose config went through
+  /// varsync::register_types.
+  static caf::expected<strategy> create(caf::actor_system& sys,
+                                        strategy_options options = {});
+
+  strategy(const strategy&) = default;
+  strategy& operator=(const strategy&) = default;
+  strategy(strategy&&) noexcept = default;
+  strategy& operator=(strategy&&) noexcept = default;
+  ~strategy();
+
+  /// A handle to the same strategy whose calls use `timeout`.
+  strategy with_timeout(std::chrono::milliseconds timeout) const;
+
+  int num_replicas() const;
+  const std::vector<std::string>& devices() const;
+  /// Devices and the collective that moves bulk data.
+  std::string description() const;
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  /// The callback API (callbacks run on the coordinator's thread: keep them
+  /// short and never block in them).
+  async_strategy async() const;
+
+  // -- variables -------------------------------------------------------------
+
+  caf::expected<variable> create_variable(variable_spec spec) const;
+  caf::expected<variable>
+  create_variable(std::string name, tensor initial_value,
+                  synchronization sync = synchronization::auto_,
+                  aggregation agg = aggregation::none,
+                  std::optional<bool> trainable = std::nullopt) const;
+  caf::expected<variable> lookup(const std::string& name) const;
+  /// All variables, sorted by name.
+  caf::expected<std::vector<variable>> variables() const;
+  caf::error destroy(const variable& v) const;
+
+  // -- cross-replica context --------------------------------------------------
+
+  caf::expected<tensor> read(const variable& v) const;
+  caf::error assign(const variable& v, const tensor& value) const;
+  caf::error assign_add(const variable& v, const tensor& value) const;
+  caf::error assign_sub(const variable& v, const tensor& value) const;
+  /// Scalar overloads: `value` converted to the variable's dtype.
+  caf::error assign(const variable& v, double value) const;
+  caf::error assign_add(const variable& v, double value) const;
+  caf::error assign_sub(const variable& v, double value) const;
+  caf::error update(const variable& v, update_op op, const tensor& value) const;
+  /// Every component in replica order (V1).
+  caf::expected<std::vector<tensor>> local_values(const variable& v) const;
+
+  // -- replica steps ------------------------------------------------------------
+
+  /// Runs fn(replica_context&) on every replica; ON_WRITE updates of the
+  /// step are applied together when every replica has finished. Returns the
+  /// per-replica results (or nothing for a void fn).
+  template <class F>
+  auto run(F fn) const {
+    using result_type = std::invoke_result_t<F&, replica_context&>;
+    if constexpr (std::is_void_v<result_type>) {
+      auto step = std::make_shared<void_step<F>>(std::move(fn));
+      return run_step(step);
+    } else {
+      auto step = std::make_shared<value_step<result_type, F>>(
+        std::move(fn), num_replicas());
+      using out = caf::expected<per_replica<result_type>>;
+      if (auto err = run_step(step))
+        return out{std::move(err)};
+      return out{step->take()};
+    }
+  }
+
+  // -- distributed values ---------------------------------------------------------
+
+  /// D3: elementwise across replicas.
+  caf::expected<tensor> reduce(reduce_op op,
+                               const per_replica<tensor>& values) const;
+  /// D4: across replicas and along `axis`; mean is the exact global mean.
+  caf::expected<tensor> reduce(reduce_op op, const per_replica<tensor>& values,
+                               int64_t axis) const;
+  /// D5: sum of a mirrored x is N·x, mean is x.
+  caf::expected<tensor> reduce(reduce_op op,
+                               const mirrored<tensor>& value) const;
+  /// D7: concatenation along `axis`.
+  caf::expected<tensor> gather(const per_replica<tensor>& values,
+                               int64_t axis) const;
+  /// D8: the reduction, present on every replica.
+  caf::expected<mirrored<tensor>>
+  all_reduce(reduce_op op, const per_replica<tensor>& values) const;
+  /// D8 for many tensors in one fused collective.
+  caf::expected<std::vector<mirrored<tensor>>>
+  batch_all_reduce(reduce_op op,
+                   const std::vector<per_replica<tensor>>& values) const;
+
+  /// Stops the replicas and the coordinator; later calls fail with
+  /// shut_down. Idempotent.
+  void shutdown() const;
+
+  /// Internal: the shared state behind the handles.
+  const std::shared_ptr<detail::strategy_core>& core() const { return core_; }
+  static strategy from_core(std::shared_ptr<detail::strategy_core> core,
+                            std::chrono::milliseconds timeout) {
+    return strategy{std::move(core), timeout};
+  }
+
+private:
+  friend class async_strategy;
+
+  strategy(std::shared_ptr<detail::strategy_core> core,
+           std::chrono::milliseconds timeout);
+
+  template <class F>
+  struct void_step final : replica_step {
+    explicit void_step(F f) : fn(std::move(f)) {}
+    void run(replica_context& ctx) override { fn(ctx); }
+    F fn;
+  };
+
+  template <class R, class F>
+  struct value_step final : replica_step {
+    value_step(F f, int n) : fn(std::move(f)), results(static_cast<size_t>(n)) {}
+    void run(replica_context& ctx) override {
+      results[static_cast<size_t>(ctx.replica_id())].emplace(fn(ctx));
+    }
+    per_replica<R> take() {
+      std::vector<R> out;
+      out.reserve(results.size());
+      for (auto& r : results)
+        out.push_back(std::move(*r));
+      return per_replica<R>{std::move(out)};
+    }
+    F fn;
+    std::vector<std::optional<R>> results;
+  };
+
+  caf::error run_step(replica_step_ptr step) const;
+
+  std::shared_ptr<detail::strategy_core> core_;
+  std::chrono::milliseconds timeout_;
+};
+
+/// The callback API for callers that are not actors.
+class async_strategy {
+public:
+  explicit async_strategy(strategy s) : s_(std::move(s)) {}
+
+  void create_variable(variable_spec spec, callback<variable> done) const;
+  void lookup(const std::string& name, callback<variable> done) const;
+  void destroy(const variable& v, done_callback done) const;
+  void read(const variable& v, callback<tensor> done) const;
+  void update(const variable& v, update_op op, tensor value,
+              done_callback done) const;
+  void assign(const variable& v, tensor value, done_callback done) const {
+    update(v, update_op::assign, std::move(value), std::move(done));
+  }
+  void assign_add(const variable& v, tensor value, done_callback done) const {
+    update(v, update_op::assign_add, std::move(value), std::move(done));
+  }
+  void assign_sub(const variable& v, tensor value, done_callback done) const {
+    update(v, update_op::assign_sub, std::move(value), std::move(done));
+  }
+  void local_values(const variable& v,
+                    callback<std::vector<tensor>> done) const;
+  /// Runs a step; `done` gets the error of the step, if any. Results of a
+  /// value-returning step are reachable through `step` itself.
+  void run(replica_step_ptr step, done_callback done) const;
+  void all_reduce(reduce_op op, std::vector<per_replica<tensor>> values,
+                  callback<std::vector<mirrored<tensor>>> done) const;
+
+private:
+  strategy s_;
+};
+
+} // namespace varsync
