@@ -1,0 +1,133 @@
+#pragma once
+// Shared helpers of the rule-table tests: strategies over host replicas and
+// snapshots of every component, to prove that failing calls change nothing.
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "varsync/varsync.hpp"
+
+namespace vs_test {
+
+using namespace varsync;
+using namespace std::chrono_literals;
+
+inline strategy make_strategy(int replicas,
+                              std::chrono::milliseconds timeout = 20s) {
+  strategy_options options;
+  options.devices.clear();
+  for (int r = 0; r < replicas; ++r)
+    options.devices.push_back("cpu:" + std::to_string(r));
+  options.timeout = timeout;
+  options.scheduler_threads = 2;
+  auto s = strategy::create(options);
+  if (!s)
+    FAIL("strategy::create failed: " << describe(s.error()));
+  return std::move(*s);
+}
+
+#define VS_REQUIRE_OK(expr)                                                    \
+  do {                                                                         \
+    auto vs_err_ = (expr);                                                     \
+    if (vs_err_)                                                               \
+      FAIL(#expr << " failed: " << varsync::describe(vs_err_));                \
+  } while (false)
+
+/// Inside a replica step (another thread: no Catch2 assertions there): a
+/// failing call throws, which fails the step and so the test.
+#define VS_STEP_OK(expr)                                                       \
+  do {                                                                         \
+    auto vs_err_ = (expr);                                                     \
+    if (vs_err_)                                                               \
+      throw std::runtime_error(std::string{#expr} + " failed: "                \
+                               + varsync::describe(vs_err_));                  \
+  } while (false)
+
+template <class T>
+T value_in_step(caf::expected<T> x, const char* what) {
+  if (!x)
+    throw std::runtime_error(std::string{what} + " failed: "
+                             + varsync::describe(x.error()));
+  return std::move(*x);
+}
+
+#define VS_VALUE_IN_STEP(expr) vs_test::value_in_step((expr), #expr)
+
+template <class T>
+T value_or_fail(caf::expected<T> x, const char* what) {
+  if (!x)
+    FAIL(what << " failed: " << varsync::describe(x.error()));
+  return std::move(*x);
+}
+
+#define VS_VALUE(expr) vs_test::value_or_fail((expr), #expr)
+
+inline variable make_var(const strategy& s, const std::string& name,
+                         tensor initial, synchronization sync,
+                         aggregation agg = aggregation::none) {
+  return VS_VALUE(s.create_variable(name, std::move(initial), sync, agg));
+}
+
+/// Components of `v` as doubles, in replica order.
+inline std::vector<double> components(const strategy& s, const variable& v) {
+  std::vector<double> out;
+  for (auto& t : VS_VALUE(s.local_values(v)))
+    out.push_back(t.as_double(0));
+  return out;
+}
+
+inline double read_scalar(const strategy& s, const variable& v) {
+  return VS_VALUE(s.read(v)).as_double(0);
+}
+
+/// Every component of every variable of `s`.
+using snapshot = std::map<std::string, std::vector<tensor>>;
+
+inline snapshot take_snapshot(const strategy& s) {
+  snapshot out;
+  for (auto& v : VS_VALUE(s.variables()))
+    out[v.name()] = VS_VALUE(s.local_values(v));
+  return out;
+}
+
+inline bool same(const snapshot& a, const snapshot& b) {
+  if (a.size() != b.size())
+    return false;
+  for (auto& [name, values] : a) {
+    auto i = b.find(name);
+    if (i == b.end() || i->second.size() != values.size())
+      return false;
+    for (size_t r = 0; r < values.size(); ++r)
+      if (!values[r].bitwise_equal(i->second[r]))
+        return false;
+  }
+  return true;
+}
+
+inline bool all_components_equal(const strategy& s, const variable& v) {
+  auto values = VS_VALUE(s.local_values(v));
+  for (auto& x : values)
+    if (!x.bitwise_equal(values[0]))
+      return false;
+  return true;
+}
+
+/// Checks that `err` is a varsync error with `code`.
+#define VS_CHECK_CODE(err_expr, code)                                          \
+  do {                                                                         \
+    caf::error vs_e_ = (err_expr);                                             \
+    INFO("error: " << varsync::describe(vs_e_));                               \
+    CHECK(varsync::has_code(vs_e_, varsync::errc::code));                      \
+  } while (false)
+
+template <class T>
+caf::error error_of(const caf::expected<T>& x) {
+  return x ? caf::error{} : x.error();
+}
+
+} // namespace vs_test
