@@ -465,6 +465,8 @@ void coordinator_state::start_collective(caf::timespan timeout,
                                          reply_fn<ok_atom> done) {
   collective_running_ = true;
   auto leave_and_finish = [this, done](caf::expected<ok_atom> r) {
+    if (r)
+      ++collectives_run_;
     for (auto& replica : replicas_)
       self_->send(replica, collective_leave_atom::value);
     done(std::move(r));
@@ -524,6 +526,7 @@ strategy_description coordinator_state::describe() const {
     out.devices.push_back(to_string(d));
   out.collective = "host one-pass shared-memory all-reduce ("
                    + std::to_string(devices_.size()) + " in-process replicas)";
+  out.collectives_run = collectives_run_;
   return out;
 }
 

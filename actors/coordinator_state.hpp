@@ -57,6 +57,7 @@ public:
                   std::vector<std::vector<tensor>> values,
                   reply_fn<std::vector<tensor>> done);
   strategy_description describe() const;
+  void describe(reply_fn<strategy_description> done) { done(describe()); }
   const std::vector<replica_actor>& replicas() const { return replicas_; }
   /// Stops the replicas and the coordinator.
   void shutdown();
@@ -103,6 +104,7 @@ private:
   std::unordered_map<uint64_t, entry> entries_;
   std::unordered_map<std::string, uint64_t> names_;
   bool collective_running_ = false;
+  uint64_t collectives_run_ = 0;
   std::deque<std::function<void()>> pending_collectives_;
 };
 

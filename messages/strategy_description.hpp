@@ -1,6 +1,7 @@
 #pragma once
 // What a strategy reports about itself: its devices and the data path it uses.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -12,13 +13,15 @@ struct strategy_description {
   std::vector<std::string> devices;
   /// The collective that moves bulk data, e.g. "host one-pass shared memory".
   std::string collective;
+  /// Host collectives completed so far (a fused step or batch counts once).
+  uint64_t collectives_run = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f,
                                         strategy_description& x) {
   return f(caf::meta::type_name("varsync::strategy_description"), x.devices,
-           x.collective);
+           x.collective, x.collectives_run);
 }
 
 } // namespace varsync

@@ -263,6 +263,14 @@ std::string strategy::description() const {
   return core_->description();
 }
 
+caf::expected<strategy_description> strategy::stats() const {
+  return core_->call<strategy_description>(
+    timeout_,
+    [](coordinator_state& c, reply_fn<strategy_description> done) {
+      c.describe(std::move(done));
+    });
+}
+
 async_strategy strategy::async() const {
   return async_strategy{*this};
 }

@@ -20,6 +20,7 @@
 #include "core/error.hpp"
 #include "core/tensor.hpp"
 #include "messages/step.hpp"
+#include "messages/strategy_description.hpp"
 #include "messages/variable_info.hpp"
 #include "varsync/distributed_values.hpp"
 #include "varsync/replica_context.hpp"
@@ -74,6 +75,8 @@ public:
   /// Devices and the collective that moves bulk data.
   std::string description() const;
   std::chrono::milliseconds timeout() const { return timeout_; }
+  /// What the coordinator reports now: devices, collective, counters.
+  caf::expected<strategy_description> stats() const;
 
   /// The callback API (callbacks run on the coordinator's thread: keep them
   /// short and never block in them).
