@@ -1,0 +1,237 @@
+// training: data-parallel linear regression on 4 host replicas, the way
+// tf.distribute.MirroredStrategy trains a model.
+//
+//  - weights w[8] and bias b: ON_WRITE + MEAN. Each replica computes the MSE
+//    gradient on its own minibatch and contributes assign_sub(lr * grad_r);
+//    the step applies the mean of the contributions to every component, so
+//    the replicas stay identical (mirrored).
+//  - examples_seen: ON_READ + SUM int64. Each replica counts locally, with no
+//    communication; the cross-replica read is the total.
+//  - loss: ON_READ + MEAN float32. Each replica stores its last batch loss;
+//    the cross-replica read is their mean.
+//
+// Exits non-zero unless the learned parameters match the generating ones and
+// the example count is exact.
+//
+//   training [--smoke]
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "varsync/varsync.hpp"
+
+using namespace varsync;
+
+namespace {
+
+constexpr int num_features = 8;
+constexpr int num_rows = 3000;
+// Uneven shards, as when hosts get differently sized input files.
+constexpr double shard_share[] = {0.4, 0.3, 0.2, 0.1};
+constexpr int steps_per_epoch = 25;
+// Feature scales 0.5 .. 1.5 make the MSE Hessian 2·diag(s²) span 0.5 .. 4.5:
+// lr = 0.05 shrinks the slowest direction by 0.975 per step, 0.53 per epoch,
+// so 8 epochs cut the initial error (at most 2) below 0.015.
+constexpr float learning_rate = 0.05f;
+// Noise sd 0.1 over 3000 rows leaves a statistical error of ~0.002 per
+// weight: 0.05 is well clear of it, yet far below the initial error (the
+// true weights are drawn from [-2, 2]), so a run that does not converge, or
+// whose replicas drift apart, fails.
+constexpr double tolerance = 0.05;
+constexpr double noise_sd = 0.1;
+
+struct dataset {
+  std::vector<float> x; // row-major [num_rows, num_features]
+  std::vector<float> y;
+  std::vector<float> w_true;
+  float b_true = 0;
+};
+
+dataset make_dataset() {
+  std::mt19937 gen(20240601);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+  dataset d;
+  for (int j = 0; j < num_features; ++j)
+    d.w_true.push_back(uniform(gen));
+  d.b_true = uniform(gen);
+  d.x.resize(size_t(num_rows) * num_features);
+  d.y.resize(num_rows);
+  for (int i = 0; i < num_rows; ++i) {
+    float yi = d.b_true;
+    for (int j = 0; j < num_features; ++j) {
+      float scale = 0.5f + float(j) / float(num_features - 1);
+      float xij = scale * normal(gen);
+      d.x[size_t(i) * num_features + j] = xij;
+      yi += xij * d.w_true[j];
+    }
+    d.y[i] = yi + float(noise_sd) * normal(gen);
+  }
+  return d;
+}
+
+// Rows [begin, end) of replica r's shard.
+struct range {
+  int begin;
+  int end;
+};
+
+range shard_of(int r) {
+  double lo = 0;
+  for (int i = 0; i < r; ++i)
+    lo += shard_share[i];
+  return {int(std::lround(lo * num_rows)),
+          int(std::lround((lo + shard_share[r]) * num_rows))};
+}
+
+range batch_of(range shard, int step) {
+  int n = shard.end - shard.begin;
+  return {shard.begin + n * step / steps_per_epoch,
+          shard.begin + n * (step + 1) / steps_per_epoch};
+}
+
+template <class T>
+T must(caf::expected<T> x, const char* what) {
+  if (!x) {
+    std::printf("FAILED  %s: %s\n", what, describe(x.error()).c_str());
+    std::fflush(stdout);
+    std::_Exit(1); // skip destructors: waiting for actors could hang
+  }
+  return std::move(*x);
+}
+
+void must(const caf::error& err, const char* what) {
+  if (err) {
+    std::printf("FAILED  %s: %s\n", what, describe(err).c_str());
+    std::fflush(stdout);
+    std::_Exit(1); // skip destructors: waiting for actors could hang
+  }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  bool smoke = argc > 1 && std::strcmp(argv[1], "--smoke") == 0;
+  const int epochs = smoke ? 8 : 30;
+  const auto data = make_dataset();
+
+  strategy_options opts;
+  opts.devices = {"cpu:0", "cpu:1", "cpu:2", "cpu:3"};
+  opts.timeout = std::chrono::seconds(10);
+  auto s = must(strategy::create(opts), "create strategy");
+  const int n = s.num_replicas();
+
+  auto w = must(s.create_variable("w", tensor::zeros(dtype::float32, {num_features}),
+                                  synchronization::on_write, aggregation::mean),
+                "create w");
+  auto b = must(s.create_variable("b", tensor::scalar<float>(0),
+                                  synchronization::on_write, aggregation::mean),
+                "create b");
+  auto seen = must(s.create_variable("examples_seen", tensor::scalar<int64_t>(0),
+                                     synchronization::on_read, aggregation::sum),
+                   "create examples_seen");
+  auto loss = must(s.create_variable("loss", tensor::scalar<float>(0),
+                                     synchronization::on_read, aggregation::mean),
+                   "create loss");
+
+  std::printf("linear regression: %d rows x %d features, shards", num_rows,
+              num_features);
+  for (int r = 0; r < n; ++r) {
+    auto sh = shard_of(r);
+    std::printf(" %d", sh.end - sh.begin);
+  }
+  std::printf(", %d steps/epoch, lr %g, %d epochs\n", steps_per_epoch,
+              double(learning_rate), epochs);
+
+  int step = 0; // the batch index every replica works on; run() blocks
+  auto train_step = [&](replica_context& ctx) {
+    auto batch = batch_of(shard_of(ctx.replica_id()), step);
+    // Zero-copy views of this replica's components, valid during the step.
+    auto wv = ctx.read(w);
+    auto bv = ctx.read(b);
+    if (!wv || !bv)
+      throw std::runtime_error("cannot read the weights");
+    const float* wp = wv->as<float>();
+    const float bias = *bv->as<float>();
+    double grad[num_features] = {};
+    double grad_b = 0;
+    double sq = 0;
+    for (int i = batch.begin; i < batch.end; ++i) {
+      const float* xi = &data.x[size_t(i) * num_features];
+      double err = bias - data.y[i];
+      for (int j = 0; j < num_features; ++j)
+        err += double(wp[j]) * xi[j];
+      sq += err * err;
+      for (int j = 0; j < num_features; ++j)
+        grad[j] += 2 * err * xi[j];
+      grad_b += 2 * err;
+    }
+    const int count = batch.end - batch.begin;
+    std::vector<float> delta(num_features);
+    for (int j = 0; j < num_features; ++j)
+      delta[j] = float(learning_rate * grad[j] / count);
+    // ON_WRITE: contributions, averaged (MEAN) and applied after the step.
+    ctx.assign_sub(w, tensor::from_vector<float>({num_features}, delta));
+    ctx.assign_sub(b, double(learning_rate * grad_b / count));
+    // ON_READ: local to this replica, at once.
+    ctx.assign_add(seen, double(count));
+    ctx.assign(loss, sq / count);
+  };
+
+  auto t0 = std::chrono::steady_clock::now();
+  for (int epoch = 1; epoch <= epochs; ++epoch) {
+    for (step = 0; step < steps_per_epoch; ++step)
+      must(s.run(train_step), "training step");
+    auto l = must(s.read(loss), "read loss").as_double();
+    auto c = must(s.read(seen), "read examples_seen").as_double();
+    std::printf("epoch %2d  loss %.5f  examples seen %.0f\n", epoch, l, c);
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("%d steps in %.3f s (%.0f us/step)\n", epochs * steps_per_epoch,
+              secs, 1e6 * secs / (epochs * steps_per_epoch));
+
+  int failures = 0;
+  auto learned = must(s.read(w), "read w").to_vector<float>();
+  float learned_b = must(s.read(b), "read b").to_vector<float>()[0];
+  double max_err = std::fabs(learned_b - data.b_true);
+  std::printf("\n        learned   true\n");
+  for (int j = 0; j < num_features; ++j) {
+    std::printf("w[%d]  %8.4f %8.4f\n", j, learned[j], data.w_true[j]);
+    max_err = std::max(max_err, double(std::fabs(learned[j] - data.w_true[j])));
+  }
+  std::printf("b     %8.4f %8.4f\n", learned_b, data.b_true);
+  std::printf("max abs error %.5f (tolerance %g)\n", max_err, tolerance);
+  if (!(max_err < tolerance)) {
+    std::printf("FAILED  the weights did not converge\n");
+    ++failures;
+  }
+
+  // Mirrored means bitwise equal on every replica (W7).
+  auto comps = must(s.local_values(w), "local_values w");
+  for (int r = 1; r < n; ++r)
+    if (!comps[r].bitwise_equal(comps[0])) {
+      std::printf("FAILED  component %d of w differs from component 0\n", r);
+      ++failures;
+    }
+
+  auto total = must(s.read(seen), "read examples_seen").to_vector<int64_t>()[0];
+  const int64_t expected = int64_t(epochs) * num_rows;
+  std::printf("examples seen %lld, expected %d epochs x %d rows = %lld\n",
+              (long long)total, epochs, num_rows, (long long)expected);
+  if (total != expected) {
+    std::printf("FAILED  wrong example count\n");
+    ++failures;
+  }
+
+  s.shutdown();
+  std::printf(failures ? "training: FAILED\n" : "training: converged, all checks passed\n");
+  return failures ? 1 : 0;
+}
