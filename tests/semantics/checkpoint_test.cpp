@@ -1,0 +1,391 @@
+// K1-K4: checkpoints (varsync/checkpoint.hpp, docs/checkpoints.md).
+
+#include "fixture.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <random>
+#include <sstream>
+
+#include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "varsync/checkpoint_actor.hpp"
+#include "sync/safetensors_format.hpp"
+#include "varsync/checkpoint.hpp"
+#include "varsync/strategy_core.hpp"
+
+using namespace vs_test;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory, removed at the end of the test.
+struct temp_dir {
+  fs::path path;
+  temp_dir() {
+    std::random_device rd;
+    path = fs::temp_directory_path()
+           / ("varsync-ckpt-" + std::to_string(::getpid()) + "-"
+              + std::to_string(rd()));
+    fs::create_directories(path);
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string file(const std::string& name) const {
+    return (path / name).string();
+  }
+};
+
+void set_components(const strategy& s, const variable& v,
+                    std::vector<double> values) {
+  VS_REQUIRE_OK(s.run([&](replica_context& ctx) {
+    VS_STEP_OK(ctx.assign(v, values[static_cast<size_t>(ctx.replica_id())]));
+  }));
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in{path, std::ios::binary};
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+void spit(const std::string& path, const std::string& bytes) {
+  std::ofstream out{path, std::ios::binary | std::ios::trunc};
+  out << bytes;
+}
+
+safetensors::decoded_file decode_file(const std::string& path) {
+  return VS_VALUE(safetensors::decode(slurp(path)));
+}
+
+} // namespace
+
+TEST_CASE("K1: save writes the primary, the cross-replica value or every "
+          "component") {
+  temp_dir dir;
+  auto s = make_strategy(2);
+  auto w = make_var(s, "w", tensor::from_vector<float>({2}, {1, 2}),
+                    synchronization::on_write, aggregation::mean);
+  auto hits = make_var(s, "hits", tensor::scalar<int64_t>(0),
+                       synchronization::on_read, aggregation::sum);
+  auto avg = make_var(s, "avg", tensor::scalar<double>(0),
+                      synchronization::on_read, aggregation::mean);
+  auto local = make_var(s, "local", tensor::scalar<float>(0),
+                        synchronization::on_read, aggregation::none);
+  auto scratch = make_var(s, "scratch", tensor::scalar<int32_t>(0),
+                          synchronization::none);
+  set_components(s, hits, {4, 3});
+  set_components(s, avg, {1, 2});
+  set_components(s, local, {5, 6});
+  set_components(s, scratch, {7, 8});
+  auto path = dir.file("all.safetensors");
+  VS_REQUIRE_OK(save(s, path));
+  auto file = decode_file(path);
+  REQUIRE(file.find("w"));
+  CHECK(file.find("w")->to_vector<float>() == std::vector<float>{1, 2});
+  CHECK(file.find("hits")->to_vector<int64_t>() == std::vector<int64_t>{7});
+  CHECK(file.find("avg")->to_vector<double>() == std::vector<double>{1.5});
+  CHECK(file.find("local") == nullptr);
+  CHECK(file.find("local/replica_0")->as_double(0) == 5);
+  CHECK(file.find("local/replica_1")->as_double(0) == 6);
+  CHECK(file.find("scratch/replica_0")->as_double(0) == 7);
+  CHECK(file.find("scratch/replica_1")->as_double(0) == 8);
+  CHECK(file.tensors.size() == 7);
+  auto& m = file.metadata;
+  CHECK(m.at("format") == "varsync-checkpoint");
+  CHECK(m.at("hits.synchronization") == "on_read");
+  CHECK(m.at("hits.aggregation") == "sum");
+  CHECK(m.at("hits.trainable") == "false");
+  CHECK(m.at("hits.per_component") == "false");
+  CHECK(m.at("w.synchronization") == "on_write");
+  CHECK(m.at("w.trainable") == "true");
+  CHECK(m.at("local.per_component") == "true");
+  CHECK(m.at("local.replicas") == "2");
+  CHECK(m.at("scratch.synchronization") == "none");
+  CHECK(m.count("w.replicas") == 0);
+  // Saving changed nothing.
+  CHECK(components(s, hits) == std::vector<double>{4, 3});
+}
+
+TEST_CASE("K2: ON_READ SUM float restores split: [4, 3] -> 7 -> [3.5, 3.5]") {
+  temp_dir dir;
+  auto s = make_strategy(2);
+  auto v = make_var(s, "loss", tensor::scalar<float>(0),
+                    synchronization::on_read, aggregation::sum);
+  set_components(s, v, {4, 3});
+  auto path = dir.file("ckpt");
+  VS_REQUIRE_OK(save(s, path));
+  set_components(s, v, {100, -5});
+  VS_REQUIRE_OK(restore(s, path));
+  CHECK(components(s, v) == std::vector<double>{3.5, 3.5});
+  CHECK(read_scalar(s, v) == 7);
+}
+
+TEST_CASE("K2: ON_READ SUM int32 restores split exactly: 7 -> [4, 3]") {
+  temp_dir dir;
+  auto s = make_strategy(2);
+  auto v = make_var(s, "count", tensor::scalar<int32_t>(0),
+                    synchronization::on_read, aggregation::sum);
+  set_components(s, v, {1, 6});
+  auto path = dir.file("ckpt");
+  VS_REQUIRE_OK(save(s, path));
+  set_components(s, v, {0, 0});
+  VS_REQUIRE_OK(restore(s, path));
+  CHECK(components(s, v) == std::vector<double>{4, 3});
+  CHECK(read_scalar(s, v) == 7);
+}
+
+TEST_CASE("K2: a value saved from ON_WRITE restored into ON_READ SUM is "
+          "split") {
+  temp_dir dir;
+  auto path = dir.file("ckpt");
+  {
+    auto s = make_strategy(2);
+    make_var(s, "x", tensor::scalar<int64_t>(7), synchronization::on_write,
+             aggregation::sum);
+    VS_REQUIRE_OK(save(s, path));
+  }
+  auto s = make_strategy(2);
+  auto x = make_var(s, "x", tensor::scalar<int64_t>(0),
+                    synchronization::on_read, aggregation::sum);
+  VS_REQUIRE_OK(restore(s, path));
+  CHECK(components(s, x) == std::vector<double>{4, 3});
+}
+
+TEST_CASE("K2: ON_WRITE and other ON_READ aggregations restore the value to "
+          "every component") {
+  temp_dir dir;
+  auto s = make_strategy(3);
+  auto w = make_var(s, "w", tensor::from_vector<double>({2}, {1, 2}),
+                    synchronization::on_write, aggregation::mean);
+  auto avg = make_var(s, "avg", tensor::scalar<float>(0),
+                      synchronization::on_read, aggregation::mean);
+  auto first = make_var(s, "first", tensor::scalar<float>(0),
+                        synchronization::on_read,
+                        aggregation::only_first_replica);
+  set_components(s, avg, {1, 2, 6});
+  set_components(s, first, {9, 1, 1});
+  auto path = dir.file("ckpt");
+  VS_REQUIRE_OK(save(s, path));
+  VS_REQUIRE_OK(s.assign(w, tensor::from_vector<double>({2}, {0, 0})));
+  set_components(s, avg, {0, 0, 0});
+  set_components(s, first, {0, 0, 0});
+  VS_REQUIRE_OK(restore(s, path));
+  for (auto& t : VS_VALUE(s.local_values(w)))
+    CHECK(t.to_vector<double>() == std::vector<double>{1, 2});
+  CHECK(components(s, avg) == std::vector<double>{3, 3, 3});
+  CHECK(components(s, first) == std::vector<double>{9, 9, 9});
+}
+
+TEST_CASE("K2: per-component entries go back to their replicas") {
+  temp_dir dir;
+  auto s = make_strategy(3);
+  auto local = make_var(s, "local", tensor::scalar<float>(0),
+                        synchronization::on_read, aggregation::none);
+  auto scratch = make_var(s, "scratch", tensor::scalar<int64_t>(0),
+                          synchronization::none);
+  set_components(s, local, {1.5, 2.5, 3.5});
+  set_components(s, scratch, {10, 20, 30});
+  auto path = dir.file("ckpt");
+  VS_REQUIRE_OK(save(s, path));
+  set_components(s, local, {0, 0, 0});
+  set_components(s, scratch, {0, 0, 0});
+  VS_REQUIRE_OK(restore(s, path));
+  CHECK(components(s, local) == std::vector<double>{1.5, 2.5, 3.5});
+  CHECK(components(s, scratch) == std::vector<double>{10, 20, 30});
+}
+
+TEST_CASE("K2: a named subset saves and restores only those variables") {
+  temp_dir dir;
+  auto s = make_strategy(2);
+  auto a = make_var(s, "a", tensor::scalar<float>(1),
+                    synchronization::on_write, aggregation::mean);
+  auto b = make_var(s, "b", tensor::scalar<float>(2),
+                    synchronization::on_write, aggregation::mean);
+  auto c = make_var(s, "c", tensor::scalar<float>(3),
+                    synchronization::on_write, aggregation::mean);
+  auto path = dir.file("subset");
+  VS_REQUIRE_OK(save(s, path, {"a", "c"}));
+  auto file = decode_file(path);
+  CHECK(file.find("a"));
+  CHECK(file.find("b") == nullptr);
+  CHECK(file.find("c"));
+  VS_CHECK_CODE(save(s, dir.file("x"), {"nope"}), unknown_variable);
+  VS_REQUIRE_OK(s.assign(a, 10.0));
+  VS_REQUIRE_OK(s.assign(b, 20.0));
+  VS_REQUIRE_OK(s.assign(c, 30.0));
+  VS_REQUIRE_OK(restore(s, path, {"c"}));
+  CHECK(read_scalar(s, a) == 10);
+  CHECK(read_scalar(s, b) == 20);
+  CHECK(read_scalar(s, c) == 3);
+  // Restoring everything needs b, which the file lacks: nothing changes.
+  auto before = take_snapshot(s);
+  VS_CHECK_CODE(restore(s, path), checkpoint_mismatch);
+  CHECK(same(before, take_snapshot(s)));
+}
+
+TEST_CASE("K3: a mismatch fails and leaves every component unchanged") {
+  temp_dir dir;
+  auto path = dir.file("three");
+  {
+    auto s3 = make_strategy(3);
+    make_var(s3, "f", tensor::from_vector<float>({2}, {1, 2}),
+             synchronization::on_write, aggregation::mean);
+    make_var(s3, "n", tensor::scalar<int64_t>(5), synchronization::on_read,
+             aggregation::sum);
+    auto local = make_var(s3, "local", tensor::scalar<float>(0),
+                          synchronization::on_read, aggregation::none);
+    set_components(s3, local, {1, 2, 3});
+    VS_REQUIRE_OK(save(s3, path));
+  }
+  auto s = make_strategy(2);
+  auto f = make_var(s, "f", tensor::from_vector<float>({2}, {7, 8}),
+                    synchronization::on_write, aggregation::mean);
+  auto n = make_var(s, "n", tensor::scalar<int64_t>(0),
+                    synchronization::on_read, aggregation::sum);
+  auto local = make_var(s, "local", tensor::scalar<float>(0),
+                        synchronization::on_read, aggregation::none);
+  set_components(s, n, {1, 2});
+  set_components(s, local, {4, 5});
+  auto before = take_snapshot(s);
+  SECTION("wrong replica count for per-component entries") {
+    VS_CHECK_CODE(restore(s, path), checkpoint_mismatch);
+    VS_CHECK_CODE(restore(s, path, {"f", "n", "local"}), checkpoint_mismatch);
+  }
+  SECTION("dtype") {
+    VS_REQUIRE_OK(s.destroy(n));
+    make_var(s, "n", tensor::scalar<int32_t>(0), synchronization::on_read,
+             aggregation::sum);
+    before = take_snapshot(s);
+    VS_CHECK_CODE(restore(s, path, {"f", "n"}), checkpoint_mismatch);
+  }
+  SECTION("shape") {
+    VS_REQUIRE_OK(s.destroy(f));
+    make_var(s, "f", tensor::from_vector<float>({1, 2}, {7, 8}),
+             synchronization::on_write, aggregation::mean);
+    before = take_snapshot(s);
+    VS_CHECK_CODE(restore(s, path, {"n", "f"}), checkpoint_mismatch);
+  }
+  SECTION("a name missing from the file or from the strategy") {
+    make_var(s, "extra", tensor::scalar<float>(0), synchronization::on_write,
+             aggregation::mean);
+    before = take_snapshot(s);
+    VS_CHECK_CODE(restore(s, path, {"f", "n", "extra"}), checkpoint_mismatch);
+    VS_CHECK_CODE(restore(s, path, {"f", "nope"}), checkpoint_mismatch);
+  }
+  SECTION("per-component entries into a variable with one value") {
+    VS_REQUIRE_OK(s.destroy(local));
+    make_var(s, "local", tensor::scalar<float>(0), synchronization::on_write,
+             aggregation::mean);
+    before = take_snapshot(s);
+    VS_CHECK_CODE(restore(s, path, {"f", "local"}), checkpoint_mismatch);
+  }
+  CHECK(same(before, take_snapshot(s)));
+}
+
+TEST_CASE("K3: truncated and corrupt files fail with checkpoint_corrupt and "
+          "change nothing") {
+  temp_dir dir;
+  auto s = make_strategy(2);
+  auto n = make_var(s, "n", tensor::scalar<int64_t>(0),
+                    synchronization::on_read, aggregation::sum);
+  make_var(s, "w", tensor::from_vector<float>({3}, {1, 2, 3}),
+           synchronization::on_write, aggregation::mean);
+  set_components(s, n, {4, 3});
+  auto path = dir.file("good");
+  VS_REQUIRE_OK(save(s, path));
+  auto good = slurp(path);
+  set_components(s, n, {1, 1});
+  auto before = take_snapshot(s);
+  auto bad = dir.file("bad");
+  for (size_t len : {size_t{0}, size_t{3}, size_t{8}, size_t{20},
+                     good.size() / 2, good.size() - 1}) {
+    spit(bad, good.substr(0, len));
+    VS_CHECK_CODE(restore(s, bad), checkpoint_corrupt);
+  }
+  auto garbage = good;
+  garbage[8] = '#'; // the header's '{'
+  spit(bad, garbage);
+  VS_CHECK_CODE(restore(s, bad), checkpoint_corrupt);
+  auto huge = good;
+  huge[6] = '\x01'; // header length beyond the file
+  spit(bad, huge);
+  VS_CHECK_CODE(restore(s, bad), checkpoint_corrupt);
+  CHECK(same(before, take_snapshot(s)));
+  // A missing file is an error too (not a crash).
+  CHECK(restore(s, dir.file("missing")));
+}
+
+TEST_CASE("K3: save is atomic and leaves no temporary file") {
+  temp_dir dir;
+  auto s = make_strategy(2);
+  auto v = make_var(s, "v", tensor::scalar<float>(1),
+                    synchronization::on_write, aggregation::mean);
+  auto path = dir.file("ckpt.safetensors");
+  spit(path, "an older, unrelated file");
+  VS_REQUIRE_OK(save(s, path));
+  VS_REQUIRE_OK(s.assign(v, 2.0));
+  VS_REQUIRE_OK(save(s, path));
+  size_t files = 0;
+  for (auto& entry : fs::directory_iterator(dir.path)) {
+    ++files;
+    CHECK(entry.path().filename() == "ckpt.safetensors");
+  }
+  CHECK(files == 1);
+  CHECK(decode_file(path).find("v")->as_double(0) == 2);
+  // A directory that does not exist: an error, and nothing left behind.
+  CHECK(save(s, dir.file("no/such/dir/ckpt")));
+  CHECK(std::distance(fs::directory_iterator(dir.path),
+                      fs::directory_iterator{}) == 1);
+}
+
+TEST_CASE("K2: async save / restore and the checkpoint actor") {
+  temp_dir dir;
+  auto s = make_strategy(2);
+  auto v = make_var(s, "v", tensor::scalar<int32_t>(0),
+                    synchronization::on_read, aggregation::sum);
+  set_components(s, v, {2, 3});
+  auto path = dir.file("async");
+  std::promise<caf::error> saved;
+  save_async(s, path, {}, [&](caf::error err) { saved.set_value(err); });
+  VS_REQUIRE_OK(saved.get_future().get());
+  set_components(s, v, {0, 0});
+  std::promise<caf::error> restored;
+  restore_async(s, path, {"v"},
+                [&](caf::error err) { restored.set_value(err); });
+  VS_REQUIRE_OK(restored.get_future().get());
+  CHECK(components(s, v) == std::vector<double>{3, 2});
+  // The actor-facing way.
+  auto ckpt = spawn_checkpoint_actor(s);
+  caf::scoped_actor self{s.core()->system()};
+  set_components(s, v, {1, 1});
+  caf::error err;
+  bool ok = false;
+  self->request(ckpt, 20s, checkpoint_save_atom::value, dir.file("actor"),
+                std::vector<std::string>{})
+    .receive([&](ok_atom) { ok = true; }, [&](caf::error& e) { err = e; });
+  CHECK(ok);
+  VS_REQUIRE_OK(err);
+  set_components(s, v, {0, 0});
+  ok = false;
+  self->request(ckpt, 20s, checkpoint_restore_atom::value, dir.file("actor"),
+                std::vector<std::string>{"v"})
+    .receive([&](ok_atom) { ok = true; }, [&](caf::error& e) { err = e; });
+  CHECK(ok);
+  VS_REQUIRE_OK(err);
+  CHECK(components(s, v) == std::vector<double>{1, 1});
+  ok = false;
+  self->request(ckpt, 20s, checkpoint_restore_atom::value, dir.file("none"),
+                std::vector<std::string>{})
+    .receive([&](ok_atom) { ok = true; }, [&](caf::error& e) { err = e; });
+  CHECK_FALSE(ok);
+  CHECK(err);
+  self->send_exit(ckpt, caf::exit_reason::user_shutdown);
+}

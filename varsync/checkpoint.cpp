@@ -1,0 +1,359 @@
+#include "varsync/checkpoint.hpp"
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <thread>
+#include <utility>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "sync/safetensors_format.hpp"
+#include "sync/synchronization.hpp"
+
+namespace varsync {
+
+namespace {
+
+namespace st = safetensors;
+
+/// Largest per-component count a file may claim.
+constexpr long long max_replicas_in_file = 1 << 20;
+
+caf::error io_error(const std::string& what, const std::string& path,
+                    int err) {
+  return make_error(errc::invalid_argument, "checkpoint: cannot " + what
+                                              + " '" + path
+                                              + "': " + std::strerror(err));
+}
+
+caf::error mismatch(std::string what) {
+  return make_error(errc::checkpoint_mismatch,
+                    "checkpoint: " + std::move(what));
+}
+
+// The variables that `names` select (all of them when empty). Unknown names
+// fail with `unknown_code` naming the variable.
+caf::expected<std::vector<variable>>
+select_variables(const strategy& s, const std::vector<std::string>& names,
+                 errc unknown_code) {
+  if (names.empty())
+    return s.variables();
+  std::vector<variable> out;
+  for (auto& name : names) {
+    auto v = s.lookup(name);
+    if (!v) {
+      if (has_code(v.error(), errc::unknown_variable))
+        return make_error(unknown_code, "checkpoint: variable '" + name
+                                          + "' does not exist in the "
+                                            "strategy");
+      return v.error();
+    }
+    out.push_back(std::move(*v));
+  }
+  return out;
+}
+
+caf::error write_all(int fd, const std::string& bytes,
+                     const std::string& path) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    auto n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return io_error("write", path, errno);
+    }
+    done += static_cast<size_t>(n);
+  }
+  return {};
+}
+
+// Writes `bytes` to a temporary file next to `path`, fsyncs it, renames it
+// over `path` and fsyncs the directory.
+caf::error write_atomically(const std::string& path, const std::string& bytes) {
+  static std::atomic<unsigned> counter{0};
+  auto tmp = path + ".tmp-" + std::to_string(::getpid()) + "-"
+             + std::to_string(counter++);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return io_error("create", tmp, errno);
+  auto fail = [&](caf::error err) {
+    if (fd >= 0)
+      ::close(fd);
+    ::unlink(tmp.c_str());
+    return err;
+  };
+  if (auto err = write_all(fd, bytes, tmp))
+    return fail(std::move(err));
+  if (::fsync(fd) != 0)
+    return fail(io_error("fsync", tmp, errno));
+  if (::close(fd) != 0) {
+    fd = -1;
+    return fail(io_error("close", tmp, errno));
+  }
+  fd = -1;
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    return fail(io_error("rename onto", path, errno));
+  auto dir = std::filesystem::path{path}.parent_path();
+  if (dir.empty())
+    dir = ".";
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    // The file is complete either way; a failing directory fsync only
+    // weakens durability, so it is reported.
+    int rc = ::fsync(dfd);
+    int e = errno;
+    ::close(dfd);
+    if (rc != 0 && e != EINVAL)
+      return io_error("fsync directory of", path, e);
+  }
+  return {};
+}
+
+caf::expected<std::vector<std::byte>> read_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return io_error("open", path, errno);
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    ::close(fd);
+    return make_error(errc::invalid_argument,
+                      "checkpoint: '" + path + "' is not a regular file");
+  }
+  std::vector<std::byte> out;
+  try {
+    out.resize(static_cast<size_t>(info.st_size));
+  } catch (const std::exception&) {
+    ::close(fd);
+    return make_error(errc::out_of_memory,
+                      "checkpoint: cannot hold '" + path + "' in memory");
+  }
+  size_t done = 0;
+  while (done < out.size()) {
+    auto n = ::read(fd, out.data() + done, out.size() - done);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      int e = errno;
+      ::close(fd);
+      return io_error("read", path, e);
+    }
+    if (n == 0)
+      break; // shrank while reading: decode sees a truncated file
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  out.resize(done);
+  return out;
+}
+
+// What a file holds for one variable: one value, or one per component.
+struct stored_value {
+  bool per_component = false;
+  std::vector<tensor> values;
+};
+
+caf::expected<stored_value> find_stored(const st::decoded_file& file,
+                                        const std::string& name) {
+  stored_value out;
+  if (auto* t = file.find(name)) {
+    out.values.push_back(*t);
+    return out;
+  }
+  out.per_component = true;
+  auto meta = file.metadata.find(name + ".replicas");
+  if (meta != file.metadata.end()) {
+    long long n = -1;
+    try {
+      size_t used = 0;
+      n = std::stoll(meta->second, &used);
+      if (used != meta->second.size())
+        n = -1;
+    } catch (const std::exception&) {
+      n = -1;
+    }
+    if (n < 1 || n > max_replicas_in_file)
+      return make_error(errc::checkpoint_corrupt,
+                        "checkpoint: metadata '" + name + ".replicas' = '"
+                          + meta->second + "' is not a replica count");
+    for (int r = 0; r < static_cast<int>(n); ++r) {
+      auto* t = file.find(component_entry_name(name, r));
+      if (!t)
+        return make_error(errc::checkpoint_corrupt,
+                          "checkpoint: variable '" + name + "' has "
+                            + std::to_string(n) + " components but entry '"
+                            + component_entry_name(name, r) + "' is missing");
+      out.values.push_back(*t);
+    }
+    return out;
+  }
+  // No metadata (a file written by another tool): consecutive entries.
+  for (int r = 0;; ++r) {
+    auto* t = file.find(component_entry_name(name, r));
+    if (!t)
+      break;
+    out.values.push_back(*t);
+  }
+  if (out.values.empty())
+    return mismatch("variable '" + name + "' is not in the checkpoint");
+  return out;
+}
+
+} // namespace
+
+bool is_per_component(const variable& v) {
+  return v.synchronization() == synchronization::none
+         || (v.synchronization() == synchronization::on_read
+             && v.aggregation() == aggregation::none);
+}
+
+std::string component_entry_name(const std::string& variable, int r) {
+  return variable + "/replica_" + std::to_string(r);
+}
+
+caf::error save(const strategy& s, const std::string& path,
+                const std::vector<std::string>& names) {
+  auto vars = select_variables(s, names, errc::unknown_variable);
+  if (!vars)
+    return vars.error();
+  std::vector<st::named_tensor> tensors;
+  std::map<std::string, std::string> meta;
+  meta["format"] = checkpoint_format_tag;
+  meta["format_version"] = checkpoint_format_version;
+  meta["replicas"] = std::to_string(s.num_replicas());
+  for (auto& v : *vars) {
+    auto& name = v.name();
+    meta[name + ".synchronization"] = std::string{to_string(v.synchronization())};
+    meta[name + ".aggregation"] = std::string{to_string(v.aggregation())};
+    meta[name + ".trainable"] = v.trainable() ? "true" : "false";
+    if (is_per_component(v)) {
+      auto values = s.local_values(v);
+      if (!values)
+        return values.error();
+      meta[name + ".per_component"] = "true";
+      meta[name + ".replicas"] = std::to_string(values->size());
+      for (size_t r = 0; r < values->size(); ++r)
+        tensors.push_back({component_entry_name(name, static_cast<int>(r)),
+                           std::move((*values)[r])});
+    } else {
+      auto value = s.read(v);
+      if (!value)
+        return value.error();
+      meta[name + ".per_component"] = "false";
+      tensors.push_back({name, std::move(*value)});
+    }
+  }
+  auto bytes = st::encode(tensors, meta);
+  if (!bytes)
+    return bytes.error();
+  return write_atomically(path, *bytes);
+}
+
+caf::error restore(const strategy& s, const std::string& path,
+                   const std::vector<std::string>& names) {
+  auto bytes = read_file(path);
+  if (!bytes)
+    return bytes.error();
+  auto file = st::decode(std::span<const std::byte>{*bytes});
+  if (!file)
+    return file.error();
+  bytes->clear();
+  bytes->shrink_to_fit();
+  auto vars = select_variables(s, names, errc::checkpoint_mismatch);
+  if (!vars)
+    return vars.error();
+  // Validate everything first (K3).
+  std::vector<std::pair<variable, stored_value>> plan;
+  for (auto& v : *vars) {
+    auto stored = find_stored(*file, v.name());
+    if (!stored)
+      return stored.error();
+    for (size_t r = 0; r < stored->values.size(); ++r) {
+      auto& t = stored->values[r];
+      auto entry = stored->per_component
+                     ? component_entry_name(v.name(), static_cast<int>(r))
+                     : v.name();
+      if (t.type() != v.type())
+        return mismatch("entry '" + entry + "' has dtype "
+                        + std::string{to_string(t.type())} + ", variable '"
+                        + v.name() + "' has dtype "
+                        + std::string{to_string(v.type())});
+      if (t.shape() != v.shape())
+        return mismatch("entry '" + entry + "' has shape "
+                        + to_string(t.shape()) + ", variable '" + v.name()
+                        + "' has shape " + to_string(v.shape()));
+    }
+    if (stored->per_component) {
+      if (!is_per_component(v))
+        return mismatch("variable '" + v.name()
+                        + "' is stored per component but is "
+                        + std::string{to_string(v.synchronization())} + " / "
+                        + std::string{to_string(v.aggregation())}
+                        + ", which has one value");
+      if (static_cast<int>(stored->values.size()) != s.num_replicas())
+        return mismatch("variable '" + v.name() + "' has "
+                        + std::to_string(stored->values.size())
+                        + " components in the checkpoint, the strategy has "
+                        + std::to_string(s.num_replicas()) + " replicas");
+    }
+    plan.emplace_back(v, std::move(*stored));
+  }
+  // Apply (K2): one value -> assign (on_read + sum splits as in R4, the
+  // other policies set every component); per-component entries -> one step.
+  std::vector<std::pair<variable, const std::vector<tensor>*>> components;
+  for (auto& [v, stored] : plan) {
+    if (stored.per_component) {
+      components.emplace_back(v, &stored.values);
+      continue;
+    }
+    if (auto err = s.assign(v, stored.values.front()))
+      return err;
+  }
+  if (!components.empty()) {
+    std::vector<caf::error> errors(static_cast<size_t>(s.num_replicas()));
+    auto err = s.run([&](replica_context& ctx) {
+      auto r = static_cast<size_t>(ctx.replica_id());
+      for (auto& [v, values] : components)
+        if (auto e = ctx.assign(v, (*values)[r])) {
+          errors[r] = std::move(e);
+          return;
+        }
+    });
+    if (err)
+      return err;
+    for (auto& e : errors)
+      if (e)
+        return e;
+  }
+  return {};
+}
+
+void save_async(const strategy& s, std::string path,
+                std::vector<std::string> names, done_callback done) {
+  std::thread{[s, path = std::move(path), names = std::move(names),
+               done = std::move(done)] {
+    auto err = save(s, path, names);
+    if (done)
+      done(std::move(err));
+  }}.detach();
+}
+
+void restore_async(const strategy& s, std::string path,
+                   std::vector<std::string> names, done_callback done) {
+  std::thread{[s, path = std::move(path), names = std::move(names),
+               done = std::move(done)] {
+    auto err = restore(s, path, names);
+    if (done)
+      done(std::move(err));
+  }}.detach();
+}
+
+} // namespace varsync

@@ -1,0 +1,62 @@
+#pragma once
+// Checkpoints: save / restore a strategy's variables to / from a file in the
+// safetensors layout (docs/checkpoints.md, rules K1-K4 of SEMANTICS.md).
+//
+// Save (K1) writes, per variable: on_write -> the primary component; on_read
+// with sum / mean / only_first_replica -> the cross-replica read value; on_read
+// with aggregation none and synchronization none -> every component, as
+// "<name>/replica_<r>". The file is written to "<path>.tmp-<pid>-<n>",
+// fsync'ed, renamed over `path`, and the directory is fsync'ed: a crash never
+// leaves a torn checkpoint at `path`.
+//
+// Restore (K2, K3) reads and validates the whole file and every requested
+// variable (present in the strategy and the file, same dtype and shape, N
+// per-component entries where the variable is per-component) before it
+// changes anything; then on_read + sum splits the value as in R4, per-component
+// entries go back to their replicas, everything else is assigned to every
+// component.
+
+#include <string>
+#include <vector>
+
+#include <caf/error.hpp>
+
+#include "varsync/strategy.hpp"
+
+namespace varsync {
+
+/// Metadata value of key "format" in varsync checkpoints.
+inline constexpr const char* checkpoint_format_tag = "varsync-checkpoint";
+/// Version of the metadata layout (key "format_version").
+inline constexpr const char* checkpoint_format_version = "1";
+
+/// True if varsync stores `v` per component (on_read + none, or none).
+bool is_per_component(const variable& v);
+
+/// The file's tensor name of component `r` of a per-component variable.
+std::string component_entry_name(const std::string& variable, int r);
+
+/// Saves `names` (empty: every variable of `s`) to `path`, atomically.
+/// Errors: unknown_variable, no_cross_replica_value (from reads),
+/// invalid_argument (the file cannot be written), timeout, shut_down.
+caf::error save(const strategy& s, const std::string& path,
+                const std::vector<std::string>& names = {});
+
+/// Restores `names` (empty: every variable of `s`) from `path`.
+/// Errors: checkpoint_corrupt (unreadable layout), checkpoint_mismatch (a
+/// variable missing from the strategy or the file, another dtype, shape or
+/// replica count), invalid_argument (the file cannot be read). Nothing
+/// changes unless every check passes.
+caf::error restore(const strategy& s, const std::string& path,
+                   const std::vector<std::string>& names = {});
+
+/// The same without blocking the caller: the work runs on a thread of its
+/// own, `done` gets the outcome there. Never call them with a strategy whose
+/// last handle goes away before `done` runs unless that is intended: the
+/// thread holds a handle until it finishes.
+void save_async(const strategy& s, std::string path,
+                std::vector<std::string> names, done_callback done);
+void restore_async(const strategy& s, std::string path,
+                   std::vector<std::string> names, done_callback done);
+
+} // namespace varsync

@@ -1,0 +1,79 @@
+#include "varsync/checkpoint_actor.hpp"
+
+#include <chrono>
+#include <memory>
+
+#include <caf/actor_system.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "core/error.hpp"
+#include "varsync/checkpoint.hpp"
+#include "varsync/strategy_core.hpp"
+
+namespace varsync {
+
+namespace {
+
+caf::result<ok_atom> to_result(caf::error err) {
+  if (err)
+    return err;
+  return ok_atom::value;
+}
+
+// Serves exactly one request on a thread of its own, then quits.
+checkpoint_actor::behavior_type worker(checkpoint_actor::pointer self,
+                                       strategy s) {
+  return {
+    [=](checkpoint_save_atom, const std::string& path,
+        const std::vector<std::string>& names) -> caf::result<ok_atom> {
+      self->quit();
+      return to_result(save(s, path, names));
+    },
+    [=](checkpoint_restore_atom, const std::string& path,
+        const std::vector<std::string>& names) -> caf::result<ok_atom> {
+      self->quit();
+      return to_result(restore(s, path, names));
+    },
+  };
+}
+
+// Holds the strategy weakly: an actor of the strategy's own system must not
+// keep it alive (its last handle would then go away on a scheduler thread).
+checkpoint_actor::behavior_type
+front(checkpoint_actor::pointer self,
+      std::weak_ptr<detail::strategy_core> weak,
+      std::chrono::milliseconds timeout) {
+  auto start = [=]() -> caf::expected<checkpoint_actor> {
+    auto core = weak.lock();
+    if (!core)
+      return make_error(errc::shut_down,
+                        "checkpoint: the strategy is shut down");
+    return self->system().spawn<caf::detached>(
+      worker, strategy::from_core(std::move(core), timeout));
+  };
+  return {
+    [=](checkpoint_save_atom a, const std::string& path,
+        const std::vector<std::string>& names) -> caf::result<ok_atom> {
+      auto w = start();
+      if (!w)
+        return w.error();
+      return self->delegate(*w, a, path, names);
+    },
+    [=](checkpoint_restore_atom a, const std::string& path,
+        const std::vector<std::string>& names) -> caf::result<ok_atom> {
+      auto w = start();
+      if (!w)
+        return w.error();
+      return self->delegate(*w, a, path, names);
+    },
+  };
+}
+
+} // namespace
+
+checkpoint_actor spawn_checkpoint_actor(const strategy& s) {
+  return s.core()->system().spawn(
+    front, std::weak_ptr<detail::strategy_core>{s.core()}, s.timeout());
+}
+
+} // namespace varsync

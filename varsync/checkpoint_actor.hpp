@@ -1,0 +1,16 @@
+#pragma once
+// An actor that saves and restores a strategy's variables on request
+// (messages/checkpoint_interface.hpp). It never blocks: each request is
+// delegated to a short-lived detached worker that does the file I/O and the
+// blocking strategy calls, and replies to the requester directly.
+
+#include "messages/checkpoint_interface.hpp"
+#include "varsync/strategy.hpp"
+
+namespace varsync {
+
+/// Spawns a checkpoint actor in the actor system of `s`. It holds a handle
+/// to `s`; send it an exit message (or let all references go) to stop it.
+checkpoint_actor spawn_checkpoint_actor(const strategy& s);
+
+} // namespace varsync
