@@ -26,12 +26,69 @@ struct native {
   static T store(T x) { return x; }
 };
 
+// The 16-bit conversions below give bit for bit the results of core/half.hpp
+// (checked exhaustively over every input), but are written with selects
+// instead of branches so that the loops vectorize.
+
+/// c ? a : b, written with masks. A plain ?: lets GCC sink the computation of
+/// `a` into a branch; when `a` comes from a float operation (which may trap),
+/// that branch then keeps the loop from being if-converted and vectorized.
+inline uint32_t select_bits(bool c, uint32_t a, uint32_t b) {
+  const uint32_t mask = 0u - static_cast<uint32_t>(c);
+  return (a & mask) | (b & ~mask);
+}
+
+/// float16 bits -> float (as float16_to_float).
+inline float half_to_float(uint16_t h) {
+  const uint32_t em = static_cast<uint32_t>(h & 0x7fffu) << 13;
+  const uint32_t exp = em & 0x0f800000u;
+  const uint32_t o = em + ((127u - 15u) << 23);
+  // Normal values just rebias the exponent; inf and NaN get exponent 255.
+  const uint32_t normal = exp == 0x0f800000u ? o + ((128u - 16u) << 23) : o;
+  // Zero and subnormals: renormalize through a float subtraction (exact).
+  const float sub = bits_to_float(o + (1u << 23)) - bits_to_float(113u << 23);
+  const uint32_t bits = select_bits(exp == 0, float_to_bits(sub), normal);
+  return bits_to_float(bits | (static_cast<uint32_t>(h & 0x8000u) << 16));
+}
+
+/// float -> float16 bits, round to nearest even (as float_to_float16).
+inline uint16_t float_to_half(float x) {
+  uint32_t f = float_to_bits(x);
+  const uint32_t sign = f & 0x80000000u;
+  f ^= sign;
+  // f < 2^31 now, so the comparisons can be signed (cheaper in SIMD).
+  const auto fs = static_cast<int32_t>(f);
+  // Overflow gives infinity, NaN a quiet NaN.
+  const uint32_t special = fs > int32_t{255 << 23} ? 0x7e00u : 0x7c00u;
+  // Results below the normal range: let the FPU round (to nearest even).
+  const float magic = bits_to_float(((127u - 15u) + (23u - 10u) + 1u) << 23);
+  const uint32_t sub = float_to_bits(bits_to_float(f) + magic)
+                       - float_to_bits(magic);
+  // Normal results: rebias and round the mantissa to nearest even.
+  const uint32_t odd = (f >> 13) & 1u;
+  const uint32_t norm = (f + ((15u - 127u) << 23) + 0xfffu + odd) >> 13;
+  const uint32_t finite = select_bits(fs < int32_t{113 << 23}, sub, norm);
+  const uint32_t o = select_bits(fs >= int32_t{(127 + 16) << 23}, special,
+                                 finite);
+  return static_cast<uint16_t>(o | (sign >> 16));
+}
+
+/// float -> bfloat16 bits, round to nearest even (as float_to_bfloat16).
+inline uint16_t float_to_bfloat(float x) {
+  const uint32_t b = float_to_bits(x);
+  const uint32_t rounded = (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (b >> 16) | 0x40u;
+  const auto magnitude = static_cast<int32_t>(b & 0x7fffffffu);
+  return static_cast<uint16_t>(magnitude > int32_t{0x7f800000} ? quiet_nan
+                                                               : rounded);
+}
+
 struct half_kind {
   using storage = uint16_t;
   using compute = float;
   static constexpr bool narrow = true;
-  static float load(uint16_t h) { return float16_to_float(h); }
-  static uint16_t store(float f) { return float_to_float16(f); }
+  static float load(uint16_t h) { return half_to_float(h); }
+  static uint16_t store(float f) { return float_to_half(f); }
 };
 
 struct bfloat_kind {
@@ -39,7 +96,7 @@ struct bfloat_kind {
   using compute = float;
   static constexpr bool narrow = true;
   static float load(uint16_t h) { return bfloat16_to_float(h); }
-  static uint16_t store(float f) { return float_to_bfloat16(f); }
+  static uint16_t store(float f) { return float_to_bfloat(f); }
 };
 
 /// Calls f(kind{}) for the element kind of `t`: the one dtype dispatch.
