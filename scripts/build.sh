@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Configures and builds varsync: scripts/build.sh [build-dir] [target...]
+# (build-dir defaults to "build", relative to the repository root).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+build_dir="${1:-build}"
+shift || true
+
+jobs="$(nproc 2>/dev/null || echo 2)"
+
+echo "build.sh: cmake -S . -B ${build_dir} -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo"
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+target_args=()
+for target in "$@"; do
+  target_args+=(--target "$target")
+done
+echo "build.sh: cmake --build ${build_dir} --parallel ${jobs} ${target_args[*]}"
+cmake --build "$build_dir" --parallel "$jobs" "${target_args[@]}"

@@ -1,0 +1,674 @@
+// Actor-level tests of the coordinator actor (actors/coordinator_actor.hpp),
+// driven through its typed interface (messages/coordinator_interface.hpp) as a
+// user's actor would drive it, over four host replicas; plus the embedding of
+// a strategy into the user's actor system. No GPU.
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <caf/actor_cast.hpp>
+#include <caf/after.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/system_messages.hpp>
+
+#include "actor_fixture.hpp"
+#include "actors/coordinator_actor.hpp"
+#include "core/error.hpp"
+#include "core/tensor.hpp"
+#include "messages/atoms.hpp"
+#include "messages/coordinator_interface.hpp"
+#include "messages/step.hpp"
+#include "messages/strategy_description.hpp"
+#include "messages/variable_info.hpp"
+#include "varsync/actor_api.hpp"
+#include "varsync/replica_context.hpp"
+#include "varsync/strategy.hpp"
+
+using namespace varsync;
+using varsync::test::actor_fixture;
+using varsync::test::describe_result;
+
+namespace {
+
+constexpr int num_devices = 4;
+
+struct coordinator_fixture : actor_fixture {
+  coordinator_actor coord;
+
+  explicit coordinator_fixture(
+    caf::timespan timeout = std::chrono::seconds(5)) {
+    coordinator_config cc;
+    for (int i = 0; i < num_devices; ++i)
+      cc.devices.push_back(device_id{device_kind::host, i});
+    cc.default_timeout = timeout;
+    auto c = spawn_coordinator(sys, cc);
+    REQUIRE(c);
+    coord = *c;
+    // Its replicas go down with it.
+    stop_at_end(coord);
+  }
+
+  variable_info create(std::string name, tensor initial,
+                       synchronization sync = synchronization::auto_,
+                       aggregation agg = aggregation::none) {
+    variable_spec spec;
+    spec.name = std::move(name);
+    spec.initial_value = std::move(initial);
+    spec.sync = sync;
+    spec.agg = agg;
+    auto res = ask<variable_info>(coord, create_atom::value, spec);
+    INFO(describe_result(res));
+    REQUIRE(res);
+    return *res;
+  }
+
+  caf::expected<variable_info> try_create(variable_spec spec) {
+    return ask<variable_info>(coord, create_atom::value, spec);
+  }
+
+  tensor read(uint64_t id) {
+    auto res = ask<tensor>(coord, read_atom::value, id);
+    INFO(describe_result(res));
+    REQUIRE(res);
+    return *res;
+  }
+
+  caf::error update(uint64_t id, update_op op, const tensor& x) {
+    auto res = ask<ok_atom>(coord, update_atom::value, id, op, x);
+    return res ? caf::error{} : res.error();
+  }
+
+  std::vector<tensor> values(uint64_t id) {
+    auto res = ask<std::vector<tensor>>(coord, values_atom::value, id);
+    INFO(describe_result(res));
+    REQUIRE(res);
+    return *res;
+  }
+
+  template <class T>
+  std::vector<std::vector<T>> component_values(uint64_t id) {
+    std::vector<std::vector<T>> out;
+    for (auto& t : values(id))
+      out.push_back(t.template to_vector<T>());
+    return out;
+  }
+
+  std::vector<replica_actor> replicas() {
+    auto res = ask<std::vector<replica_actor>>(coord, replicas_atom::value);
+    REQUIRE(res);
+    return *res;
+  }
+
+  /// Kills replica `r` and waits until it is gone.
+  void kill_replica(int r) {
+    auto rs = replicas();
+    REQUIRE(rs.size() == static_cast<size_t>(num_devices));
+    auto victim = rs[static_cast<size_t>(r)];
+    self->monitor(victim);
+    self->send_exit(victim, caf::exit_reason::kill);
+    bool down = false;
+    self->receive(
+      [&](caf::down_msg& msg) {
+        down = msg.source == caf::actor_cast<caf::actor_addr>(victim);
+      },
+      caf::after(test::reply_deadline) >> [] {});
+    REQUIRE(down);
+  }
+};
+
+template <class T>
+std::vector<std::vector<T>> repeat(std::vector<T> x, int n = num_devices) {
+  return std::vector<std::vector<T>>(static_cast<size_t>(n), x);
+}
+
+/// A replica step: replica r contributes `base + r` to an assign_add of `v`.
+struct contribute_step final : replica_step {
+  contribute_step(variable v, double b) : var(std::move(v)), base(b) {
+  }
+  void run(replica_context& ctx) override {
+    auto x = tensor::filled(var.type(), var.shape(),
+                            base + ctx.replica_id());
+    (void) ctx.assign_add(var, x);
+  }
+  variable var;
+  double base;
+};
+
+/// A replica step in which only replica 0 updates `v` (W6).
+struct lopsided_step final : replica_step {
+  explicit lopsided_step(variable v) : var(std::move(v)) {
+  }
+  void run(replica_context& ctx) override {
+    if (ctx.replica_id() == 0)
+      (void) ctx.assign_add(var, tensor::filled(var.type(), var.shape(), 1));
+  }
+  variable var;
+};
+
+/// A replica step in which replica `slow` sleeps for `nap` (a stuck device).
+struct sleepy_step final : replica_step {
+  sleepy_step(variable v, int s, std::chrono::milliseconds n)
+    : var(std::move(v)), slow(s), nap(n) {
+  }
+  void run(replica_context& ctx) override {
+    if (ctx.replica_id() == slow)
+      std::this_thread::sleep_for(nap);
+    (void) ctx.assign_add(var, tensor::filled(var.type(), var.shape(), 1));
+  }
+  variable var;
+  int slow;
+  std::chrono::milliseconds nap;
+};
+
+struct short_deadline_fixture : coordinator_fixture {
+  short_deadline_fixture()
+    : coordinator_fixture(std::chrono::milliseconds(300)) {
+  }
+};
+
+} // namespace
+
+// -- registry -----------------------------------------------------------------------
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "C1: coordinator actor: create resolves auto to on_write and "
+                 "returns the variable_info",
+                 "[coordinator]") {
+  auto info = create("weights", tensor::from_list<float>({1.f, 2.f}));
+  CHECK(info.name == "weights");
+  CHECK(info.type == dtype::float32);
+  CHECK(info.shape == tensor_shape{2});
+  CHECK(info.sync == synchronization::on_write);
+  CHECK(info.agg == aggregation::none);
+  CHECK(info.trainable); // C4 default for on_write
+  auto metric = create("metric", tensor::scalar<int64_t>(0),
+                       synchronization::on_read, aggregation::sum);
+  CHECK(metric.sync == synchronization::on_read);
+  CHECK_FALSE(metric.trainable); // C4 default for on_read
+  CHECK(metric.id != info.id);
+}
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "coordinator actor: lookup and list find created variables, "
+                 "list sorted by name",
+                 "[coordinator]") {
+  auto b = create("b", tensor::scalar<float>(1.f));
+  auto a = create("a", tensor::scalar<float>(2.f));
+  auto found = ask<variable_info>(coord, lookup_atom::value, std::string{"b"});
+  REQUIRE(found);
+  CHECK(found->id == b.id);
+  CHECK(found->name == "b");
+  auto missing = ask<variable_info>(coord, lookup_atom::value,
+                                    std::string{"nope"});
+  REQUIRE_FALSE(missing);
+  CHECK(has_code(missing.error(), errc::unknown_variable));
+  auto all = ask<std::vector<variable_info>>(coord, list_atom::value);
+  REQUIRE(all);
+  REQUIRE(all->size() == 2);
+  CHECK((*all)[0].name == "a");
+  CHECK((*all)[0].id == a.id);
+  CHECK((*all)[1].name == "b");
+}
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "coordinator actor: destroy removes a variable and later "
+                 "requests for it fail with unknown_variable",
+                 "[coordinator]") {
+  auto v = create("tmp", tensor::scalar<int32_t>(3));
+  REQUIRE(ask<ok_atom>(coord, destroy_atom::value, v.id));
+  auto rd = ask<tensor>(coord, read_atom::value, v.id);
+  REQUIRE_FALSE(rd);
+  CHECK(has_code(rd.error(), errc::unknown_variable));
+  auto again = ask<ok_atom>(coord, destroy_atom::value, v.id);
+  REQUIRE_FALSE(again);
+  CHECK(has_code(again.error(), errc::unknown_variable));
+  auto lk = ask<variable_info>(coord, lookup_atom::value, std::string{"tmp"});
+  REQUIRE_FALSE(lk);
+  CHECK(has_code(lk.error(), errc::unknown_variable));
+  auto all = ask<std::vector<variable_info>>(coord, list_atom::value);
+  REQUIRE(all);
+  CHECK(all->empty());
+  // The name is free again.
+  auto again_created = create("tmp", tensor::scalar<int32_t>(5));
+  CHECK(read(again_created.id).to_vector<int32_t>() == std::vector<int32_t>{5});
+}
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "coordinator actor: describe names the devices and replicas "
+                 "answers one replica per device",
+                 "[coordinator]") {
+  auto d = ask<strategy_description>(coord, describe_atom::value);
+  REQUIRE(d);
+  CHECK(d->devices
+        == std::vector<std::string>{"cpu:0", "cpu:1", "cpu:2", "cpu:3"});
+  CHECK_FALSE(d->collective.empty());
+  auto rs = replicas();
+  REQUIRE(rs.size() == static_cast<size_t>(num_devices));
+  for (auto& r : rs)
+    CHECK(r);
+  // The replicas hold the components: replica 2 answers a local read.
+  auto v = create("x", tensor::scalar<float>(6.f));
+  auto local = ask<tensor>(rs[2], local_read_atom::value, v.id);
+  REQUIRE(local);
+  CHECK(local->to_vector<float>() == std::vector<float>{6.f});
+}
+
+// -- reads and updates ------------------------------------------------------------
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "V1/W3: coordinator actor: an on_write update applies x to "
+                 "every component, read returns the primary",
+                 "[coordinator]") {
+  auto v = create("w", tensor::from_list<float>({1.f, 2.f}),
+                  synchronization::on_write, aggregation::mean);
+  CHECK(component_values<float>(v.id) == repeat<float>({1.f, 2.f}));
+  REQUIRE_FALSE(update(v.id, update_op::assign_add,
+                       tensor::from_list<float>({0.5f, 4.f})));
+  CHECK(read(v.id).to_vector<float>() == std::vector<float>{1.5f, 6.f});
+  CHECK(component_values<float>(v.id) == repeat<float>({1.5f, 6.f}));
+  REQUIRE_FALSE(update(v.id, update_op::assign_sub,
+                       tensor::from_list<float>({1.5f, 1.f})));
+  CHECK(component_values<float>(v.id) == repeat<float>({0.f, 5.f}));
+  REQUIRE_FALSE(update(v.id, update_op::assign,
+                       tensor::from_list<float>({9.f, 5.f})));
+  CHECK(component_values<float>(v.id) == repeat<float>({9.f, 5.f}));
+}
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "R3/R4/R5: coordinator actor: an on_read sum variable reads "
+                 "the sum, splits assign exactly and adds to component 0",
+                 "[coordinator]") {
+  auto v = create("count", tensor::scalar<int32_t>(1),
+                  synchronization::on_read, aggregation::sum);
+  // C6: every component starts at 1, the cross-replica read is N * 1.
+  CHECK(read(v.id).to_vector<int32_t>() == std::vector<int32_t>{4});
+  REQUIRE_FALSE(update(v.id, update_op::assign_add, tensor::scalar<int32_t>(3)));
+  CHECK(component_values<int32_t>(v.id)
+        == std::vector<std::vector<int32_t>>{{4}, {1}, {1}, {1}});
+  CHECK(read(v.id).to_vector<int32_t>() == std::vector<int32_t>{7});
+  REQUIRE_FALSE(update(v.id, update_op::assign, tensor::scalar<int32_t>(10)));
+  CHECK(component_values<int32_t>(v.id)
+        == std::vector<std::vector<int32_t>>{{3}, {3}, {2}, {2}});
+  CHECK(read(v.id).to_vector<int32_t>() == std::vector<int32_t>{10});
+}
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "N3: coordinator actor: a cross-replica read of a none "
+                 "variable fails with no_cross_replica_value",
+                 "[coordinator]") {
+  auto v = create("local", tensor::scalar<float>(2.f), synchronization::none,
+                  aggregation::none);
+  auto rd = ask<tensor>(coord, read_atom::value, v.id);
+  REQUIRE_FALSE(rd);
+  CHECK(has_code(rd.error(), errc::no_cross_replica_value));
+  // V1: the local values are still there.
+  CHECK(component_values<float>(v.id) == repeat<float>({2.f}));
+}
+
+// -- bad requests (V2: nothing changes) -------------------------------------------
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "C7: coordinator actor: creating an existing name fails with "
+                 "already_exists and leaves the first variable unchanged",
+                 "[coordinator]") {
+  auto v = create("dup", tensor::scalar<float>(1.f));
+  variable_spec spec;
+  spec.name = "dup";
+  spec.initial_value = tensor::scalar<float>(99.f);
+  auto res = try_create(spec);
+  REQUIRE_FALSE(res);
+  CHECK(has_code(res.error(), errc::already_exists));
+  CHECK(component_values<float>(v.id) == repeat<float>({1.f}));
+  auto all = ask<std::vector<variable_info>>(coord, list_atom::value);
+  REQUIRE(all);
+  CHECK(all->size() == 1);
+}
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "C3: coordinator actor: none synchronization with sum "
+                 "aggregation fails with invalid_argument and creates nothing",
+                 "[coordinator]") {
+  variable_spec spec;
+  spec.name = "bad";
+  spec.initial_value = tensor::scalar<float>(1.f);
+  spec.sync = synchronization::none;
+  spec.agg = aggregation::sum;
+  auto res = try_create(spec);
+  REQUIRE_FALSE(res);
+  CHECK(has_code(res.error(), errc::invalid_argument));
+  auto lk = ask<variable_info>(coord, lookup_atom::value, std::string{"bad"});
+  REQUIRE_FALSE(lk);
+  CHECK(has_code(lk.error(), errc::unknown_variable));
+}
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "C4/C5: coordinator actor: trainable on_read and integer mean "
+                 "fail with invalid_argument",
+                 "[coordinator]") {
+  variable_spec a;
+  a.name = "a";
+  a.initial_value = tensor::scalar<float>(1.f);
+  a.sync = synchronization::on_read;
+  a.agg = aggregation::sum;
+  a.trainable = true;
+  auto ra = try_create(a);
+  REQUIRE_FALSE(ra);
+  CHECK(has_code(ra.error(), errc::invalid_argument));
+  variable_spec b;
+  b.name = "b";
+  b.initial_value = tensor::scalar<int32_t>(1);
+  b.sync = synchronization::on_write;
+  b.agg = aggregation::mean;
+  auto rb = try_create(b);
+  REQUIRE_FALSE(rb);
+  CHECK(has_code(rb.error(), errc::invalid_argument));
+  auto all = ask<std::vector<variable_info>>(coord, list_atom::value);
+  REQUIRE(all);
+  CHECK(all->empty());
+}
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "C7/V2: coordinator actor: updates with the wrong dtype or "
+                 "shape fail and leave every component unchanged",
+                 "[coordinator]") {
+  auto w = create("w", tensor::from_list<float>({1.f, 2.f, 3.f}),
+                  synchronization::on_write, aggregation::sum);
+  auto m = create("m", tensor::from_list<float>({1.f, 2.f, 3.f}),
+                  synchronization::on_read, aggregation::sum);
+  for (auto id : {w.id, m.id}) {
+    for (auto op :
+         {update_op::assign, update_op::assign_add, update_op::assign_sub}) {
+      auto e1 = update(id, op, tensor::from_list<double>({1.0, 2.0, 3.0}));
+      CHECK(has_code(e1, errc::dtype_mismatch));
+      auto e2 = update(id, op, tensor::from_list<float>({1.f, 2.f}));
+      CHECK(has_code(e2, errc::shape_mismatch));
+      auto e3 = update(id, op, tensor::scalar<float>(1.f));
+      CHECK(has_code(e3, errc::shape_mismatch));
+    }
+    CHECK(component_values<float>(id) == repeat<float>({1.f, 2.f, 3.f}));
+  }
+}
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "coordinator actor: requests for an unknown id fail with "
+                 "unknown_variable",
+                 "[coordinator]") {
+  uint64_t missing = 12345;
+  auto rd = ask<tensor>(coord, read_atom::value, missing);
+  REQUIRE_FALSE(rd);
+  CHECK(has_code(rd.error(), errc::unknown_variable));
+  auto up = update(missing, update_op::assign, tensor::scalar<float>(1.f));
+  CHECK(has_code(up, errc::unknown_variable));
+  auto vs = ask<std::vector<tensor>>(coord, values_atom::value, missing);
+  REQUIRE_FALSE(vs);
+  CHECK(has_code(vs.error(), errc::unknown_variable));
+  auto ds = ask<ok_atom>(coord, destroy_atom::value, missing);
+  REQUIRE_FALSE(ds);
+  CHECK(has_code(ds.error(), errc::unknown_variable));
+}
+
+// -- steps and all-reduce ----------------------------------------------------------
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "W4: coordinator actor: run applies the summed contributions "
+                 "of a step to every component",
+                 "[coordinator][step]") {
+  auto info = create("w", tensor::scalar<double>(0.0), synchronization::on_write,
+                     aggregation::sum);
+  auto step = std::make_shared<contribute_step>(variable{info}, 1.0);
+  auto res = ask<ok_atom>(coord, run_atom::value, replica_step_ptr{step});
+  INFO(describe_result(res));
+  REQUIRE(res);
+  // 1 + 2 + 3 + 4.
+  CHECK(component_values<double>(info.id) == repeat<double>({10.0}));
+}
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "W6: coordinator actor: a step whose replicas issue different "
+                 "on_write updates fails with mismatched_replica_updates",
+                 "[coordinator][step]") {
+  auto info = create("w", tensor::scalar<float>(1.f), synchronization::on_write,
+                     aggregation::sum);
+  auto res = ask<ok_atom>(coord, run_atom::value,
+                          replica_step_ptr{
+                            std::make_shared<lopsided_step>(variable{info})});
+  REQUIRE_FALSE(res);
+  CHECK(has_code(res.error(), errc::mismatched_replica_updates));
+  CHECK(component_values<float>(info.id) == repeat<float>({1.f}));
+}
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "D8: coordinator actor: allreduce sums per-replica values",
+                 "[coordinator]") {
+  std::vector<tensor> group;
+  for (int r = 0; r < num_devices; ++r)
+    group.push_back(tensor::from_list<float>(
+      {static_cast<float>(r), 10.f * static_cast<float>(r)}));
+  std::vector<std::vector<tensor>> values{group};
+  auto res = ask<std::vector<tensor>>(coord, allreduce_atom::value,
+                                      reduce_op::sum, values);
+  INFO(describe_result(res));
+  REQUIRE(res);
+  REQUIRE(res->size() == 1);
+  CHECK((*res)[0].to_vector<float>() == std::vector<float>{6.f, 60.f});
+}
+
+// -- failures -----------------------------------------------------------------
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "V3: coordinator actor: a killed replica fails reads and "
+                 "updates with replica_failed",
+                 "[coordinator][failure]") {
+  auto w = create("w", tensor::scalar<float>(1.f), synchronization::on_write,
+                  aggregation::sum);
+  auto m = create("m", tensor::scalar<float>(1.f), synchronization::on_read,
+                  aggregation::sum);
+  kill_replica(1);
+  // Every request below is answered (no hang) and fails with replica_failed.
+  auto up = ask<ok_atom>(coord, update_atom::value, w.id, update_op::assign,
+                         tensor::scalar<float>(2.f));
+  REQUIRE_FALSE(up);
+  INFO(describe_result(up.error()));
+  CHECK(has_code(up.error(), errc::replica_failed));
+  auto rd = ask<tensor>(coord, read_atom::value, m.id);
+  REQUIRE_FALSE(rd);
+  INFO(describe_result(rd.error()));
+  CHECK(has_code(rd.error(), errc::replica_failed));
+  auto vs = ask<std::vector<tensor>>(coord, values_atom::value, w.id);
+  REQUIRE_FALSE(vs);
+  CHECK(has_code(vs.error(), errc::replica_failed));
+  // The primary is alive, but the strategy has a failed replica: an on_write
+  // read fails too once the coordinator has seen the replica go down.
+  auto rw = ask<tensor>(coord, read_atom::value, w.id);
+  REQUIRE_FALSE(rw);
+  CHECK(has_code(rw.error(), errc::replica_failed));
+  // The coordinator itself still answers.
+  CHECK(ask<strategy_description>(coord, describe_atom::value));
+}
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "V3: coordinator actor: a killed primary replica fails reads "
+                 "with replica_failed",
+                 "[coordinator][failure]") {
+  auto w = create("w", tensor::scalar<float>(1.f));
+  kill_replica(0);
+  auto rd = ask<tensor>(coord, read_atom::value, w.id);
+  REQUIRE_FALSE(rd);
+  INFO(describe_result(rd.error()));
+  CHECK(has_code(rd.error(), errc::replica_failed));
+  auto up = ask<ok_atom>(coord, update_atom::value, w.id,
+                         update_op::assign_add, tensor::scalar<float>(1.f));
+  REQUIRE_FALSE(up);
+  CHECK(has_code(up.error(), errc::replica_failed));
+  variable_spec spec;
+  spec.name = "late";
+  spec.initial_value = tensor::scalar<float>(1.f);
+  auto cr = try_create(spec);
+  REQUIRE_FALSE(cr);
+  CHECK(has_code(cr.error(), errc::replica_failed));
+}
+
+TEST_CASE_METHOD(short_deadline_fixture,
+                 "V3: coordinator actor: a step stuck on one replica past the "
+                 "deadline fails with timeout and changes nothing",
+                 "[coordinator][failure]") {
+  auto w = create("w", tensor::scalar<float>(1.f), synchronization::on_write,
+                  aggregation::sum);
+  auto step = std::make_shared<sleepy_step>(variable{w}, 2,
+                                            std::chrono::milliseconds(1500));
+  auto res = ask<ok_atom>(coord, run_atom::value, replica_step_ptr{step});
+  REQUIRE_FALSE(res);
+  INFO(describe_result(res.error()));
+  CHECK(has_code(res.error(), errc::timeout));
+  // Once the stuck replica is free again (its mailbox is FIFO, so a local
+  // read answers after the step), the strategy works and nothing changed.
+  auto rs = replicas();
+  REQUIRE(ask<tensor>(rs[2], local_read_atom::value, w.id));
+  CHECK(component_values<float>(w.id) == repeat<float>({1.f}));
+  REQUIRE_FALSE(update(w.id, update_op::assign_add, tensor::scalar<float>(1.f)));
+  CHECK(component_values<float>(w.id) == repeat<float>({2.f}));
+}
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "W8: coordinator actor: concurrent updates from two actors "
+                 "apply in one order on every replica",
+                 "[coordinator]") {
+  auto v = create("w", tensor::from_list<int32_t>({0, 0}),
+                  synchronization::on_write, aggregation::sum);
+  auto client = caf::actor_cast<caf::actor>(self);
+  auto c = coord;
+  auto id = v.id;
+  static constexpr int rounds = 50;
+  auto writer = [c, id, client](caf::event_based_actor* ev,
+                                int32_t tag) -> caf::behavior {
+    auto pending = std::make_shared<int>(rounds);
+    for (int k = 0; k < rounds; ++k) {
+      auto op = k % 2 == 0 ? update_op::assign : update_op::assign_add;
+      ev->request(c, std::chrono::seconds(10), update_atom::value, id, op,
+                  tensor::from_list<int32_t>({tag * 1000 + k, tag}))
+        .then(
+          [ev, client, pending](ok_atom) {
+            if (--*pending == 0) {
+              ev->send(client, ok_atom::value);
+              ev->quit();
+            }
+          },
+          [ev, client](caf::error& err) {
+            ev->send(client, err);
+            ev->quit();
+          });
+    }
+    return {[](int32_t) {}};
+  };
+  stop_at_end(sys.spawn(writer, 1));
+  stop_at_end(sys.spawn(writer, 2));
+  int done = 0;
+  caf::error err;
+  bool timed_out = false;
+  for (int i = 0; i < 2 && !timed_out && !err; ++i)
+    self->receive([&](ok_atom) { ++done; }, [&](caf::error& e) { err = e; },
+                  caf::after(test::reply_deadline) >> [&] { timed_out = true; });
+  REQUIRE_FALSE(timed_out);
+  INFO(describe_result(err));
+  REQUIRE(done == 2);
+  auto comps = values(id);
+  REQUIRE(comps.size() == static_cast<size_t>(num_devices));
+  for (auto& t : comps)
+    CHECK(t.bitwise_equal(comps[0])); // W7
+}
+
+// -- callers that are actors --------------------------------------------------------
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "coordinator actor: an event-based actor can update then read "
+                 "through the coordinator",
+                 "[coordinator]") {
+  auto v = create("counter", tensor::scalar<int64_t>(40));
+  auto client = caf::actor_cast<caf::actor>(self);
+  auto c = coord;
+  auto id = v.id;
+  auto worker = sys.spawn([c, id, client](caf::event_based_actor* ev)
+                            -> caf::behavior {
+    auto fail = [ev, client](caf::error& err) {
+      ev->send(client, err);
+      ev->quit();
+    };
+    ev->request(c, std::chrono::seconds(10), update_atom::value, id,
+                update_op::assign_add, tensor::scalar<int64_t>(2))
+      .then(
+        [ev, c, id, client, fail](ok_atom) {
+          ev->request(c, std::chrono::seconds(10), read_atom::value, id)
+            .then(
+              [ev, client](tensor& t) {
+                ev->send(client, std::move(t));
+                ev->quit();
+              },
+              fail);
+        },
+        fail);
+    return {[](ok_atom) {}};
+  });
+  stop_at_end(worker);
+  std::vector<int64_t> got;
+  caf::error err;
+  bool timed_out = false;
+  self->receive([&](tensor& t) { got = t.to_vector<int64_t>(); },
+                [&](caf::error& e) { err = e; },
+                caf::after(test::reply_deadline) >> [&] { timed_out = true; });
+  REQUIRE_FALSE(timed_out);
+  INFO(describe_result(err));
+  CHECK_FALSE(err);
+  CHECK(got == std::vector<int64_t>{42});
+}
+
+// -- embedding a strategy into the user's actor system ------------------------------
+
+TEST_CASE_METHOD(actor_fixture,
+                 "strategy embedded in the user's actor system: the blocking "
+                 "API and coordinator_of see the same variable",
+                 "[coordinator][strategy]") {
+  strategy_options opts;
+  opts.devices = {"cpu:0", "cpu:1"};
+  opts.timeout = std::chrono::milliseconds(10000);
+  auto s = strategy::create(sys, opts);
+  REQUIRE(s);
+  auto coordinator = coordinator_of(*s);
+  REQUIRE(coordinator);
+  stop_at_end(coordinator);
+
+  auto v = s->create_variable("shared", tensor::scalar<float>(1.f));
+  REQUIRE(v);
+  auto found = ask<variable_info>(coordinator, lookup_atom::value,
+                                  std::string{"shared"});
+  REQUIRE(found);
+  CHECK(found->id == v->id());
+  // An update through the actor interface is seen by the blocking API ...
+  REQUIRE(ask<ok_atom>(coordinator, update_atom::value, v->id(),
+                       update_op::assign, tensor::scalar<float>(7.f)));
+  auto x = s->read(*v);
+  REQUIRE(x);
+  CHECK(x->to_vector<float>() == std::vector<float>{7.f});
+  // ... and the other way round.
+  REQUIRE_FALSE(s->assign_add(*v, 2.0));
+  auto y = ask<tensor>(coordinator, read_atom::value, v->id());
+  REQUIRE(y);
+  CHECK(y->to_vector<float>() == std::vector<float>{9.f});
+  // The replicas of the strategy hold the components.
+  auto r1 = replica_of(*s, 1);
+  REQUIRE(r1);
+  auto local = ask<tensor>(r1, local_read_atom::value, v->id());
+  REQUIRE(local);
+  CHECK(local->to_vector<float>() == std::vector<float>{9.f});
+  s->shutdown();
+  auto after = s->read(*v);
+  REQUIRE_FALSE(after);
+  CHECK(has_code(after.error(), errc::shut_down));
+}

@@ -1,0 +1,699 @@
+// Actor-level tests of the replica actor (actors/replica_actor.hpp), driven
+// through its typed message interface as the coordinator drives it: component
+// requests, local requests, replica steps and the three phases of a host
+// collective. Host devices only; no GPU.
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <caf/actor_cast.hpp>
+#include <caf/after.hpp>
+#include <caf/event_based_actor.hpp>
+
+#include "actor_fixture.hpp"
+#include "actors/replica_actor.hpp"
+#include "core/error.hpp"
+#include "core/tensor.hpp"
+#include "messages/atoms.hpp"
+#include "messages/replica_interface.hpp"
+#include "messages/step.hpp"
+#include "messages/variable_info.hpp"
+#include "sync/allreduce_one_pass.hpp"
+#include "sync/collective_plan.hpp"
+#include "varsync/replica_context.hpp"
+#include "varsync/variable.hpp"
+
+using namespace varsync;
+using varsync::test::actor_fixture;
+using varsync::test::describe_result;
+
+namespace {
+
+struct replica_fixture : actor_fixture {
+  replica_actor spawn(int rank, int num_replicas) {
+    auto r = spawn_replica(sys, {rank, num_replicas,
+                                 device_id{device_kind::host, 0}});
+    REQUIRE(r);
+    stop_at_end(*r);
+    return *r;
+  }
+
+  static variable_info
+  info_of(uint64_t id, const std::string& name, const tensor& x,
+          synchronization sync = synchronization::on_write,
+          aggregation agg = aggregation::none) {
+    variable_info info;
+    info.id = id;
+    info.name = name;
+    info.type = x.type();
+    info.shape = x.shape();
+    info.sync = sync;
+    info.agg = agg;
+    info.trainable = sync != synchronization::on_read;
+    return info;
+  }
+
+  void create(const replica_actor& r, const variable_info& info,
+              const tensor& initial) {
+    auto res = ask<ok_atom>(r, component_create_atom::value, info, initial);
+    REQUIRE(res);
+  }
+
+  tensor read(const replica_actor& r, uint64_t id) {
+    auto res = ask<tensor>(r, component_read_atom::value, id);
+    INFO(describe_result(res));
+    REQUIRE(res);
+    return *res;
+  }
+
+  caf::error update(const replica_actor& r, uint64_t id, update_op op,
+                    const tensor& x) {
+    auto res = ask<ok_atom>(r, component_update_atom::value, id, op, x);
+    return res ? caf::error{} : res.error();
+  }
+};
+
+/// A tiny replica step: assign_add `delta` to every variable in `vars`, and
+/// copy the local component of `vars[watch]` right after the update.
+struct add_step final : replica_step {
+  add_step(std::vector<variable> vs, double d, size_t w)
+    : vars(std::move(vs)), delta(d), watch(w) {
+  }
+
+  void run(replica_context& ctx) override {
+    for (auto& v : vars) {
+      auto x = tensor::filled(v.type(), v.shape(), delta);
+      if (auto err = ctx.assign_add(v, x)) {
+        errors.push_back(err);
+        return;
+      }
+    }
+    if (auto copy = ctx.read_copy(vars[watch]))
+      seen_after_update = *copy;
+    else
+      errors.push_back(copy.error());
+  }
+
+  std::vector<variable> vars;
+  double delta;
+  size_t watch;
+  std::vector<caf::error> errors;
+  std::optional<tensor> seen_after_update;
+};
+
+struct throwing_step final : replica_step {
+  void run(replica_context&) override {
+    throw std::runtime_error("boom");
+  }
+};
+
+std::vector<float> iota_floats(size_t n, float start, float step) {
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i)
+    out[i] = start + step * static_cast<float>(i);
+  return out;
+}
+
+/// A plan that all-reduces (sum) one contribution per replica into the
+/// components of `id` with `uop`.
+std::shared_ptr<collective_plan>
+sum_into_components(uint64_t id, std::vector<tensor> contributions,
+                    update_op uop) {
+  auto plan = std::make_shared<collective_plan>();
+  plan->num_replicas = static_cast<int>(contributions.size());
+  auto& item = plan->add_item();
+  item.variable_id = id;
+  item.type = contributions[0].type();
+  item.count = contributions[0].size();
+  item.rop = reduce_op::sum;
+  item.uop = uop;
+  item.source = collective_source::contributions;
+  item.target = collective_target::components;
+  item.contributions = std::move(contributions);
+  for (size_t r = 0; r < item.contributions.size(); ++r)
+    item.inputs[r] = item.contributions[r].raw();
+  return plan;
+}
+
+} // namespace
+
+// -- components ------------------------------------------------------------------
+
+TEST_CASE_METHOD(replica_fixture,
+                 "C6: replica actor: component_read returns the initial value "
+                 "bitwise",
+                 "[replica]") {
+  auto r = spawn(0, 1);
+  auto x = tensor::from_vector<float>({2, 3}, {1.5f, -2.f, 3.25f, 0.f, 7.f, 8.f});
+  create(r, info_of(1, "w", x), x);
+  auto got = read(r, 1);
+  CHECK(got.bitwise_equal(x));
+  CHECK(got.shape() == tensor_shape{2, 3});
+  // A local read sees the same component.
+  auto local = ask<tensor>(r, local_read_atom::value, uint64_t{1});
+  REQUIRE(local);
+  CHECK(local->bitwise_equal(x));
+}
+
+TEST_CASE_METHOD(replica_fixture,
+                 "replica actor: component_update applies assign, assign_add "
+                 "and assign_sub",
+                 "[replica]") {
+  auto r = spawn(0, 1);
+  auto x = tensor::from_list<int64_t>({10, 20, 30});
+  create(r, info_of(7, "counts", x), x);
+  REQUIRE_FALSE(update(r, 7, update_op::assign_add,
+                       tensor::from_list<int64_t>({1, 2, 3})));
+  CHECK(read(r, 7).to_vector<int64_t>() == std::vector<int64_t>{11, 22, 33});
+  REQUIRE_FALSE(update(r, 7, update_op::assign_sub,
+                       tensor::from_list<int64_t>({5, 5, 5})));
+  CHECK(read(r, 7).to_vector<int64_t>() == std::vector<int64_t>{6, 17, 28});
+  REQUIRE_FALSE(update(r, 7, update_op::assign,
+                       tensor::from_list<int64_t>({-1, 0, 1})));
+  CHECK(read(r, 7).to_vector<int64_t>() == std::vector<int64_t>{-1, 0, 1});
+}
+
+TEST_CASE_METHOD(replica_fixture,
+                 "replica actor: requests for a missing variable fail with "
+                 "unknown_variable",
+                 "[replica]") {
+  auto r = spawn(0, 2);
+  auto x = tensor::scalar<float>(1.f);
+  uint64_t missing = 42;
+  auto rd = ask<tensor>(r, component_read_atom::value, missing);
+  REQUIRE_FALSE(rd);
+  CHECK(has_code(rd.error(), errc::unknown_variable));
+  auto up = ask<ok_atom>(r, component_update_atom::value, missing,
+                         update_op::assign, x);
+  REQUIRE_FALSE(up);
+  CHECK(has_code(up.error(), errc::unknown_variable));
+  auto sp = ask<ok_atom>(r, component_split_atom::value, missing, x);
+  REQUIRE_FALSE(sp);
+  CHECK(has_code(sp.error(), errc::unknown_variable));
+  auto lr = ask<tensor>(r, local_read_atom::value, missing);
+  REQUIRE_FALSE(lr);
+  CHECK(has_code(lr.error(), errc::unknown_variable));
+  auto lu = ask<ok_atom>(r, local_update_atom::value, missing,
+                         update_op::assign_add, x);
+  REQUIRE_FALSE(lu);
+  CHECK(has_code(lu.error(), errc::unknown_variable));
+}
+
+TEST_CASE_METHOD(replica_fixture,
+                 "replica actor: component_destroy removes the component and "
+                 "is idempotent",
+                 "[replica]") {
+  auto r = spawn(0, 1);
+  auto x = tensor::scalar<int32_t>(3);
+  create(r, info_of(5, "gone", x), x);
+  REQUIRE(ask<ok_atom>(r, component_destroy_atom::value, uint64_t{5}));
+  auto rd = ask<tensor>(r, component_read_atom::value, uint64_t{5});
+  REQUIRE_FALSE(rd);
+  CHECK(has_code(rd.error(), errc::unknown_variable));
+  CHECK(ask<ok_atom>(r, component_destroy_atom::value, uint64_t{5}));
+  // The id can be created again afterwards.
+  auto y = tensor::scalar<int32_t>(9);
+  create(r, info_of(5, "gone", y), y);
+  CHECK(read(r, 5).to_vector<int32_t>() == std::vector<int32_t>{9});
+}
+
+TEST_CASE_METHOD(replica_fixture,
+                 "C7: replica actor: component_create of an id it already "
+                 "holds fails with already_exists and keeps the component",
+                 "[replica]") {
+  auto r = spawn(0, 1);
+  auto x = tensor::scalar<float>(1.f);
+  create(r, info_of(1, "a", x), x);
+  auto y = tensor::scalar<float>(2.f);
+  auto res = ask<ok_atom>(r, component_create_atom::value, info_of(1, "a", y), y);
+  REQUIRE_FALSE(res);
+  CHECK(has_code(res.error(), errc::already_exists));
+  CHECK(read(r, 1).bitwise_equal(x));
+}
+
+TEST_CASE_METHOD(replica_fixture,
+                 "C7: replica actor: component_create with an initial value of "
+                 "the wrong dtype fails with dtype_mismatch",
+                 "[replica]") {
+  auto r = spawn(0, 1);
+  auto info = info_of(1, "a", tensor::scalar<float>(0.f));
+  auto res = ask<ok_atom>(r, component_create_atom::value, info,
+                          tensor::scalar<double>(1.0));
+  REQUIRE_FALSE(res);
+  CHECK(has_code(res.error(), errc::dtype_mismatch));
+  auto rd = ask<tensor>(r, component_read_atom::value, uint64_t{1});
+  REQUIRE_FALSE(rd);
+  CHECK(has_code(rd.error(), errc::unknown_variable));
+}
+
+TEST_CASE_METHOD(replica_fixture,
+                 "C7: replica actor: values of the wrong dtype or shape fail "
+                 "with dtype_mismatch / shape_mismatch and leave the component "
+                 "unchanged",
+                 "[replica]") {
+  auto r = spawn(0, 2);
+  auto x = tensor::from_list<float>({1.f, 2.f, 3.f});
+  create(r, info_of(1, "w", x, synchronization::on_read, aggregation::sum), x);
+
+  auto wrong_type = tensor::from_list<double>({1.0, 2.0, 3.0});
+  auto wrong_shape = tensor::from_list<float>({1.f, 2.f});
+  auto wrong_rank = tensor::from_vector<float>({3, 1}, {1.f, 2.f, 3.f});
+
+  SECTION("component_update") {
+    auto e1 = update(r, 1, update_op::assign_add, wrong_type);
+    CHECK(has_code(e1, errc::dtype_mismatch));
+    auto e2 = update(r, 1, update_op::assign, wrong_shape);
+    CHECK(has_code(e2, errc::shape_mismatch));
+    auto e3 = update(r, 1, update_op::assign_sub, wrong_rank);
+    CHECK(has_code(e3, errc::shape_mismatch));
+  }
+  SECTION("component_split") {
+    auto e1 = ask<ok_atom>(r, component_split_atom::value, uint64_t{1},
+                           wrong_type);
+    REQUIRE_FALSE(e1);
+    CHECK(has_code(e1.error(), errc::dtype_mismatch));
+    auto e2 = ask<ok_atom>(r, component_split_atom::value, uint64_t{1},
+                           wrong_shape);
+    REQUIRE_FALSE(e2);
+    CHECK(has_code(e2.error(), errc::shape_mismatch));
+  }
+  SECTION("local_update") {
+    auto e1 = ask<ok_atom>(r, local_update_atom::value, uint64_t{1},
+                           update_op::assign_add, wrong_type);
+    REQUIRE_FALSE(e1);
+    CHECK(has_code(e1.error(), errc::dtype_mismatch));
+    auto e2 = ask<ok_atom>(r, local_update_atom::value, uint64_t{1},
+                           update_op::assign, wrong_shape);
+    REQUIRE_FALSE(e2);
+    CHECK(has_code(e2.error(), errc::shape_mismatch));
+  }
+  CHECK(read(r, 1).bitwise_equal(x));
+}
+
+// -- local requests (replica context outside a step) -----------------------------
+
+TEST_CASE_METHOD(replica_fixture,
+                 "replica actor: local_update of an on_write variable outside a "
+                 "step fails with invalid_argument and changes nothing",
+                 "[replica]") {
+  auto r = spawn(0, 2);
+  auto x = tensor::scalar<float>(4.f);
+  create(r, info_of(1, "mirrored", x, synchronization::on_write,
+                    aggregation::sum),
+         x);
+  auto res = ask<ok_atom>(r, local_update_atom::value, uint64_t{1},
+                          update_op::assign_add, tensor::scalar<float>(1.f));
+  REQUIRE_FALSE(res);
+  CHECK(has_code(res.error(), errc::invalid_argument));
+  CHECK(read(r, 1).bitwise_equal(x));
+}
+
+TEST_CASE_METHOD(replica_fixture,
+                 "R1: replica actor: local_update of on_read and none "
+                 "variables changes the local component at once",
+                 "[replica]") {
+  auto r = spawn(1, 2);
+  auto x = tensor::scalar<int32_t>(10);
+  create(r, info_of(1, "metric", x, synchronization::on_read, aggregation::sum),
+         x);
+  create(r, info_of(2, "local", x, synchronization::none, aggregation::none),
+         x);
+  REQUIRE(ask<ok_atom>(r, local_update_atom::value, uint64_t{1},
+                       update_op::assign_add, tensor::scalar<int32_t>(5)));
+  REQUIRE(ask<ok_atom>(r, local_update_atom::value, uint64_t{2},
+                       update_op::assign_sub, tensor::scalar<int32_t>(3)));
+  auto a = ask<tensor>(r, local_read_atom::value, uint64_t{1});
+  auto b = ask<tensor>(r, local_read_atom::value, uint64_t{2});
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(a->to_vector<int32_t>() == std::vector<int32_t>{15});
+  CHECK(b->to_vector<int32_t>() == std::vector<int32_t>{7});
+}
+
+// -- R4 splits ----------------------------------------------------------------------
+
+TEST_CASE_METHOD(replica_fixture,
+                 "R4: replica actor: split assign gives rank 0 the remainder",
+                 "[replica]") {
+  auto r0 = spawn(0, 2);
+  auto r1 = spawn(1, 2);
+  auto init = tensor::scalar<int32_t>(0);
+  auto info = info_of(1, "count", init, synchronization::on_read,
+                      aggregation::sum);
+  create(r0, info, init);
+  create(r1, info, init);
+  auto x = tensor::scalar<int32_t>(7);
+  REQUIRE(ask<ok_atom>(r0, component_split_atom::value, uint64_t{1}, x));
+  REQUIRE(ask<ok_atom>(r1, component_split_atom::value, uint64_t{1}, x));
+  CHECK(read(r0, 1).to_vector<int32_t>() == std::vector<int32_t>{4});
+  CHECK(read(r1, 1).to_vector<int32_t>() == std::vector<int32_t>{3});
+}
+
+TEST_CASE_METHOD(replica_fixture,
+                 "R4: replica actor: integer split over 3 replicas uses floor "
+                 "division and adds up exactly, also for negative values",
+                 "[replica]") {
+  std::vector<replica_actor> rs;
+  for (int rank = 0; rank < 3; ++rank)
+    rs.push_back(spawn(rank, 3));
+  auto init = tensor::from_list<int64_t>({0, 0, 0});
+  auto info = info_of(3, "counts", init, synchronization::on_read,
+                      aggregation::sum);
+  for (auto& r : rs)
+    create(r, info, init);
+  auto x = tensor::from_list<int64_t>({10, -7, 2});
+  for (auto& r : rs)
+    REQUIRE(ask<ok_atom>(r, component_split_atom::value, uint64_t{3}, x));
+  // 10 = 4 + 3 + 3; -7 = -2 + -2 + -3 (floor(-7/3) = -3, remainder 2);
+  // 2 = 1 + 1 + 0.
+  CHECK(read(rs[0], 3).to_vector<int64_t>() == std::vector<int64_t>{4, -2, 1});
+  CHECK(read(rs[1], 3).to_vector<int64_t>() == std::vector<int64_t>{3, -2, 1});
+  CHECK(read(rs[2], 3).to_vector<int64_t>() == std::vector<int64_t>{3, -3, 0});
+}
+
+TEST_CASE_METHOD(replica_fixture,
+                 "R4: replica actor: floating split assigns x / N to every "
+                 "rank",
+                 "[replica]") {
+  auto r0 = spawn(0, 2);
+  auto r1 = spawn(1, 2);
+  auto init = tensor::from_list<double>({0.0, 0.0});
+  auto info = info_of(1, "loss", init, synchronization::on_read,
+                      aggregation::sum);
+  create(r0, info, init);
+  create(r1, info, init);
+  auto x = tensor::from_list<double>({3.0, -5.0});
+  REQUIRE(ask<ok_atom>(r0, component_split_atom::value, uint64_t{1}, x));
+  REQUIRE(ask<ok_atom>(r1, component_split_atom::value, uint64_t{1}, x));
+  CHECK(read(r0, 1).to_vector<double>() == std::vector<double>{1.5, -2.5});
+  CHECK(read(r1, 1).to_vector<double>() == std::vector<double>{1.5, -2.5});
+}
+
+// -- host collectives -------------------------------------------------------------
+
+TEST_CASE_METHOD(replica_fixture,
+                 "W4: replica actor: a two-replica collective all-reduces the "
+                 "contributions into both components",
+                 "[replica][collective]") {
+  auto r0 = spawn(0, 2);
+  auto r1 = spawn(1, 2);
+  constexpr size_t n = 40; // more than one 16-element granule per worker
+  auto init = tensor::from_vector<float>({static_cast<int64_t>(n)},
+                                         iota_floats(n, 100.f, 0.f));
+  auto info = info_of(9, "weights", init, synchronization::on_write,
+                      aggregation::sum);
+  create(r0, info, init);
+  create(r1, info, init);
+
+  auto c0 = tensor::from_vector<float>({static_cast<int64_t>(n)},
+                                       iota_floats(n, 0.f, 1.f));
+  auto c1 = tensor::from_vector<float>({static_cast<int64_t>(n)},
+                                       iota_floats(n, 1.f, 2.f));
+  auto plan = sum_into_components(9, {c0, c1}, update_op::assign_add);
+
+  auto v0 = ask<int64_t>(r0, collective_enter_atom::value, plan);
+  auto v1 = ask<int64_t>(r1, collective_enter_atom::value, plan);
+  REQUIRE(v0);
+  REQUIRE(v1);
+  CHECK(*v0 == -1);
+  CHECK(*v1 == -1);
+  REQUIRE(plan->items[0].components[0] != nullptr);
+  REQUIRE(plan->items[0].components[1] != nullptr);
+  CHECK(plan->items[0].components[0] != plan->items[0].components[1]);
+  REQUIRE(ask<ok_atom>(r0, collective_work_atom::value, plan));
+  REQUIRE(ask<ok_atom>(r1, collective_work_atom::value, plan));
+  self->send(r0, collective_leave_atom::value);
+  self->send(r1, collective_leave_atom::value);
+
+  std::vector<float> expected(n);
+  for (size_t i = 0; i < n; ++i)
+    expected[i] = 100.f + static_cast<float>(i) + (1.f + 2.f * static_cast<float>(i));
+  auto a = read(r0, 9);
+  auto b = read(r1, 9);
+  CHECK(a.to_vector<float>() == expected);
+  CHECK(b.to_vector<float>() == expected);
+  CHECK(a.bitwise_equal(b)); // W7
+  // The contributions themselves are untouched.
+  CHECK(c0.to_vector<float>() == iota_floats(n, 0.f, 1.f));
+}
+
+TEST_CASE_METHOD(replica_fixture,
+                 "replica actor: a collective reduces components into an "
+                 "output tensor (the cross-replica read of on_read sum)",
+                 "[replica][collective]") {
+  auto r0 = spawn(0, 2);
+  auto r1 = spawn(1, 2);
+  auto info = info_of(2, "metric",
+                      tensor::from_list<int32_t>({0, 0, 0}),
+                      synchronization::on_read, aggregation::sum);
+  create(r0, info, tensor::from_list<int32_t>({1, 2, 3}));
+  create(r1, info, tensor::from_list<int32_t>({1, 2, 3}));
+  REQUIRE(ask<ok_atom>(r1, local_update_atom::value, uint64_t{2},
+                       update_op::assign_add,
+                       tensor::from_list<int32_t>({10, 20, 30})));
+
+  auto plan = std::make_shared<collective_plan>();
+  plan->num_replicas = 2;
+  auto& item = plan->add_item();
+  item.variable_id = 2;
+  item.type = dtype::int32;
+  item.count = 3;
+  item.rop = reduce_op::sum;
+  item.source = collective_source::components;
+  item.target = collective_target::output;
+  item.result = tensor::empty(dtype::int32, {3});
+  item.output = item.result.mutable_raw();
+
+  REQUIRE(ask<int64_t>(r0, collective_enter_atom::value, plan));
+  REQUIRE(ask<int64_t>(r1, collective_enter_atom::value, plan));
+  REQUIRE(ask<ok_atom>(r0, collective_work_atom::value, plan));
+  REQUIRE(ask<ok_atom>(r1, collective_work_atom::value, plan));
+  self->send(r0, collective_leave_atom::value);
+  self->send(r1, collective_leave_atom::value);
+  CHECK(plan->items[0].result.to_vector<int32_t>()
+        == std::vector<int32_t>{12, 24, 36});
+  // Reading does not change the components.
+  CHECK(read(r0, 2).to_vector<int32_t>() == std::vector<int32_t>{1, 2, 3});
+  CHECK(read(r1, 2).to_vector<int32_t>() == std::vector<int32_t>{11, 22, 33});
+}
+
+TEST_CASE_METHOD(replica_fixture,
+                 "W4: replica actor: collective_enter reports the first item "
+                 "whose contributions differ where aggregation none requires "
+                 "equality",
+                 "[replica][collective]") {
+  auto r0 = spawn(0, 2);
+  auto r1 = spawn(1, 2);
+  auto x = tensor::scalar<float>(1.f);
+  create(r0, info_of(1, "a", x), x);
+  create(r1, info_of(1, "a", x), x);
+  create(r0, info_of(2, "b", x), x);
+  create(r1, info_of(2, "b", x), x);
+
+  auto plan = std::make_shared<collective_plan>();
+  plan->num_replicas = 2;
+  auto add = [&](uint64_t id, float c0, float c1) {
+    auto& item = plan->add_item();
+    item.variable_id = id;
+    item.type = dtype::float32;
+    item.count = 1;
+    item.require_equal = true;
+    item.first_only = true;
+    item.uop = update_op::assign;
+    item.source = collective_source::contributions;
+    item.target = collective_target::components;
+    item.contributions = {tensor::scalar<float>(c0), tensor::scalar<float>(c1)};
+    for (size_t r = 0; r < 2; ++r)
+      item.inputs[r] = item.contributions[r].raw();
+  };
+  add(1, 5.f, 5.f); // equal: fine
+  add(2, 5.f, 6.f); // differs on replica 1
+
+  auto v0 = ask<int64_t>(r0, collective_enter_atom::value, plan);
+  auto v1 = ask<int64_t>(r1, collective_enter_atom::value, plan);
+  REQUIRE(v0);
+  REQUIRE(v1);
+  CHECK(*v0 == -1);
+  CHECK(*v1 == 1);
+  // The coordinator would abort here: leave without working.
+  self->send(r0, collective_leave_atom::value);
+  self->send(r1, collective_leave_atom::value);
+  CHECK(read(r0, 1).bitwise_equal(x));
+  CHECK(read(r1, 2).bitwise_equal(x));
+}
+
+TEST_CASE_METHOD(replica_fixture,
+                 "replica actor: while entered in a collective, a local_read "
+                 "is answered only after collective_leave",
+                 "[replica][collective]") {
+  auto r0 = spawn(0, 2);
+  auto r1 = spawn(1, 2);
+  auto init = tensor::from_list<float>({1.f, 2.f});
+  auto info = info_of(4, "w", init, synchronization::on_write, aggregation::sum);
+  create(r0, info, init);
+  create(r1, info, init);
+  auto plan = sum_into_components(
+    4, {tensor::from_list<float>({10.f, 20.f}),
+        tensor::from_list<float>({30.f, 40.f})},
+    update_op::assign);
+
+  REQUIRE(ask<int64_t>(r0, collective_enter_atom::value, plan));
+  REQUIRE(ask<int64_t>(r1, collective_enter_atom::value, plan));
+
+  // An event-based actor bound to replica 1 reads its component and reports
+  // the answer to this test.
+  auto client = caf::actor_cast<caf::actor>(self);
+  auto reader = sys.spawn([r1, client](caf::event_based_actor* ev)
+                            -> caf::behavior {
+    ev->request(r1, caf::infinite, local_read_atom::value, uint64_t{4})
+      .then(
+        [ev, client](tensor& t) {
+          ev->send(client, std::move(t));
+          ev->quit();
+        },
+        [ev, client](caf::error& err) {
+          ev->send(client, err);
+          ev->quit();
+        });
+    return {[](ok_atom) {}};
+  });
+  stop_at_end(reader);
+
+  bool answered_early = false;
+  self->receive([&](tensor&) { answered_early = true; },
+                [&](caf::error&) { answered_early = true; },
+                caf::after(std::chrono::milliseconds(100)) >> [] {});
+  CHECK_FALSE(answered_early);
+
+  REQUIRE(ask<ok_atom>(r0, collective_work_atom::value, plan));
+  REQUIRE(ask<ok_atom>(r1, collective_work_atom::value, plan));
+  if (!answered_early) {
+    bool still_early = false;
+    self->receive([&](tensor&) { still_early = true; },
+                  [&](caf::error&) { still_early = true; },
+                  caf::after(std::chrono::milliseconds(50)) >> [] {});
+    CHECK_FALSE(still_early); // collective_work does not release it either
+  }
+  self->send(r0, collective_leave_atom::value);
+  self->send(r1, collective_leave_atom::value);
+
+  if (!answered_early) {
+    std::optional<tensor> got;
+    caf::error err;
+    bool timed_out = false;
+    self->receive([&](tensor& t) { got = t; },
+                  [&](caf::error& e) { err = e; },
+                  caf::after(test::reply_deadline) >> [&] { timed_out = true; });
+    REQUIRE_FALSE(timed_out);
+    INFO(describe_result(err));
+    REQUIRE(got);
+    // The post-collective value: 10 + 30, 20 + 40.
+    CHECK(got->to_vector<float>() == std::vector<float>{40.f, 60.f});
+  }
+}
+
+TEST_CASE_METHOD(replica_fixture,
+                 "replica actor: requests queued during a collective run in "
+                 "arrival order after collective_leave",
+                 "[replica][collective]") {
+  auto r0 = spawn(0, 1);
+  auto init = tensor::scalar<int32_t>(1);
+  create(r0, info_of(1, "n", init, synchronization::on_read, aggregation::sum),
+         init);
+  auto plan = sum_into_components(1, {tensor::scalar<int32_t>(100)},
+                                  update_op::assign);
+  REQUIRE(ask<int64_t>(r0, collective_enter_atom::value, plan));
+  // Fire-and-forget requests from a second scoped actor while quiesced.
+  caf::scoped_actor other{sys};
+  auto h1 = other->request(r0, test::reply_deadline, local_update_atom::value,
+                           uint64_t{1}, update_op::assign_add,
+                           tensor::scalar<int32_t>(5));
+  auto h2 = other->request(r0, test::reply_deadline, local_read_atom::value,
+                           uint64_t{1});
+  REQUIRE(ask<ok_atom>(r0, collective_work_atom::value, plan));
+  self->send(r0, collective_leave_atom::value);
+  bool update_ok = false;
+  h1.receive([&](ok_atom) { update_ok = true; }, [](caf::error&) {});
+  CHECK(update_ok);
+  std::vector<int32_t> seen;
+  h2.receive([&](tensor& t) { seen = t.to_vector<int32_t>(); },
+             [](caf::error&) {});
+  // The collective assigned 100 first, then the deferred update added 5.
+  CHECK(seen == std::vector<int32_t>{105});
+}
+
+// -- replica steps --------------------------------------------------------------
+
+TEST_CASE_METHOD(replica_fixture,
+                 "W4/R1: replica actor: a step records on_write updates in its "
+                 "report and applies on_read updates locally at once",
+                 "[replica][step]") {
+  auto r = spawn(1, 2);
+  auto x = tensor::scalar<float>(1.f);
+  auto w_info = info_of(1, "w", x, synchronization::on_write, aggregation::sum);
+  auto m_info = info_of(2, "m", x, synchronization::on_read, aggregation::sum);
+  auto n_info = info_of(3, "n", x, synchronization::none, aggregation::none);
+  create(r, w_info, x);
+  create(r, m_info, x);
+  create(r, n_info, x);
+
+  auto step = std::make_shared<add_step>(
+    std::vector<variable>{variable{w_info}, variable{m_info}, variable{n_info},
+                          variable{w_info}},
+    2.0, 1);
+  auto report = ask<step_report>(r, step_atom::value,
+                                 replica_step_ptr{step});
+  INFO(describe_result(report));
+  REQUIRE(report);
+  CHECK(step->errors.empty());
+  // Only the on_write updates are recorded, in issue order.
+  REQUIRE(report->updates.size() == 2);
+  for (auto& u : report->updates) {
+    CHECK(u.variable_id == 1);
+    CHECK(u.op == update_op::assign_add);
+    CHECK(u.value.to_vector<float>() == std::vector<float>{2.f});
+  }
+  // The on_read update was visible inside the step right after it was made.
+  REQUIRE(step->seen_after_update);
+  CHECK(step->seen_after_update->to_vector<float>() == std::vector<float>{3.f});
+  // on_read and none changed at once; on_write waits for the collective.
+  CHECK(read(r, 1).to_vector<float>() == std::vector<float>{1.f});
+  CHECK(read(r, 2).to_vector<float>() == std::vector<float>{3.f});
+  CHECK(read(r, 3).to_vector<float>() == std::vector<float>{3.f});
+}
+
+TEST_CASE_METHOD(replica_fixture,
+                 "replica actor: a step that updates a missing variable fails "
+                 "with unknown_variable",
+                 "[replica][step]") {
+  auto r = spawn(0, 2);
+  auto x = tensor::scalar<float>(1.f);
+  auto ghost = info_of(77, "ghost", x, synchronization::on_write,
+                       aggregation::sum);
+  auto step = std::make_shared<add_step>(std::vector<variable>{variable{ghost}},
+                                         1.0, 0);
+  auto report = ask<step_report>(r, step_atom::value, replica_step_ptr{step});
+  REQUIRE_FALSE(report);
+  CHECK(has_code(report.error(), errc::unknown_variable));
+}
+
+TEST_CASE_METHOD(replica_fixture,
+                 "replica actor: a step that throws fails with replica_failed "
+                 "and the replica keeps serving",
+                 "[replica][step]") {
+  auto r = spawn(0, 1);
+  auto x = tensor::scalar<float>(1.f);
+  create(r, info_of(1, "w", x), x);
+  auto report = ask<step_report>(r, step_atom::value,
+                                 replica_step_ptr{std::make_shared<throwing_step>()});
+  REQUIRE_FALSE(report);
+  CHECK(has_code(report.error(), errc::replica_failed));
+  CHECK(read(r, 1).bitwise_equal(x));
+}
