@@ -9,23 +9,34 @@
 //    communication; the cross-replica read is the total.
 //  - loss: ON_READ + MEAN float32. Each replica stores its last batch loss;
 //    the cross-replica read is their mean.
+//  - epochs_done: ON_WRITE + ONLY_FIRST_REPLICA int64, set after each epoch.
+//
+// The variables are the whole training state: batches are a fixed function
+// of (replica, step), so a run resumed from a checkpoint ends with bitwise
+// the same weights as an uninterrupted one.
 //
 // Exits non-zero unless the learned parameters match the generating ones and
 // the example count is exact.
 //
-//   training [--smoke]
+//   training [--smoke] [--epochs N] [--checkpoint PATH] [--resume PATH]
+//            [--stop-after-epoch K] [--print-weights]
+//
+//   --checkpoint PATH      save every variable to PATH after each epoch
+//   --resume PATH          restore from PATH, continue after its last epoch
+//   --stop-after-epoch K   stop (exit 0) once K epochs are done, as if killed
+//   --print-weights        print the final w and b as hexfloats on one line
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "varsync/checkpoint.hpp"
 #include "varsync/varsync.hpp"
 
 using namespace varsync;
@@ -116,11 +127,66 @@ void must(const caf::error& err, const char* what) {
   }
 }
 
+struct options {
+  bool smoke = false;
+  int epochs = 0; // 0: the default for the mode
+  std::string checkpoint;
+  std::string resume;
+  int stop_after = 0; // 0: never
+  bool print_weights = false;
+};
+
+[[noreturn]] void usage(const char* msg) {
+  std::fprintf(stderr,
+               "training: %s\n"
+               "usage: training [--smoke] [--epochs N] [--checkpoint PATH] "
+               "[--resume PATH] [--stop-after-epoch K] [--print-weights]\n",
+               msg);
+  std::exit(2);
+}
+
+int positive_int(const char* flag, const char* text) {
+  char* end = nullptr;
+  long v = std::strtol(text, &end, 10);
+  if (*text == '\0' || *end != '\0' || v < 1 || v > 1000000)
+    usage((std::string(flag) + " needs a positive integer").c_str());
+  return int(v);
+}
+
+options parse_args(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc)
+        usage((a + " needs a value").c_str());
+      return argv[++i];
+    };
+    if (a == "--smoke")
+      o.smoke = true;
+    else if (a == "--epochs")
+      o.epochs = positive_int("--epochs", value());
+    else if (a == "--checkpoint")
+      o.checkpoint = value();
+    else if (a == "--resume")
+      o.resume = value();
+    else if (a == "--stop-after-epoch")
+      o.stop_after = positive_int("--stop-after-epoch", value());
+    else if (a == "--print-weights")
+      o.print_weights = true;
+    else
+      usage(("unknown argument " + a).c_str());
+  }
+  if (o.epochs == 0)
+    o.epochs = o.smoke ? 8 : 30;
+  return o;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
-  bool smoke = argc > 1 && std::strcmp(argv[1], "--smoke") == 0;
-  const int epochs = smoke ? 8 : 30;
+  const auto opt = parse_args(argc, argv);
+  const int epochs = opt.epochs;
   const auto data = make_dataset();
 
   strategy_options opts;
@@ -141,6 +207,10 @@ int main(int argc, char** argv) {
   auto loss = must(s.create_variable("loss", tensor::scalar<float>(0),
                                      synchronization::on_read, aggregation::mean),
                    "create loss");
+  auto epochs_done = must(s.create_variable("epochs_done", tensor::scalar<int64_t>(0),
+                                            synchronization::on_write,
+                                            aggregation::only_first_replica),
+                          "create epochs_done");
 
   std::printf("linear regression: %d rows x %d features, shards", num_rows,
               num_features);
@@ -150,6 +220,23 @@ int main(int argc, char** argv) {
   }
   std::printf(", %d steps/epoch, lr %g, %d epochs\n", steps_per_epoch,
               double(learning_rate), epochs);
+
+  // restore() overwrites existing variables, so they are created first.
+  int first_epoch = 1;
+  if (!opt.resume.empty()) {
+    must(varsync::restore(s, opt.resume), "restore checkpoint");
+    auto done = must(s.read(epochs_done), "read epochs_done").to_vector<int64_t>()[0];
+    if (done < 0 || done > epochs) {
+      std::printf("FAILED  checkpoint %s has %lld epochs done, the run has %d\n",
+                  opt.resume.c_str(), (long long)done, epochs);
+      std::fflush(stdout);
+      std::_Exit(1);
+    }
+    first_epoch = int(done) + 1;
+    auto c = must(s.read(seen), "read examples_seen").as_double();
+    std::printf("resumed from %s: %lld epochs done, examples seen %.0f\n",
+                opt.resume.c_str(), (long long)done, c);
+  }
 
   int step = 0; // the batch index every replica works on; run() blocks
   auto train_step = [&](replica_context& ctx) {
@@ -187,16 +274,25 @@ int main(int argc, char** argv) {
   };
 
   auto t0 = std::chrono::steady_clock::now();
-  for (int epoch = 1; epoch <= epochs; ++epoch) {
-    for (step = 0; step < steps_per_epoch; ++step)
+  int steps_run = 0;
+  for (int epoch = first_epoch; epoch <= epochs; ++epoch) {
+    if (opt.stop_after > 0 && epoch > opt.stop_after) {
+      std::printf("stopped after epoch %d\n", epoch - 1);
+      s.shutdown();
+      return 0;
+    }
+    for (step = 0; step < steps_per_epoch; ++step, ++steps_run)
       must(s.run(train_step), "training step");
+    must(s.assign(epochs_done, double(epoch)), "assign epochs_done");
     auto l = must(s.read(loss), "read loss").as_double();
     auto c = must(s.read(seen), "read examples_seen").as_double();
     std::printf("epoch %2d  loss %.5f  examples seen %.0f\n", epoch, l, c);
+    if (!opt.checkpoint.empty())
+      must(varsync::save(s, opt.checkpoint), "save checkpoint");
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("%d steps in %.3f s (%.0f us/step)\n", epochs * steps_per_epoch,
-              secs, 1e6 * secs / (epochs * steps_per_epoch));
+  std::printf("%d steps in %.3f s (%.0f us/step)\n", steps_run, secs,
+              1e6 * secs / std::max(steps_run, 1));
 
   int failures = 0;
   auto learned = must(s.read(w), "read w").to_vector<float>();
@@ -208,6 +304,13 @@ int main(int argc, char** argv) {
     max_err = std::max(max_err, double(std::fabs(learned[j] - data.w_true[j])));
   }
   std::printf("b     %8.4f %8.4f\n", learned_b, data.b_true);
+  if (opt.print_weights) {
+    // Hexfloats are exact, so two runs compare as strings.
+    std::printf("weights");
+    for (float x : learned)
+      std::printf(" %a", double(x));
+    std::printf(" b %a\n", double(learned_b));
+  }
   std::printf("max abs error %.5f (tolerance %g)\n", max_err, tolerance);
   if (!(max_err < tolerance)) {
     std::printf("FAILED  the weights did not converge\n");
