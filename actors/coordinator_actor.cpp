@@ -75,21 +75,43 @@ caf::error coordinator_state::translate(const caf::error& err,
 }
 
 template <class T, class Send>
-void coordinator_state::gather(size_t count, Send send,
+void coordinator_state::gather(size_t count, caf::timespan timeout, Send send,
                                reply_fn<std::vector<T>> done) {
-  struct state {
+  struct state final : expirable {
+    coordinator_state* owner = nullptr;
     std::vector<T> values;
     size_t pending = 0;
+    bool finished = false;
     caf::error error;
     reply_fn<std::vector<T>> done;
+    operation_deadlines::handle deadline;
 
-    void finish_one() {
-      if (--pending > 0)
-        return;
+    void finish() {
+      finished = true;
       if (error)
         done(std::move(error));
       else
         done(std::move(values));
+    }
+
+    bool watched = false;
+
+    void finish_one() {
+      if (--pending > 0 || finished)
+        return;
+      if (watched)
+        owner->unwatch(deadline);
+      finish();
+    }
+
+    void expire() override {
+      if (finished)
+        return;
+      error = make_error(errc::timeout,
+                         std::to_string(pending) + " of "
+                           + std::to_string(values.size())
+                           + " replicas did not answer within the deadline");
+      finish();
     }
   };
   if (count == 0) {
@@ -97,9 +119,14 @@ void coordinator_state::gather(size_t count, Send send,
     return;
   }
   auto st = std::make_shared<state>();
+  st->owner = this;
   st->values.resize(count);
   st->pending = count;
   st->done = std::move(done);
+  if (timeout != caf::timespan::max()) { // max: no deadline
+    st->deadline = watch(timeout, st.get());
+    st->watched = true;
+  }
   for (size_t i = 0; i < count; ++i) {
     send(i).then(
       [st, i](T value) {
@@ -115,15 +142,46 @@ void coordinator_state::gather(size_t count, Send send,
 }
 
 template <class Send>
-void coordinator_state::gather_ok(size_t count, Send send,
-                                  reply_fn<ok_atom> done) {
-  gather<ok_atom>(count, std::move(send),
+void coordinator_state::gather_ok(size_t count, caf::timespan timeout,
+                                  Send send, reply_fn<ok_atom> done) {
+  gather<ok_atom>(count, timeout, std::move(send),
                   [done = std::move(done)](caf::expected<std::vector<ok_atom>> r) {
                     if (r)
                       done(ok_atom::value);
                     else
                       done(std::move(r.error()));
                   });
+}
+
+operation_deadlines::handle coordinator_state::watch(caf::timespan timeout,
+                                                     expirable* op) {
+  auto deadline = operation_deadlines::clock::now()
+                  + std::chrono::duration_cast<
+                    operation_deadlines::clock::duration>(timeout);
+  auto h = deadlines_.add(deadline, op);
+  if (!tick_at_ || deadline < *tick_at_) {
+    tick_at_ = deadline;
+    auto delay = deadline - operation_deadlines::clock::now();
+    if (delay < std::chrono::milliseconds(1))
+      delay = std::chrono::milliseconds(1);
+    self_->delayed_send(self_, delay, deadline_atom::value);
+  }
+  return h;
+}
+
+void coordinator_state::on_deadline_tick() {
+  auto now = operation_deadlines::clock::now();
+  if (tick_at_ && *tick_at_ > now)
+    return; // an earlier tick that a nearer deadline superseded
+  tick_at_.reset();
+  deadlines_.expire_due(now);
+  if (auto next = deadlines_.next()) {
+    tick_at_ = *next;
+    auto delay = *next - now;
+    if (delay < std::chrono::milliseconds(1))
+      delay = std::chrono::milliseconds(1);
+    self_->delayed_send(self_, delay, deadline_atom::value);
+  }
 }
 
 // -- variables ------------------------------------------------------------------
@@ -145,9 +203,9 @@ void coordinator_state::create(caf::timespan timeout, variable_spec spec,
   entries_.emplace(id, entry{*info, &policy_for(info->sync), false});
   auto initial = std::move(spec.initial_value);
   gather_ok(
-    replicas_.size(),
-    [this, timeout, info = *info, initial](size_t i) {
-      return self_->request(replicas_[i], timeout, component_create_atom::value,
+    replicas_.size(), timeout,
+    [this, info = *info, initial](size_t i) {
+      return self_->request(replicas_[i], caf::infinite, component_create_atom::value,
                             info, initial);
     },
     [this, timeout, id, done = std::move(done)](caf::expected<ok_atom> r) {
@@ -199,9 +257,9 @@ void coordinator_state::destroy(caf::timespan timeout, uint64_t id,
   names_.erase((*e)->info.name);
   entries_.erase(id);
   gather_ok(
-    replicas_.size(),
-    [this, timeout, id](size_t i) {
-      return self_->request(replicas_[i], timeout,
+    replicas_.size(), timeout,
+    [this, id](size_t i) {
+      return self_->request(replicas_[i], caf::infinite,
                             component_destroy_atom::value, id);
     },
     std::move(done));
@@ -222,9 +280,17 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
     case read_source::none:
       return done(std::move(plan.error));
     case read_source::primary:
-      self_->request(replicas_[0], timeout, component_read_atom::value, id)
-        .then([done](tensor value) { done(std::move(value)); },
-              [this, done](caf::error& err) { done(translate(err, 0)); });
+      gather<tensor>(
+        1, timeout,
+        [this, id](size_t) {
+          return self_->request(replicas_[0], caf::infinite,
+                                component_read_atom::value, id);
+        },
+        [done](caf::expected<std::vector<tensor>> r) {
+          if (!r)
+            return done(std::move(r.error()));
+          done(std::move(r->front()));
+        });
       return;
     case read_source::reduce_components:
       break;
@@ -262,25 +328,25 @@ void coordinator_state::update(caf::timespan timeout, uint64_t id,
   switch ((*e)->policy->cross_replica_update(info, op)) {
     case update_target::every_component:
       return gather_ok(
-        replicas_.size(),
-        [this, timeout, id, op, value](size_t i) {
-          return self_->request(replicas_[i], timeout,
+        replicas_.size(), timeout,
+        [this, id, op, value](size_t i) {
+          return self_->request(replicas_[i], caf::infinite,
                                 component_update_atom::value, id, op, value);
         },
         std::move(done));
     case update_target::first_component:
       return gather_ok(
-        1,
-        [this, timeout, id, op, value](size_t) {
-          return self_->request(replicas_[0], timeout,
+         1, timeout,
+        [this, id, op, value](size_t) {
+          return self_->request(replicas_[0], caf::infinite,
                                 component_update_atom::value, id, op, value);
         },
         std::move(done));
     case update_target::split:
       return gather_ok(
-        replicas_.size(),
-        [this, timeout, id, value](size_t i) {
-          return self_->request(replicas_[i], timeout,
+        replicas_.size(), timeout,
+        [this, id, value](size_t i) {
+          return self_->request(replicas_[i], caf::infinite,
                                 component_split_atom::value, id, value);
         },
         std::move(done));
@@ -295,9 +361,9 @@ void coordinator_state::local_values(caf::timespan timeout, uint64_t id,
   if (auto err = check_replicas())
     return done(std::move(err));
   gather<tensor>(
-    replicas_.size(),
-    [this, timeout, id](size_t i) {
-      return self_->request(replicas_[i], timeout, component_read_atom::value,
+    replicas_.size(), timeout,
+    [this, id](size_t i) {
+      return self_->request(replicas_[i], caf::infinite, component_read_atom::value,
                             id);
     },
     std::move(done));
@@ -312,9 +378,9 @@ void coordinator_state::run(caf::timespan timeout, replica_step_ptr step,
   if (auto err = check_replicas())
     return done(std::move(err));
   gather<step_report>(
-    replicas_.size(),
-    [this, timeout, step](size_t i) {
-      return self_->request(replicas_[i], timeout, step_atom::value, step);
+    replicas_.size(), timeout,
+    [this, step](size_t i) {
+      return self_->request(replicas_[i], caf::infinite, step_atom::value, step);
     },
     [this, timeout, done = std::move(done)](
       caf::expected<std::vector<step_report>> reports) mutable {
@@ -475,9 +541,9 @@ void coordinator_state::start_collective(caf::timespan timeout,
   if (auto err = check_replicas())
     return leave_and_finish(std::move(err));
   gather<int64_t>(
-    replicas_.size(),
-    [this, timeout, plan](size_t i) {
-      return self_->request(replicas_[i], timeout,
+    replicas_.size(), timeout,
+    [this, plan](size_t i) {
+      return self_->request(replicas_[i], caf::infinite,
                             collective_enter_atom::value, plan);
     },
     [this, timeout, plan, leave_and_finish](
@@ -499,10 +565,12 @@ void coordinator_state::start_collective(caf::timespan timeout,
               "variable an aggregation (sum, mean, only_first_replica) or "
               "contribute equal values. No update of the step was applied"));
       }
+      // The work phase is memory work that cannot be interrupted halfway:
+      // it runs to completion (a dead replica still fails it at once).
       gather_ok(
-        replicas_.size(),
-        [this, timeout, plan](size_t i) {
-          return self_->request(replicas_[i], timeout,
+        replicas_.size(), caf::timespan::max(),
+        [this, plan](size_t i) {
+          return self_->request(replicas_[i], caf::infinite,
                                 collective_work_atom::value, plan);
         },
         leave_and_finish);
@@ -619,6 +687,7 @@ coordinator_actor::behavior_type coordinator_state::make_behavior() {
     },
     [this](client_atom, const client_call_ptr& call) { call->invoke(*this); },
     [this](shutdown_atom) { shutdown(); },
+    [this](deadline_atom) { on_deadline_tick(); },
   };
 }
 

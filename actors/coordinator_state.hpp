@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -17,6 +18,7 @@
 #include <caf/timespan.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/operation_deadlines.hpp"
 #include "devices/device_id.hpp"
 #include "messages/coordinator_interface.hpp"
 #include "sync/collective_plan.hpp"
@@ -75,13 +77,20 @@ private:
   caf::error check_replicas() const;
   caf::error translate(const caf::error& err, size_t replica) const;
 
-  /// Sends a request to every replica (or the first `count`) and gathers the
-  /// replies in replica order; the first error wins.
+  /// Sends a request to replicas 0..count-1 (`send(i)` makes it) and
+  /// gathers the replies in replica order; the first error wins, and the
+  /// operation fails with `timeout` if it has not completed within `timeout`.
   template <class T, class Send>
-  void gather(size_t count, Send send, reply_fn<std::vector<T>> done);
+  void gather(size_t count, caf::timespan timeout, Send send,
+              reply_fn<std::vector<T>> done);
 
   template <class Send>
-  void gather_ok(size_t count, Send send, reply_fn<ok_atom> done);
+  void gather_ok(size_t count, caf::timespan timeout, Send send,
+                 reply_fn<ok_atom> done);
+
+  operation_deadlines::handle watch(caf::timespan timeout, expirable* op);
+  void unwatch(operation_deadlines::handle h) { deadlines_.remove(h); }
+  void on_deadline_tick();
 
   /// Runs a host collective: enter (quiesce, equality votes), work, leave.
   /// Collectives run one at a time, in the order they were started.
@@ -103,6 +112,8 @@ private:
   uint64_t next_id_ = 1;
   std::unordered_map<uint64_t, entry> entries_;
   std::unordered_map<std::string, uint64_t> names_;
+  operation_deadlines deadlines_;
+  std::optional<operation_deadlines::clock::time_point> tick_at_;
   bool collective_running_ = false;
   uint64_t collectives_run_ = 0;
   std::deque<std::function<void()>> pending_collectives_;

@@ -19,6 +19,8 @@ using describe_atom = caf::atom_constant<caf::atom("vs_desc")>;
 using replicas_atom = caf::atom_constant<caf::atom("vs_replica")>;
 using client_atom = caf::atom_constant<caf::atom("vs_client")>;
 using shutdown_atom = caf::atom_constant<caf::atom("vs_stop")>;
+/// Internal: the coordinator's timer tick for operation deadlines.
+using deadline_atom = caf::atom_constant<caf::atom("vs_dline")>;
 
 // Replica requests: components (sent by the coordinator).
 using component_create_atom = caf::atom_constant<caf::atom("vs_ccreate")>;

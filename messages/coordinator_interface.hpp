@@ -37,6 +37,8 @@ using coordinator_actor = caf::typed_actor<
   caf::replies_to<describe_atom>::with<strategy_description>,
   caf::replies_to<replicas_atom>::with<std::vector<replica_actor>>,
   caf::reacts_to<client_atom, client_call_ptr>,
-  caf::reacts_to<shutdown_atom>>;
+  caf::reacts_to<shutdown_atom>,
+  // Internal: deadline timer tick.
+  caf::reacts_to<deadline_atom>>;
 
 } // namespace varsync

@@ -40,7 +40,7 @@ TEST_CASE("C3: none synchronization rejects any aggregation but none") {
                           aggregation::none));
 }
 
-TEST_CASE("C4: trainable defaults to false for on_read and true otherwise; "
+TEST_CASE("C4: trainable defaults to false for on_read and true otherwise, "
           "trainable on_read is rejected") {
   auto s = make_strategy(2);
   CHECK_FALSE(make_var(s, "r", tensor::scalar<float>(0),
@@ -97,7 +97,7 @@ TEST_CASE("C6: every component starts bitwise equal to the initial value") {
   CHECK(read_scalar(s, counter) == 10.0); // N·x, as in TF
 }
 
-TEST_CASE("C7: names are unique; dtype and shape are fixed at creation") {
+TEST_CASE("C7: names are unique, dtype and shape are fixed at creation") {
   auto s = make_strategy(2);
   auto v = make_var(s, "v", tensor::from_vector<float>({2}, {1, 2}),
                     synchronization::on_write);

@@ -125,7 +125,7 @@ TEST_CASE("D7: gather concatenates along an axis") {
   VS_CHECK_CODE(error_of(s.gather(rows, 2)), invalid_argument);
 }
 
-TEST_CASE("D8: all_reduce yields a mirrored value; batch_all_reduce fuses "
+TEST_CASE("D8: all_reduce yields a mirrored value, batch_all_reduce fuses "
           "many tensors into one collective") {
   auto s = make_strategy(4);
   auto grads = VS_VALUE(s.run([](replica_context& ctx) {

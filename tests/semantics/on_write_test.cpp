@@ -215,7 +215,7 @@ TEST_CASE("W8: 8 concurrent callers x 10000 assign_add(1) on 4 replicas end "
   CHECK(components(s, v) == std::vector<double>(4, 80000));
 }
 
-TEST_CASE("W8: a read issued after an update completed observes it; "
+TEST_CASE("W8: a read issued after an update completed observes it, "
           "concurrent writers are applied in one order everywhere") {
   auto s = make_strategy(4);
   auto v = make_var(s, "w", tensor::scalar<int64_t>(0),
