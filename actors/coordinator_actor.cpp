@@ -12,6 +12,7 @@
 #include "actors/replica_actor.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
+#include "sync/distributed_reduce.hpp"
 
 namespace varsync {
 
@@ -19,6 +20,15 @@ namespace {
 
 std::string quoted(const std::string& s) {
   return "'" + s + "'";
+}
+
+// Cross-replica reductions of values up to this size gather copies and
+// reduce on the coordinator: constant work, cheaper than a collective.
+constexpr size_t gather_threshold_bytes = 4096;
+
+bool small_enough_to_gather(const variable_info& info) {
+  return static_cast<size_t>(element_count(info.shape)) * size_of(info.type)
+         <= gather_threshold_bytes;
 }
 
 bool is_timeout(const caf::error& err) {
@@ -294,6 +304,22 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
       return;
     case read_source::reduce_components:
       break;
+  }
+  if (small_enough_to_gather(info)) {
+    // Small values: one round of copies and a reduction bounded by the
+    // threshold beats the three phases of a collective.
+    gather<tensor>(
+      replicas_.size(), timeout,
+      [this, id](size_t i) {
+        return self_->request(replicas_[i], caf::infinite,
+                              component_read_atom::value, id);
+      },
+      [op = plan.op, done](caf::expected<std::vector<tensor>> r) {
+        if (!r)
+          return done(std::move(r.error()));
+        done(reduce_values(op, *r));
+      });
+    return;
   }
   auto collective = std::make_shared<collective_plan>();
   collective->num_replicas = num_replicas();

@@ -1,6 +1,9 @@
 #include "core/tensor.hpp"
 
 #include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
 #include <cstring>
 #include <new>
 #include <sstream>
@@ -37,7 +40,77 @@ std::string to_string(const tensor_shape& s) {
   return out;
 }
 
+namespace {
+
+// Large buffers are recycled: a fresh multi-megabyte allocation comes from
+// mmap and pays a page fault per 4 KiB on first touch (milliseconds per
+// buffer), and glibc hands it back to the OS on free. Sizes round up to a
+// power of two so that buffers of similar sizes share a class.
+class large_buffer_pool {
+public:
+  static constexpr size_t min_pooled = size_t{256} << 10;
+  static constexpr size_t max_cached_bytes = size_t{1} << 30;
+  static constexpr size_t max_per_class = 8;
+
+  static large_buffer_pool& instance() {
+    // Never destroyed: tensors may be freed during static destruction.
+    static auto* pool = new large_buffer_pool;
+    return *pool;
+  }
+
+  static size_t class_size(size_t nbytes) {
+    size_t size = min_pooled;
+    while (size < nbytes)
+      size <<= 1;
+    return size;
+  }
+
+  void* take(size_t size) {
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      auto& free_list = free_[size];
+      if (!free_list.empty()) {
+        auto* p = free_list.back();
+        free_list.pop_back();
+        cached_ -= size;
+        return p;
+      }
+    }
+    return std::aligned_alloc(alignment, size);
+  }
+
+  void give_back(void* p, size_t size) {
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      auto& free_list = free_[size];
+      if (free_list.size() < max_per_class
+          && cached_ + size <= max_cached_bytes) {
+        free_list.push_back(p);
+        cached_ += size;
+        return;
+      }
+    }
+    std::free(p);
+  }
+
+private:
+  std::mutex mtx_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  size_t cached_ = 0;
+};
+
+} // namespace
+
 std::shared_ptr<void> allocate_host_bytes(size_t nbytes) {
+  if (nbytes >= large_buffer_pool::min_pooled) {
+    auto size = large_buffer_pool::class_size(nbytes);
+    void* p = large_buffer_pool::instance().take(size);
+    if (p == nullptr)
+      throw std::bad_alloc{};
+    return std::shared_ptr<void>(p, [size](void* q) {
+      large_buffer_pool::instance().give_back(q, size);
+    });
+  }
   size_t rounded = (nbytes + alignment - 1) / alignment * alignment;
   if (rounded == 0)
     rounded = alignment;

@@ -1,6 +1,8 @@
 #include "varsync/strategy.hpp"
 
-#include <future>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include <caf/scoped_actor.hpp>
@@ -91,23 +93,53 @@ void strategy_core::submit(
   caf::anon_send(coordinator_, client_atom::value, std::move(call));
 }
 
+// Where a blocking caller waits for its outcome. No spinning: on 2 cores a
+// spinning caller takes the CPU that the coordinator and replicas need
+// (measured: medians went from ~12 us to milliseconds).
+template <class T>
+class blocking_slot {
+public:
+  void set(caf::expected<T> value) {
+    value_.emplace(std::move(value));
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      ready_.store(true, std::memory_order_release);
+    }
+    cv_.notify_one();
+  }
+
+  bool wait_until(std::chrono::steady_clock::time_point deadline) {
+    std::unique_lock<std::mutex> guard{mtx_};
+    return cv_.wait_until(guard, deadline, [this] {
+      return ready_.load(std::memory_order_acquire);
+    });
+  }
+
+  caf::expected<T> take() { return std::move(*value_); }
+
+private:
+  std::atomic<bool> ready_{false};
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  std::optional<caf::expected<T>> value_;
+};
+
 template <class T>
 caf::expected<T>
 strategy_core::call(std::chrono::milliseconds timeout,
                     std::function<void(coordinator_state&, reply_fn<T>)> op) {
-  auto promise = std::make_shared<std::promise<caf::expected<T>>>();
-  auto future = promise->get_future();
-  submit<T>(std::move(op), [promise](caf::expected<T> result) {
-    promise->set_value(std::move(result));
-  });
+  auto slot = std::make_shared<blocking_slot<T>>();
+  submit<T>(std::move(op),
+            [slot](caf::expected<T> result) { slot->set(std::move(result)); });
   // The coordinator enforces the deadline towards the replicas; the grace
   // period covers the hop back.
-  if (future.wait_for(timeout + std::chrono::milliseconds(100))
-      != std::future_status::ready)
+  auto deadline = std::chrono::steady_clock::now() + timeout
+                  + std::chrono::milliseconds(100);
+  if (!slot->wait_until(deadline))
     return make_error(errc::timeout, "no answer from the coordinator within "
                                        + std::to_string(timeout.count())
                                        + " ms");
-  return future.get();
+  return slot->take();
 }
 
 } // namespace detail

@@ -73,6 +73,20 @@ TEST_CASE("R3: a cross-replica read aggregates the components") {
   auto vec = make_var(s, "vec", tensor::from_vector<float>({2}, {1, -1}),
                       synchronization::on_read, aggregation::sum);
   CHECK(VS_VALUE(s.read(vec)).to_vector<float>() == std::vector<float>{4, -4});
+  // Large values take the collective path instead of gathering copies.
+  auto big_sum = make_var(s, "big_sum", tensor::filled(dtype::float32, {5000}, 1.5),
+                          synchronization::on_read, aggregation::sum);
+  auto big_mean = make_var(s, "big_mean",
+                           tensor::filled(dtype::float64, {5000}, 0),
+                           synchronization::on_read, aggregation::mean);
+  VS_REQUIRE_OK(s.run([&](replica_context& ctx) {
+    VS_STEP_OK(ctx.assign(big_mean, tensor::filled(dtype::float64, {5000},
+                                                   ctx.replica_id())));
+  }));
+  CHECK(VS_VALUE(s.read(big_sum)).to_vector<float>()
+        == std::vector<float>(5000, 6));
+  CHECK(VS_VALUE(s.read(big_mean)).to_vector<double>()
+        == std::vector<double>(5000, 1.5));
 }
 
 TEST_CASE("R4: on_read sum cross-replica assign splits floats evenly") {
