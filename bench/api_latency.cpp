@@ -1,106 +1,122 @@
-// Control-plane latency of the three ways into varsync, against the bare CAF
-// figures they are compared with, all measured in one run on this machine.
-// Prints median and p99 per row and the ratio to its reference.
+// Row 2, control plane: cross-replica assign and read of a scalar on an
+// ON_WRITE and an ON_READ (SUM) variable, with 1, 2, 4 and 8 host replicas,
+// through the three ways into varsync:
+//   actor    - an event-based actor requests the coordinator's typed interface
+//   async    - the callback API from a plain thread (time until the callback)
+//   blocking - the blocking strategy handle from a plain thread
+// and, measured in the same process right before, the bare CAF references:
+//   bare.blocking - scoped_actor request/receive round trip to one actor
+//   bare.event    - event-based request/then to one actor
+//   bare.fanout   - event-based fan-out to N actors and gather of N replies
+// Median and p99 of sequential calls (one in flight). No timed assertions:
+// bench/report.py compares and prints.
+//
+//   api_latency [--quick] [--json FILE] [calls per figure]
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <future>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <caf/actor_system.hpp>
-#include <caf/actor_system_config.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include "bench/caf_setup.hpp"
+#include "bench/common.hpp"
 #include "varsync/actor_api.hpp"
 #include "varsync/varsync.hpp"
 
 using namespace varsync;
-using clock_type = std::chrono::steady_clock;
+using bench::clock_type;
+using bench::stats;
 
 namespace {
 
-struct figure {
-  double median_us;
-  double p99_us;
-};
-
-figure summarize(std::vector<double> us) {
-  std::sort(us.begin(), us.end());
-  return {us[us.size() / 2], us[us.size() * 99 / 100]};
-}
-
-figure time_calls(int n, const std::function<void()>& call) {
-  for (int i = 0; i < n / 10; ++i)
-    call(); // warm-up
-  std::vector<double> us;
-  us.reserve(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) {
-    auto t0 = clock_type::now();
-    call();
-    us.push_back(
-      std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
-  }
-  return summarize(std::move(us));
-}
-
-void print_row(const std::string& what, figure f, const std::string& ref_name,
-               figure ref) {
-  std::printf("%-52s median %8.2f us  p99 %8.2f us | vs %-34s %8.2f us  ratio %5.2f\n",
-              what.c_str(), f.median_us, f.p99_us, ref_name.c_str(),
-              ref.median_us, f.median_us / ref.median_us);
-}
-
-// An event-based client that issues `n` sequential requests produced by
-// `send` and records each round trip.
+// An event-based client issues `n + warmup` sequential requests produced by
+// `send` and records each round trip; `send(self, done)` must call done()
+// when the reply arrives.
 using requester = std::function<void(caf::event_based_actor*,
                                      std::function<void()>)>;
 
-figure event_based_loop(caf::actor_system& sys, int n, requester send) {
-  std::promise<std::vector<double>> result;
-  auto fut = result.get_future();
-  sys.spawn([&, n, send](caf::event_based_actor* self) {
+stats event_based_loop(caf::actor_system& sys, int n, int warmup,
+                       requester send) {
+  auto result = std::make_shared<std::promise<std::vector<double>>>();
+  auto fut = result->get_future();
+  sys.spawn([result, n, warmup, send](caf::event_based_actor* self) {
     auto us = std::make_shared<std::vector<double>>();
+    us->reserve(static_cast<size_t>(n + warmup));
+    // The loop function refers to itself through a plain pointer; the actor
+    // owns it until it terminates (no reference cycle, no self-destruction
+    // while it runs).
     auto next = std::make_shared<std::function<void()>>();
-    auto total = n + n / 10;
-    *next = [self, us, next, send, total, &result]() {
-      if (static_cast<int>(us->size()) == total) {
-        result.set_value(*us);
+    auto* loop = next.get();
+    self->attach_functor([next](const caf::error&) {});
+    auto total = static_cast<size_t>(n + warmup);
+    *next = [self, us, loop, send, total, result]() {
+      if (us->size() == total) {
         self->quit();
+        result->set_value(*us);
         return;
       }
       auto t0 = clock_type::now();
-      send(self, [us, next, t0] {
-        us->push_back(std::chrono::duration<double, std::micro>(
-                        clock_type::now() - t0)
-                        .count());
-        (*next)();
+      send(self, [us, loop, t0] {
+        us->push_back(bench::micros_since(t0));
+        (*loop)();
       });
     };
     (*next)();
   });
   auto us = fut.get();
-  us.erase(us.begin(), us.begin() + n / 10);
-  return summarize(std::move(us));
+  us.erase(us.begin(), us.begin() + warmup);
+  return bench::summarize(std::move(us));
+}
+
+// Sequential async-API calls from this thread; the time is taken inside the
+// callback (when the caller learns the result), the wait for the next issue
+// is not counted.
+template <class Issue>
+stats async_loop(int n, int warmup, Issue issue) {
+  std::vector<double> us;
+  us.reserve(static_cast<size_t>(n));
+  for (int i = 0; i < n + warmup; ++i) {
+    std::promise<double> p;
+    auto t0 = clock_type::now();
+    issue([&p, t0] { p.set_value(bench::micros_since(t0)); });
+    auto t = p.get_future().get();
+    if (i >= warmup)
+      us.push_back(t);
+  }
+  return bench::summarize(std::move(us));
+}
+
+void show(const std::string& what, const stats& s) {
+  std::printf("  %-44s median %9.2f us   p99 %9.2f us\n", what.c_str(),
+              s.median, s.p99);
+  std::fflush(stdout);
 }
 
 } // namespace
 
 int main(int argc, char** argv) {
-  int n = argc > 1 ? std::stoi(argv[1]) : 20000;
+  auto opt = bench::parse_options(argc, argv);
+  int n = opt.quick ? 3000 : 20000;
+  if (!opt.rest.empty())
+    n = std::stoi(opt.rest[0]);
+  int warmup = std::max(100, n / 10);
+  bench::recorder rec{opt.json};
+  std::printf("control plane: %d sequential calls per figure (+%d warm-up), "
+              "%d scheduler threads\n",
+              n, warmup, bench::scheduler_threads);
+
   for (int replicas : {1, 2, 4, 8}) {
     caf::actor_system_config cfg;
-    register_types(cfg);
-    cfg.set("scheduler.max-threads", 2);
-    cfg.set("logger.verbosity", caf::atom("quiet"));
+    bench::configure(cfg);
     caf::actor_system sys{cfg};
     strategy_options options;
-    options.devices.clear();
-    for (int r = 0; r < replicas; ++r)
-      options.devices.push_back("cpu:" + std::to_string(r));
+    options.devices = bench::host_devices(replicas);
     auto s = strategy::create(sys, options);
     if (!s) {
       std::fprintf(stderr, "%s\n", describe(s.error()).c_str());
@@ -110,28 +126,35 @@ int main(int argc, char** argv) {
                                 synchronization::on_write, aggregation::sum);
     auto r = s->create_variable("r", tensor::scalar<float>(0),
                                 synchronization::on_read, aggregation::sum);
+    if (!w || !r) {
+      std::fprintf(stderr, "cannot create the variables\n");
+      return 1;
+    }
     auto coordinator = coordinator_of(*s);
-    std::printf("== %d host replica(s), 2 scheduler threads ==\n", replicas);
+    auto tag = ".r" + std::to_string(replicas);
+    std::printf("== %d host replica(s) ==\n", replicas);
 
-    // Bare CAF references: scoped_actor round trip to one actor, event-based
-    // request to one actor, event-based fan-out-and-gather to N actors.
-    auto echo = sys.spawn([](caf::event_based_actor*) -> caf::behavior {
+    // Bare CAF references.
+    auto echo_fn = [](caf::event_based_actor*) -> caf::behavior {
       return {[](int x) { return x; }};
-    });
+    };
+    auto echo = sys.spawn(echo_fn);
     std::vector<caf::actor> echoes;
     for (int k = 0; k < replicas; ++k)
-      echoes.push_back(sys.spawn([](caf::event_based_actor*) -> caf::behavior {
-        return {[](int x) { return x; }};
-      }));
-    caf::scoped_actor self{sys};
-    auto bare_blocking = time_calls(n, [&] {
-      self->request(echo, caf::infinite, 1).receive([](int) {},
-                                                    [](caf::error&) {});
-    });
-    auto bare_event = event_based_loop(sys, n, [&](auto* a, auto done) {
+      echoes.push_back(sys.spawn(echo_fn));
+    stats bare_blocking;
+    {
+      caf::scoped_actor self{sys};
+      bare_blocking = bench::time_calls_us(n, warmup, [&] {
+        self->request(echo, caf::infinite, 1)
+          .receive([](int) {}, [](caf::error&) {});
+      });
+    }
+    auto bare_event = event_based_loop(sys, n, warmup, [&](auto* a, auto done) {
       a->request(echo, caf::infinite, 1).then([done](int) { done(); });
     });
-    auto bare_fanout = event_based_loop(sys, n, [&](auto* a, auto done) {
+    auto bare_fanout = event_based_loop(sys, n, warmup, [&](auto* a,
+                                                            auto done) {
       auto pending = std::make_shared<int>(replicas);
       for (auto& e : echoes)
         a->request(e, caf::infinite, 1).then([pending, done](int) {
@@ -139,66 +162,63 @@ int main(int argc, char** argv) {
             done();
         });
     });
-    std::printf("%-52s median %8.2f us  p99 %8.2f us\n",
-                "bare CAF scoped_actor round trip (1 actor)",
-                bare_blocking.median_us, bare_blocking.p99_us);
-    std::printf("%-52s median %8.2f us  p99 %8.2f us\n",
-                "bare CAF event-based request (1 actor)", bare_event.median_us,
-                bare_event.p99_us);
-    std::printf("%-52s median %8.2f us  p99 %8.2f us\n",
-                ("bare CAF fan-out and gather (" + std::to_string(replicas)
-                 + " actors)")
-                  .c_str(),
-                bare_fanout.median_us, bare_fanout.p99_us);
+    show("bare CAF scoped_actor round trip (1 actor)", bare_blocking);
+    show("bare CAF event-based request (1 actor)", bare_event);
+    show("bare CAF fan-out/gather (" + std::to_string(replicas) + " actors)",
+         bare_fanout);
+    rec.latency("control.bare.blocking" + tag, bare_blocking);
+    rec.latency("control.bare.event" + tag, bare_event);
+    rec.latency("control.bare.fanout" + tag, bare_fanout);
 
+    struct target {
+      const char* name; // on_write / on_read
+      variable v;
+    };
     auto x = tensor::scalar<float>(1);
-    auto wid = w->id();
-    auto rid = r->id();
-    auto actor_assign = event_based_loop(sys, n, [&](auto* a, auto done) {
-      a->request(coordinator, caf::infinite, update_atom::value, wid,
-                 update_op::assign, x)
-        .then([done](ok_atom) { done(); });
-    });
-    auto actor_read_w = event_based_loop(sys, n, [&](auto* a, auto done) {
-      a->request(coordinator, caf::infinite, read_atom::value, wid)
-        .then([done](tensor) { done(); });
-    });
-    auto actor_read_r = event_based_loop(sys, n, [&](auto* a, auto done) {
-      a->request(coordinator, caf::infinite, read_atom::value, rid)
-        .then([done](tensor) { done(); });
-    });
-    auto fanout_name = "bare fan-out/gather (" + std::to_string(replicas) + ")";
-    print_row("actor API: on_write scalar assign", actor_assign, fanout_name,
-              bare_fanout);
-    print_row("actor API: on_write scalar read", actor_read_w,
-              "bare event-based request", bare_event);
-    print_row("actor API: on_read sum scalar read", actor_read_r, fanout_name,
-              bare_fanout);
-
-    auto async_assign = time_calls(n, [&] {
-      std::promise<void> p;
-      s->async().assign(*w, x, [&p](caf::error) { p.set_value(); });
-      p.get_future().wait();
-    });
-    print_row("async API (callback): on_write scalar assign", async_assign,
-              "bare scoped_actor round trip", bare_blocking);
-    auto blocking_assign = time_calls(n, [&] { (void) s->assign(*w, x); });
-    auto blocking_read_w = time_calls(n, [&] { (void) s->read(*w); });
-    auto blocking_assign_r = time_calls(n, [&] { (void) s->assign(*r, x); });
-    auto blocking_read_r = time_calls(n, [&] { (void) s->read(*r); });
-    print_row("blocking API: on_write scalar assign", blocking_assign,
-              "bare scoped_actor round trip", bare_blocking);
-    print_row("blocking API: on_write scalar read", blocking_read_w,
-              "bare scoped_actor round trip", bare_blocking);
-    print_row("blocking API: on_read sum scalar assign", blocking_assign_r,
-              "bare scoped_actor round trip", bare_blocking);
-    print_row("blocking API: on_read sum scalar read", blocking_read_r,
-              "bare scoped_actor round trip", bare_blocking);
-    print_row("blocking API vs actor API: on_write assign", blocking_assign,
-              "actor API on_write assign", actor_assign);
-    self->send_exit(echo, caf::exit_reason::user_shutdown);
+    for (auto& [name, v] : {target{"on_write", *w}, target{"on_read", *r}}) {
+      auto id = v.id();
+      auto actor_assign = event_based_loop(sys, n, warmup, [&](auto* a,
+                                                               auto done) {
+        a->request(coordinator, caf::infinite, update_atom::value, id,
+                   update_op::assign, x)
+          .then([done](ok_atom) { done(); });
+      });
+      auto actor_read = event_based_loop(sys, n, warmup, [&](auto* a,
+                                                             auto done) {
+        a->request(coordinator, caf::infinite, read_atom::value, id)
+          .then([done](const tensor&) { done(); });
+      });
+      auto as = s->async();
+      auto async_assign = async_loop(n, warmup, [&](auto done) {
+        as.assign(v, x, [done](caf::error) { done(); });
+      });
+      auto async_read = async_loop(n, warmup, [&](auto done) {
+        as.read(v, [done](caf::expected<tensor>) { done(); });
+      });
+      auto blocking_assign = bench::time_calls_us(n, warmup, [&] {
+        (void) s->assign(v, x);
+      });
+      auto blocking_read = bench::time_calls_us(n, warmup, [&] {
+        (void) s->read(v);
+      });
+      std::string base = std::string{"control."} + name;
+      show(std::string{"actor API:    "} + name + " scalar assign", actor_assign);
+      show(std::string{"actor API:    "} + name + " scalar read", actor_read);
+      show(std::string{"async API:    "} + name + " scalar assign", async_assign);
+      show(std::string{"async API:    "} + name + " scalar read", async_read);
+      show(std::string{"blocking API: "} + name + " scalar assign",
+           blocking_assign);
+      show(std::string{"blocking API: "} + name + " scalar read", blocking_read);
+      rec.latency(base + ".assign.actor" + tag, actor_assign);
+      rec.latency(base + ".read.actor" + tag, actor_read);
+      rec.latency(base + ".assign.async" + tag, async_assign);
+      rec.latency(base + ".read.async" + tag, async_read);
+      rec.latency(base + ".assign.blocking" + tag, blocking_assign);
+      rec.latency(base + ".read.blocking" + tag, blocking_read);
+    }
+    caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
     for (auto& e : echoes)
-      self->send_exit(e, caf::exit_reason::user_shutdown);
+      caf::anon_send_exit(e, caf::exit_reason::user_shutdown);
     s->shutdown();
   }
 }

@@ -1,0 +1,31 @@
+#pragma once
+// The actor system every benchmark uses: varsync's message types, two
+// scheduler threads (the development machines have 2 cores; see
+// ARCHITECTURE.md), CAF's logger quiet.
+
+#include <string>
+#include <vector>
+
+#include <caf/actor_system_config.hpp>
+
+#include "messages/register_types.hpp"
+
+namespace bench {
+
+constexpr int scheduler_threads = 2;
+
+inline void configure(caf::actor_system_config& cfg) {
+  varsync::register_types(cfg);
+  cfg.set("scheduler.max-threads", scheduler_threads);
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+}
+
+/// "cpu:0" .. "cpu:<n-1>".
+inline std::vector<std::string> host_devices(int n) {
+  std::vector<std::string> out;
+  for (int r = 0; r < n; ++r)
+    out.push_back("cpu:" + std::to_string(r));
+  return out;
+}
+
+} // namespace bench

@@ -1,0 +1,632 @@
+#!/usr/bin/env python3
+"""Turns the JSON-lines records of one suite run (bench/results/raw/*.jsonl,
+written by the benchmark programs and the peers) into
+
+  * one table on stdout: every row shows the figure, what it is compared with
+    (a bound, a peer or a bare-CAF reference measured in the same run) and
+    the ratio, and, where the issue sets one, the target and pass/miss;
+  * bench/results/latest.json (records, rows, targets, machine);
+  * docs/benchmarks.md (the same table in Markdown, the definitions and the
+    command that regenerates it) and docs/bandwidth.png (gnuplot).
+
+Nothing here is a timed assertion: a missed target is reported, never fatal.
+
+  report.py --raw DIR --json OUT.json [--md FILE] [--png FILE] [--mode M]
+"""
+
+import argparse
+import datetime
+import glob
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+
+REPLICAS_CONTROL = [1, 2, 4, 8]
+REPLICAS_BULK = [2, 4]
+SIZES = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20, 256 << 20]
+
+
+# -- formatting -------------------------------------------------------------------
+
+def size_name(b):
+    for unit, k in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= k and b % k == 0:
+            return "%d %s" % (b // k, unit)
+    return "%d B" % b
+
+
+def fmt_time(s):
+    if s is None:
+        return "n/a"
+    if s >= 1:
+        return "%.3g s" % s
+    if s >= 1e-3:
+        return "%.3g ms" % (s * 1e3)
+    return "%.3g us" % (s * 1e6)
+
+
+def fmt_us(rec):
+    """A latency record (microseconds): "8.04 us (p99 18 us)"."""
+    if rec is None:
+        return "n/a"
+    txt = fmt_time(rec["value"] * 1e-6)
+    if rec.get("p99") is not None:
+        txt += " (p99 %s)" % fmt_time(rec["p99"] * 1e-6)
+    return txt
+
+
+def fmt_rate(x):
+    if x is None:
+        return "n/a"
+    if x >= 1e6:
+        return "%.3g M/s" % (x / 1e6)
+    if x >= 1e3:
+        return "%.3g k/s" % (x / 1e3)
+    return "%.3g /s" % x
+
+
+def fmt_bw(x):
+    return "n/a" if x is None else "%.3g GB/s" % (x / 1e9)
+
+
+def fmt_bytes(x):
+    if x is None:
+        return "n/a"
+    if abs(x) >= 1 << 20:
+        return "%.3g MiB" % (x / (1 << 20))
+    if abs(x) >= 1 << 10:
+        return "%.3g KiB" % (x / (1 << 10))
+    return "%.0f B" % x
+
+
+# -- rows -------------------------------------------------------------------------
+
+class Table:
+    def __init__(self, records, skips):
+        self.r = records
+        self.skips = skips
+        self.rows = []
+        self.targets = []
+
+    def get(self, key):
+        return self.r.get(key)
+
+    def val(self, key):
+        rec = self.r.get(key)
+        return None if rec is None else rec.get("value")
+
+    def section(self, title):
+        self.rows.append({"section": title})
+
+    def add(self, what, figure, ref_name, ref_figure, ratio, ratio_text=None,
+            target=None, note="", key=None):
+        """target: (op, bound, label) with op in '<=', '<', '>=', '=='."""
+        status = ""
+        if target is not None and ratio is not None:
+            op, bound, label = target
+            ok = {"<=": ratio <= bound, "<": ratio < bound,
+                  ">=": ratio >= bound, "==": ratio == bound}[op]
+            status = "pass" if ok else "MISS"
+            self.targets.append({
+                "target": label, "what": what, "ratio": ratio, "op": op,
+                "bound": bound, "status": status,
+                "by": self._by(op, bound, ratio)})
+        elif target is not None:
+            status = "n/a"
+            self.targets.append({"target": target[2], "what": what,
+                                 "ratio": None, "op": target[0],
+                                 "bound": target[1], "status": "n/a",
+                                 "by": "no figure"})
+        if ratio_text is None:
+            ratio_text = "n/a" if ratio is None else "%.3g" % ratio
+        tgt = "" if target is None else "%s %.3g" % (target[0], target[1])
+        self.rows.append({"what": what, "figure": figure,
+                          "reference": ref_name, "ref_figure": ref_figure,
+                          "ratio": ratio, "ratio_text": ratio_text,
+                          "target": tgt, "status": status, "note": note,
+                          "key": key})
+
+    @staticmethod
+    def _by(op, bound, ratio):
+        if op in ("<=", "<"):
+            if ratio <= bound:
+                return "met, %.0f%% headroom" % ((1 - ratio / bound) * 100)
+            return "%.2fx over the bound (%.0f%% too slow)" % (
+                ratio / bound, (ratio / bound - 1) * 100)
+        if op == ">=":
+            if ratio >= bound:
+                return "met, %.2fx the bound" % (ratio / bound)
+            return "reaches %.0f%% of the bound (needs %.2fx)" % (
+                ratio / bound * 100, bound / ratio)
+        return "equal" if ratio == bound else "differs by %g" % (ratio - bound)
+
+
+def ratio_of(a, b):
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def build(t):
+    # -- 2. control plane ------------------------------------------------------------
+    t.section("2. Control plane: cross-replica scalar assign/read, sequential "
+              "calls, median (p99); 2 scheduler threads")
+    names = {"on_write": "ON_WRITE", "on_read": "ON_READ(SUM)"}
+    for n in REPLICAS_CONTROL:
+        bare_b = t.get("control.bare.blocking.r%d" % n)
+        bare_e = t.get("control.bare.event.r%d" % n)
+        bare_f = t.get("control.bare.fanout.r%d" % n)
+        for var in ("on_write", "on_read"):
+            for op in ("assign", "read"):
+                base = "control.%s.%s" % (var, op)
+                label = "%s %s, %d rep" % (names[var], op, n)
+                actor = t.get("%s.actor.r%d" % (base, n))
+                asyn = t.get("%s.async.r%d" % (base, n))
+                block = t.get("%s.blocking.r%d" % (base, n))
+                # ON_WRITE read touches the primary only; the other three
+                # operations touch every replica.
+                if var == "on_write" and op == "read":
+                    ref, ref_name = bare_e, "bare CAF event-based request, 1 actor"
+                else:
+                    ref, ref_name = bare_f, "bare CAF fan-out/gather, %d actor%s" % (
+                        n, "s" if n > 1 else "")
+                target = None
+                if var == "on_write" and op == "assign" and n == 4:
+                    target = ("<=", 1.5, "T2a actor-API ON_WRITE assign, 4 "
+                              "replicas <= 1.5x bare fan-out/gather to 4")
+                t.add("actor API: " + label, fmt_us(actor), ref_name,
+                      fmt_us(ref), ratio_of(v(actor), v(ref)), target=target,
+                      key="%s.actor.r%d" % (base, n))
+                t.add("async API: " + label, fmt_us(asyn),
+                      "bare CAF scoped_actor round trip, 1 actor",
+                      fmt_us(bare_b), ratio_of(v(asyn), v(bare_b)),
+                      key="%s.async.r%d" % (base, n))
+                target = None
+                if n == 4:
+                    target = ("<", 1.0, "T2b blocking API %s faster than a "
+                              "bare scoped_actor round trip" % label)
+                t.add("blocking API: " + label, fmt_us(block),
+                      "bare CAF scoped_actor round trip, 1 actor",
+                      fmt_us(bare_b), ratio_of(v(block), v(bare_b)),
+                      target=target, key="%s.blocking.r%d" % (base, n))
+                if n == 4:
+                    t.add("blocking API: " + label, fmt_us(block),
+                          "varsync actor API, same operation", fmt_us(actor),
+                          ratio_of(v(block), v(actor)),
+                          target=("<=", 3.0, "T2c blocking API %s <= 3x "
+                                  "the actor API" % label))
+                tf = t.get("tf.control.%s.%s.r%d" % (var, op, n))
+                if n in (2, 4):
+                    t.add("varsync blocking vs TF: " + label, fmt_us(block),
+                          "TF MirroredStrategy eager call" + t.skip_note("tf"),
+                          fmt_us(tf), ratio_of(v(block), v(tf)),
+                          ratio_text=None)
+
+    # -- 3. local updates ------------------------------------------------------------
+    t.section("3. Local updates: replica-context assign_add on an ON_READ(SUM) "
+              "variable inside a step (updates/s per replica)")
+    bare = t.get("local.bare_oneway")
+    bare_name = "bare CAF one-way anon_send rate"
+    t.add("reference: bare CAF one-way messages (anon_send int -> counting actor)",
+          fmt_rate(v(bare)), "", "", None, ratio_text="")
+    for overload, text in (("scalar", "ctx.assign_add(v, 1.0)"),
+                           ("tensor", "ctx.assign_add(v, scalar tensor)")):
+        for n in (1, 2, 4):
+            rec = t.get("local.step.%s.r%d" % (overload, n))
+            target = None
+            if n in (1, 2):  # one scheduler thread per replica
+                target = (">=", 1 / 3, "T3 local update rate >= 1/3 of the bare "
+                          "one-way rate (%s, %d replica%s)"
+                          % (overload, n, "s" if n > 1 else ""))
+            t.add("step %s, %d rep" % (text, n), fmt_rate(v(rec)), bare_name,
+                  fmt_rate(v(bare)), ratio_of(v(rec), v(bare)), target=target)
+    typed = t.get("local.typed.r2")
+    t.add("typed interface: local_update_atom from a bound actor (64 in flight)",
+          fmt_rate(v(typed)), bare_name, fmt_rate(v(bare)),
+          ratio_of(v(typed), v(bare)))
+    for who, text in (("coordinator", "messages received by the coordinator"),
+                      ("all", "messages received by all actors"),
+                      ("replicas", "messages received by the replicas")):
+        small = t.val("local.messages.m1.%s" % who)
+        large = t.val("local.messages.mbig.%s" % who)
+        diff = None if small is None or large is None else large - small
+        t.add("%s, step with M = 1,000,000 (2 rep)" % text,
+              "n/a" if large is None else "%d" % large,
+              "the same step with M = 1", "n/a" if small is None else "%d" % small,
+              diff, ratio_text="n/a" if diff is None else "%+d extra" % diff,
+              target=("==", 0, "T3 no message leaves the replica per local "
+                      "update (%s count independent of M)" % who)
+              if who == "coordinator" else None)
+    coll = t.val("local.messages.mbig.collectives")
+    t.add("strategy stats: collectives_run increase during the M = 1,000,000 step",
+          "n/a" if coll is None else "%d" % coll, "zero", "0", coll,
+          ratio_text="n/a" if coll is None else "%+d" % coll,
+          target=("==", 0, "T3 collectives_run unchanged by local updates"))
+    for n in (2, 4):
+        rec = t.get("local.step.scalar.r%d" % n)
+        tf = t.get("tf.local.step.r%d" % n)
+        t.add("varsync vs TF: step assign_add, %d rep (rate ratio)" % n,
+              fmt_rate(v(rec)), "TF strategy.run(tf.function loop)"
+              + t.skip_note("tf"), fmt_rate(v(tf)), ratio_of(v(rec), v(tf)))
+
+    # -- 4. bulk -----------------------------------------------------------------------
+    t.section("4. Bulk: step assign_add(v, grad) on an ON_WRITE float32 SUM "
+              "variable; median step time (algorithm bandwidth S/time)")
+    c1, c2 = t.val("copy.t1"), t.val("copy.t2")
+    t.add("reference: copy bandwidth, memcpy 256 MiB, 1 thread (bytes copied/s)",
+          fmt_bw(c1), "", "", None, ratio_text="")
+    t.add("reference: copy bandwidth, memcpy 256 MiB, 2 threads (bytes copied/s)",
+          fmt_bw(c2), "", "", None, ratio_text="")
+    for n in REPLICAS_BULK:
+        for s in SIZES:
+            rec = t.get("bulk.r%d.s%d" % (n, s))
+            if rec is None and s == SIZES[-1]:
+                continue  # --quick stops at 64 MiB
+            tm = v(rec)
+            fig = "n/a" if tm is None else "%s (%s)" % (fmt_time(tm),
+                                                        fmt_bw(s / tm))
+            bound = None if not c2 else 2 * n * s / c2
+            target = None
+            if n == 2 and s == 64 << 20:
+                target = ("<=", 1.3, "T4 64 MiB, 2 replicas within 1.3x of the "
+                          "memory-traffic bound")
+            t.add("varsync %s, %d rep" % (size_name(s), n), fig,
+                  "bound 2*N*S / copy bw (2 threads)", fmt_time(bound),
+                  ratio_of(tm, bound), target=target,
+                  key="bulk.r%d.s%d" % (n, s))
+    for n in REPLICAS_BULK:
+        k = t.get("kernel.onepass.r%d.s%d" % (n, 64 << 20))
+        rec = t.get("bulk.r%d.s%d" % (n, 64 << 20))
+        t.add("varsync 64 MiB, %d rep vs plain one-pass kernel" % n,
+              fmt_time(v(rec)), "plain C++ one-pass kernel, 2 threads, no actors",
+              fmt_time(v(k)), ratio_of(v(rec), v(k)))
+    t.section("7. Peers for row 4 (ratio = varsync time / peer time; < 1: "
+              "varsync faster)")
+    for n in REPLICAS_BULK:
+        for s in SIZES:
+            rec = t.get("bulk.r%d.s%d" % (n, s))
+            mpi = t.get("mpi.allreduce.r%d.s%d" % (n, s))
+            if rec is None and mpi is None:
+                continue
+            target = None
+            if n == 2 and s == 64 << 20:
+                target = ("<=", 0.25, "T7 64 MiB, 2 replicas: varsync at least "
+                          "4x faster than MPI_Allreduce")
+            t.add("varsync %s, %d rep vs MPI" % (size_name(s), n),
+                  fmt_time(v(rec)), "OpenMPI MPI_Allreduce in place, %d ranks"
+                  % n + t.skip_note("mpi"), fmt_time(v(mpi)),
+                  ratio_of(v(rec), v(mpi)), target=target)
+    for n in REPLICAS_BULK:
+        for s in SIZES[:-1]:
+            rec = t.get("bulk.r%d.s%d" % (n, s))
+            for what, text in (("allreduce", "TF ctx.all_reduce(SUM)"),
+                               ("assign_add", "TF ON_WRITE v.assign_add(g)")):
+                tf = t.get("tf.%s.r%d.s%d" % (what, n, s))
+                t.add("varsync %s, %d rep vs TF" % (size_name(s), n),
+                      fmt_time(v(rec)), text + t.skip_note("tf"),
+                      fmt_time(v(tf)), ratio_of(v(rec), v(tf)))
+
+    # -- 5. fusion --------------------------------------------------------------------
+    t.section("5. Fusion: 1,000 ON_WRITE variables of 1 KiB")
+    for n in REPLICAS_BULK:
+        fused = t.get("fusion.fused.r%d" % n)
+        sep = t.get("fusion.separate.r%d" % n)
+        target = (">=", 10, "T5 one fused step >= 10x faster than 1,000 steps "
+                  "(%d replicas)" % n)
+        t.add("1,000 steps updating one variable each, %d rep" % n,
+              fmt_time(v(sep)), "one step updating all 1,000",
+              fmt_time(v(fused)), ratio_of(v(sep), v(fused)), target=target)
+
+    # -- 6. scale ----------------------------------------------------------------------
+    t.section("6. Scale: create 10,000 variables on 4 replicas")
+    for api in ("blocking", "async"):
+        for size, text in (("scalar", "scalars"), ("1k", "1 KiB")):
+            rec = t.get("scale.create.%s.%s" % (api, size))
+            target = ("<=", 1.0, "T6 10,000 variables created in <= 1 s "
+                      "(%s API, %s)" % (api, text))
+            t.add("create 10,000 %s, %s API" % (text, api), fmt_time(v(rec)),
+                  "1 s", "1 s", ratio_of(v(rec), 1.0), target=target)
+    for api in ("blocking", "async"):
+        for size, text in (("scalar", "scalar"), ("1k", "1 KiB")):
+            rec = t.get("scale.create.%s.%s" % (api, size))
+            over = None if rec is None else rec.get("overhead_per_variable")
+            data = None if rec is None else rec.get("data_per_variable")
+            t.add("memory per %s variable beyond its data (%s API, RSS)"
+                  % (text, api), fmt_bytes(over),
+                  "its data (4 components)", fmt_bytes(data),
+                  ratio_of(over, data))
+
+
+def v(rec):
+    return None if rec is None else rec.get("value")
+
+
+def _skip_note(self, what):
+    reason = self.skips.get(what)
+    return "" if not reason else " [skipped: %s]" % reason
+
+
+Table.skip_note = _skip_note
+
+
+# -- output --------------------------------------------------------------------------
+
+COLUMNS = [("what", "what"), ("figure", "figure"),
+           ("reference", "compared with"), ("ref_figure", "reference figure"),
+           ("ratio_text", "ratio"), ("target", "target"), ("status", "")]
+
+
+def text_table(rows):
+    widths = {k: len(h) for k, h in COLUMNS}
+    for row in rows:
+        if "section" in row:
+            continue
+        for k, _ in COLUMNS:
+            widths[k] = max(widths[k], len(str(row.get(k, ""))))
+    widths["reference"] = min(widths["reference"], 46)
+    lines = []
+    header = "  ".join(h.ljust(widths[k]) for k, h in COLUMNS)
+    lines.append(header)
+    lines.append("-" * len(header))
+    for row in rows:
+        if "section" in row:
+            lines.append("")
+            lines.append("== " + row["section"])
+            continue
+        lines.append("  ".join(str(row.get(k, "")).ljust(widths[k])
+                               for k, _ in COLUMNS).rstrip())
+    return "\n".join(lines)
+
+
+def md_table(rows):
+    out = []
+    head = "| " + " | ".join(h or "status" for _, h in COLUMNS) + " |"
+    sep = "|" + "|".join("---" for _ in COLUMNS) + "|"
+    started = False
+    for row in rows:
+        if "section" in row:
+            out.append("")
+            out.append("**%s**" % row["section"])
+            out.append("")
+            out.append(head)
+            out.append(sep)
+            started = True
+            continue
+        if not started:
+            out.extend([head, sep])
+            started = True
+        cells = [str(row.get(k, "")).replace("|", "\\|") for k, _ in COLUMNS]
+        if cells[-1] == "MISS":
+            cells[-1] = "**MISS**"
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def machine_info():
+    info = {"cores": os.cpu_count(), "platform": platform.platform()}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+        with open("/proc/meminfo") as f:
+            info["memory"] = f.readline().split(":", 1)[1].strip()
+    except OSError:
+        pass
+    try:
+        info["loadavg_at_report"] = open("/proc/loadavg").read().split()[:3]
+    except OSError:
+        pass
+    return info
+
+
+def plot(records, copy2, png, workdir):
+    """Algorithm bandwidth S/time against S: varsync, bound, MPI, TF."""
+    if shutil.which("gnuplot") is None:
+        return "gnuplot not found (apt-get install gnuplot-nox)"
+    series = []
+    for n in REPLICAS_BULK:
+        series.append(("varsync, %d replicas" % n, "bulk.r%d.s%%d" % n,
+                       "lw 2 pt 7"))
+    for n in REPLICAS_BULK:
+        series.append(("MPI_Allreduce, %d ranks" % n,
+                       "mpi.allreduce.r%d.s%%d" % n, "dt 2 pt 5"))
+    for n in REPLICAS_BULK:
+        series.append(("TF all_reduce, %d replicas" % n,
+                       "tf.allreduce.r%d.s%%d" % n, "dt 3 pt 9"))
+    for n in REPLICAS_BULK:
+        series.append(("TF ON_WRITE assign_add, %d replicas" % n,
+                       "tf.assign_add.r%d.s%%d" % n, "dt 4 pt 11"))
+    data = os.path.join(workdir, "bandwidth.dat")
+    have = []
+    with open(data, "w") as f:
+        f.write("# bytes " + " ".join('"%s"' % s[0] for s in series)
+                + " bound2 bound4\n")
+        for s in SIZES:
+            row = [str(s)]
+            for _, key, _ in series:
+                rec = records.get(key % s)
+                row.append("?" if rec is None or not rec["value"]
+                           else "%.6g" % (s / rec["value"] / 1e9))
+            for n in REPLICAS_BULK:
+                row.append("?" if not copy2 else "%.6g" % (copy2 / (2 * n) / 1e9))
+            f.write(" ".join(row) + "\n")
+    for i, (title, key, style) in enumerate(series):
+        if any(records.get(key % s) for s in SIZES):
+            have.append((i + 2, title, style))
+    plots = ['"%s" using 1:%d with linespoints %s title "%s"'
+             % (data, col, style, title) for col, title, style in have]
+    if copy2:
+        base = len(series) + 2
+        for j, n in enumerate(REPLICAS_BULK):
+            plots.append('"%s" using 1:%d with lines lw 1 dt 1 lc rgb "gray%d" '
+                         'title "bound, %d replicas: S / (2*N*S / copy bw)"' % (data, base + j, 30 + 30 * j, n))
+    script = os.path.join(workdir, "bandwidth.gp")
+    with open(script, "w") as f:
+        f.write("""set terminal pngcairo size 1000,760 noenhanced font ",10"
+set output "%s"
+set datafile missing "?"
+set logscale x 2
+set logscale y 10
+set xlabel "size S of the variable / gradient (bytes)"
+set ylabel "algorithm bandwidth S / time (GB/s)"
+set title "Gradient all-reduce: step assign_add on an ON_WRITE float32 SUM variable (host replicas) vs peers"
+set key below maxrows 5 font ",9"
+set grid
+set xtics ("4K" 4096, "64K" 65536, "1M" 1048576, "16M" 16777216, "64M" 67108864, "256M" 268435456)
+set xrange [3000:360000000]
+plot %s
+""" % (png, ", \\\n     ".join(plots)))
+    res = subprocess.run(["gnuplot", script], capture_output=True, text=True)
+    if res.returncode != 0:
+        # pngcairo may be missing: fall back to the plain png terminal.
+        with open(script) as f:
+            txt = f.read().replace("pngcairo size 1000,760 noenhanced font \",10\"",
+                                   "png size 1000,760 noenhanced")
+        with open(script, "w") as f:
+            f.write(txt)
+        res = subprocess.run(["gnuplot", script], capture_output=True, text=True)
+        if res.returncode != 0:
+            return "gnuplot failed: " + res.stderr.strip()[-300:]
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--raw", required=True)
+    ap.add_argument("--json", required=True)
+    ap.add_argument("--md")
+    ap.add_argument("--png")
+    ap.add_argument("--mode", default="full")
+    ap.add_argument("--command", default="bash scripts/bench.sh")
+    ap.add_argument("--extra", default="", help="JSON object merged into the run info")
+    args = ap.parse_args()
+
+    records, skips = {}, {}
+    for path in sorted(glob.glob(os.path.join(args.raw, "*.jsonl"))):
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if not line.startswith("{"):
+                    continue
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if rec.get("key", "").startswith("skip."):
+                    skips[rec["key"][5:]] = rec.get("reason", "skipped")
+                records[rec["key"]] = rec
+    t = Table(records, skips)
+    build(t)
+
+    run = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+           "mode": args.mode, "command": args.command, "machine": machine_info(),
+           "skipped": skips}
+    if args.extra:
+        try:
+            run.update(json.loads(args.extra))
+        except ValueError:
+            pass
+
+    print(text_table(t.rows))
+    print()
+    print("Targets:")
+    for tg in t.targets:
+        print("  %-5s %s: ratio %s (%s %.3g) - %s" % (
+            tg["status"], tg["target"],
+            "n/a" if tg["ratio"] is None else "%.3g" % tg["ratio"],
+            tg["op"], tg["bound"], tg["by"]))
+    for what, reason in sorted(skips.items()):
+        print("  skipped %s: %s" % (what, reason))
+
+    plot_error = None
+    if args.png:
+        os.makedirs(os.path.dirname(os.path.abspath(args.png)), exist_ok=True)
+        plot_error = plot(records, records.get("copy.t2", {}).get("value"),
+                          os.path.abspath(args.png), args.raw)
+        if plot_error:
+            print("plot: " + plot_error)
+        else:
+            print("plot: " + args.png)
+
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump({"run": run, "records": list(records.values()),
+                   "rows": t.rows, "targets": t.targets}, f, indent=1)
+    print("json: " + args.json)
+
+    if args.md:
+        write_md(args, run, t, plot_error)
+        print("markdown: " + args.md)
+
+
+def write_md(args, run, t, plot_error):
+    m = run["machine"]
+    lines = ["# varsync benchmarks", "",
+             "Generated by `%s` (%s run, %s) on %s, %s cores, %s. Every figure "
+             "and every reference it is compared with come from that one run "
+             "on that one machine; compare ratios, not absolute figures, "
+             "between machines." % (args.command, run["mode"], run["date"],
+                                    m.get("cpu", "?"), m.get("cores", "?"),
+                                    m.get("memory", "?")),
+             "",
+             "Regenerate the table, `bench/results/latest.json` and the plot:",
+             "", "```sh", "bash scripts/bench.sh          # whole suite, ~10 min",
+             "bash scripts/bench.sh --quick  # smaller sizes and fewer calls, ~3 min",
+             "```", ""]
+    if run.get("load_note"):
+        lines += [run["load_note"], ""]
+    if not plot_error:
+        lines += ["![algorithm bandwidth against size](bandwidth.png)", ""]
+    lines += ["## Definitions", "",
+              "- **ratio** = figure / reference (for rates: figure rate / "
+              "reference rate; for fusion: 1,000 steps / one fused step; for "
+              "peers: varsync time / peer time, below 1 means varsync is "
+              "faster). Targets are the issue's; a miss is reported, never "
+              "asserted.",
+              "- **copy bandwidth** counts bytes copied per second: one "
+              "`memcpy` of S bytes taking t seconds is S / t (the memory "
+              "traffic is 2·S / t: S read and S written). The 2-thread figure "
+              "is two threads copying one half of the 256 MiB buffer each at "
+              "the same time, 256 MiB over the wall time.",
+              "- **memory-traffic bound** of a bulk step with N replicas and a "
+              "variable of S bytes: 2·N·S / copy bandwidth (2 threads, the "
+              "number of scheduler threads). A one-pass all-reduce reads N "
+              "contributions (N·S) and writes N components (N·S), 2·N·S bytes "
+              "of traffic; note that at the memcpy's own traffic rate (2× the "
+              "copy bandwidth) that traffic would take N·S / copy bandwidth, "
+              "half of this bound, so the bound as defined has a factor-2 "
+              "allowance for the read-for-ownership of ordinary stores.",
+              "- **algorithm bandwidth** = S / step time.",
+              "- **control plane**: sequential calls, one in flight; the actor "
+              "API is an event-based actor's request to the coordinator; the "
+              "async API is timed until its callback runs; bare CAF "
+              "references are measured in the same process just before.",
+              "- **messages leaving the replica**: CAF 0.17 has no public "
+              "per-actor message counter, so the suite interposes "
+              "`caf::scheduled_actor::enqueue` (bench/message_counter.cpp) "
+              "and counts what the coordinator (and every actor) receives "
+              "during one step with M = 1 and with M = 1,000,000 local "
+              "updates: equal counts mean no update sent a message.",
+              ""]
+    lines += ["## Results", "", md_table(t.rows), "", "## Targets", ""]
+    for tg in t.targets:
+        lines.append("- **%s** %s: ratio %s (target %s %.3g), %s" % (
+            tg["status"], tg["target"],
+            "n/a" if tg["ratio"] is None else "%.3g" % tg["ratio"],
+            tg["op"], tg["bound"], tg["by"]))
+    for what, reason in sorted(t.skips.items()):
+        lines.append("- skipped %s: %s" % (what, reason))
+    lines.append("")
+    os.makedirs(os.path.dirname(os.path.abspath(args.md)), exist_ok=True)
+    with open(args.md, "w") as f:
+        f.write("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+// Row 6, scale: the time to create 10,000 variables on 4 host replicas, and
+// the memory each variable costs beyond its data.
+//
+//   blocking  10,000 sequential strategy::create_variable calls
+//   async     10,000 async().create_variable calls issued at once, then a
+//             wait until every callback has run
+// for float32 scalars and for 1 KiB float32 vectors (ON_WRITE). Memory: the
+// resident set size (/proc/self/statm) before and after, divided by 10,000,
+// minus the data (4 components of the value); the caller keeps the 10,000
+// variable handles, as a user would. Each configuration runs in a fresh
+// process (this program re-executes itself) so that RSS is not distorted by
+// memory that an earlier configuration freed.
+//
+//   scale [--quick] [--json FILE] [blocking|async scalar|1k]
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+
+#include "bench/caf_setup.hpp"
+#include "bench/common.hpp"
+#include "varsync/varsync.hpp"
+
+using namespace varsync;
+using bench::clock_type;
+
+namespace {
+
+constexpr int replicas = 4;
+constexpr int count = 10000;
+
+int run_one(bench::recorder& rec, const std::string& api,
+            const std::string& size) {
+  caf::actor_system_config cfg;
+  bench::configure(cfg);
+  caf::actor_system sys{cfg};
+  strategy_options options;
+  options.devices = bench::host_devices(replicas);
+  auto s = strategy::create(sys, options);
+  if (!s) {
+    std::fprintf(stderr, "%s\n", describe(s.error()).c_str());
+    return 1;
+  }
+  auto initial = size == "1k"
+                   ? tensor::zeros(dtype::float32, {256})
+                   : tensor::scalar<float>(0);
+  size_t data_bytes = initial.nbytes() * replicas;
+  // Warm up the paths (and the allocator) with one variable.
+  if (auto v = s->create_variable("warm-up", initial,
+                                  synchronization::on_write, aggregation::sum))
+    (void) s->destroy(*v);
+  std::vector<std::string> names;
+  names.reserve(count);
+  for (int i = 0; i < count; ++i)
+    names.push_back("var/" + std::to_string(i));
+  std::vector<variable> handles(count);
+  auto rss0 = bench::resident_bytes();
+  auto t0 = clock_type::now();
+  int failures = 0;
+  if (api == "blocking") {
+    for (int i = 0; i < count; ++i) {
+      auto v = s->create_variable(names[static_cast<size_t>(i)], initial,
+                                  synchronization::on_write, aggregation::sum);
+      if (v)
+        handles[static_cast<size_t>(i)] = std::move(*v);
+      else
+        ++failures;
+    }
+  } else {
+    std::atomic<int> pending{count};
+    std::atomic<int> failed{0};
+    std::promise<void> all_done;
+    auto as = s->async();
+    for (int i = 0; i < count; ++i) {
+      variable_spec spec;
+      spec.name = names[static_cast<size_t>(i)];
+      spec.initial_value = initial;
+      spec.sync = synchronization::on_write;
+      spec.agg = aggregation::sum;
+      as.create_variable(std::move(spec),
+                         [&, i](caf::expected<variable> v) {
+                           if (v)
+                             handles[static_cast<size_t>(i)] = std::move(*v);
+                           else
+                             failed.fetch_add(1);
+                           if (pending.fetch_sub(1) == 1)
+                             all_done.set_value();
+                         });
+    }
+    all_done.get_future().wait();
+    failures = failed.load();
+  }
+  auto secs = bench::seconds_since(t0);
+  auto rss1 = bench::resident_bytes();
+  double per_var = (static_cast<double>(rss1) - static_cast<double>(rss0))
+                   / count;
+  double overhead = per_var - static_cast<double>(data_bytes);
+  std::printf("create %d %s variables on %d replicas, %s API: %8.3f s "
+              "(%6.1f us each); RSS +%.1f MiB = %.0f B per variable, of which "
+              "%zu B data, %.0f B overhead%s\n",
+              count, size == "1k" ? "1 KiB" : "scalar", replicas, api.c_str(),
+              secs, secs / count * 1e6,
+              (static_cast<double>(rss1) - static_cast<double>(rss0)) / 1048576.0,
+              per_var, data_bytes, overhead,
+              failures > 0 ? " (SOME CREATIONS FAILED)" : "");
+  std::fflush(stdout);
+  rec.record("scale.create." + api + "." + size, secs, "s",
+             {{"variables", count},
+              {"replicas", replicas},
+              {"rss_per_variable", per_var},
+              {"data_per_variable", static_cast<double>(data_bytes)},
+              {"overhead_per_variable", overhead},
+              {"failures", failures}});
+  s->shutdown();
+  return failures > 0 ? 1 : 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  auto opt = bench::parse_options(argc, argv);
+  bench::recorder rec{opt.json};
+  if (opt.rest.size() == 2)
+    return run_one(rec, opt.rest[0], opt.rest[1]);
+  // Every configuration in a fresh process.
+  int status = 0;
+  for (const char* api : {"blocking", "async"})
+    for (const char* size : {"scalar", "1k"}) {
+      auto cmd = std::string{"'"} + argv[0] + "'";
+      if (!opt.json.empty())
+        cmd += " --json '" + opt.json + "'";
+      cmd += std::string{" "} + api + " " + size;
+      if (std::system(cmd.c_str()) != 0)
+        status = 1;
+    }
+  return status;
+}
