@@ -395,6 +395,33 @@ void coordinator_state::local_values(caf::timespan timeout, uint64_t id,
     std::move(done));
 }
 
+void coordinator_state::survivor_values(
+  caf::timespan timeout, uint64_t id,
+  reply_fn<std::vector<std::optional<tensor>>> done) {
+  auto e = find(id);
+  if (!e)
+    return done(std::move(e.error()));
+  std::vector<size_t> live;
+  for (size_t i = 0; i < replicas_.size(); ++i)
+    if (!replica_failures_[i])
+      live.push_back(i);
+  auto n = replicas_.size();
+  gather<tensor>(
+    live.size(), timeout,
+    [this, id, live](size_t k) {
+      return self_->request(replicas_[live[k]], caf::infinite,
+                            component_read_atom::value, id);
+    },
+    [n, live, done](caf::expected<std::vector<tensor>> r) {
+      if (!r)
+        return done(std::move(r.error()));
+      std::vector<std::optional<tensor>> out(n);
+      for (size_t k = 0; k < live.size(); ++k)
+        out[live[k]] = std::move((*r)[k]);
+      done(std::move(out));
+    });
+}
+
 // -- replica steps ----------------------------------------------------------------
 
 void coordinator_state::run(caf::timespan timeout, replica_step_ptr step,
@@ -621,6 +648,11 @@ strategy_description coordinator_state::describe() const {
   out.collective = "host one-pass shared-memory all-reduce ("
                    + std::to_string(devices_.size()) + " in-process replicas)";
   out.collectives_run = collectives_run_;
+  for (size_t i = 0; i < replica_failures_.size(); ++i)
+    if (replica_failures_[i])
+      out.failures.push_back("replica " + std::to_string(i) + " ("
+                             + to_string(devices_[i]) + "): "
+                             + varsync::describe(replica_failures_[i]));
   return out;
 }
 
@@ -639,7 +671,8 @@ coordinator_actor::behavior_type coordinator_state::make_behavior() {
         continue;
       replica_failures_[i] = msg.reason
                                ? msg.reason
-                               : caf::error{caf::exit_reason::normal};
+                               : make_error(errc::replica_failed,
+                                            "the replica exited");
       log()->error("replica {} ({}) is down: {}", i, to_string(devices_[i]),
                    self_->system().render(replica_failures_[i]));
     }
@@ -758,7 +791,10 @@ caf::expected<coordinator_actor> spawn_coordinator(caf::actor_system& sys,
                             + " is listed twice");
       }
     replica_config rc{static_cast<int>(i), static_cast<int>(cfg.devices.size()),
-                      cfg.devices[i]};
+                      cfg.devices[i], {}};
+    for (auto& f : cfg.faults)
+      if (f.replica == static_cast<int>(i))
+        rc.faults.push_back(f);
     auto replica = spawn_replica(sys, rc);
     if (!replica) {
       stop_all();

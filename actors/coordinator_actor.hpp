@@ -7,6 +7,7 @@
 #include <caf/fwd.hpp>
 #include <caf/timespan.hpp>
 
+#include "actors/replica_fault.hpp"
 #include "devices/device_id.hpp"
 #include "messages/coordinator_interface.hpp"
 
@@ -17,6 +18,8 @@ struct coordinator_config {
   /// Deadline of each request the coordinator sends to a replica when the
   /// caller gave none (the typed actor interface).
   caf::timespan default_timeout = std::chrono::seconds(30);
+  /// Test support: faults injected into replicas.
+  std::vector<replica_fault> faults;
 };
 
 /// Spawns the replicas of `cfg.devices` and their coordinator. Fails with

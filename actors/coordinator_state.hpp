@@ -53,6 +53,10 @@ public:
               reply_fn<ok_atom> done);
   void local_values(caf::timespan timeout, uint64_t id,
                     reply_fn<std::vector<tensor>> done);
+  /// The components of the replicas that have not failed (nullopt for the
+  /// failed ones).
+  void survivor_values(caf::timespan timeout, uint64_t id,
+                       reply_fn<std::vector<std::optional<tensor>>> done);
   void run(caf::timespan timeout, replica_step_ptr step,
            reply_fn<ok_atom> done);
   void all_reduce(caf::timespan timeout, reduce_op op,

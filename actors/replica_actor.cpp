@@ -1,5 +1,7 @@
 #include "actors/replica_actor.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <deque>
 #include <exception>
 #include <functional>
@@ -96,11 +98,58 @@ private:
     return err;
   }
 
-  // Runs `f` now, or after the current collective if one is in progress.
+  enum class fault_outcome { none, delay, failed };
+
+  // Test support: counts operations and applies injected faults.
+  fault_outcome inject_faults() {
+    if (cfg_.faults.empty())
+      return fault_outcome::none;
+    ++operations_;
+    auto outcome = fault_outcome::none;
+    for (auto& f : cfg_.faults) {
+      if (operations_ < f.at_operation)
+        continue;
+      if (f.what == replica_fault::kind::fail) {
+        log()->warn("replica {} ({}): {} at operation {}", cfg_.rank,
+                    to_string(cfg_.device), f.reason, operations_);
+        self_->quit(make_error(errc::device_error,
+                               "replica " + std::to_string(cfg_.rank) + " ("
+                                 + to_string(cfg_.device) + "): " + f.reason));
+        return fault_outcome::failed;
+      }
+      outcome = fault_outcome::delay;
+    }
+    return outcome;
+  }
+
+  caf::error failed_error() const {
+    return make_error(errc::replica_failed,
+                      "replica " + std::to_string(cfg_.rank) + " ("
+                        + to_string(cfg_.device) + ") has failed");
+  }
+
+  std::chrono::milliseconds injected_delay() const {
+    std::chrono::milliseconds d{0};
+    for (auto& f : cfg_.faults)
+      if (f.what == replica_fault::kind::delay && operations_ >= f.at_operation)
+        d = std::max(d, f.delay);
+    return d;
+  }
+
+  // Runs `f` now, or after the current collective if one is in progress (or
+  // after an injected delay).
   template <class T, class F>
   caf::result<T> run_or_defer(F f) {
-    if (!quiesced_)
+    auto fault = inject_faults();
+    if (fault == fault_outcome::failed)
+      return caf::result<T>{failed_error()};
+    bool delayed = fault == fault_outcome::delay;
+    if (!quiesced_ && !delayed && deferred_.empty())
       return caf::result<T>{f()};
+    if (delayed && !resume_pending_) {
+      resume_pending_ = true;
+      self_->delayed_send(self_, injected_delay(), resume_atom::value);
+    }
     auto rp = self_->template make_response_promise<T>();
     deferred_.emplace_back([rp, f = std::move(f)]() mutable {
       caf::expected<T> r = f();
@@ -234,10 +283,30 @@ private:
 
   void leave() {
     quiesced_ = false;
+    if (resume_pending_)
+      return; // an injected delay releases the deferred operations
+    drain();
+  }
+
+  void drain() {
     while (!quiesced_ && !deferred_.empty()) {
       auto next = std::move(deferred_.front());
       deferred_.pop_front();
       next();
+    }
+  }
+
+  // Test support: a delayed replica runs one deferred operation per delay.
+  void resume() {
+    resume_pending_ = false;
+    if (quiesced_ || deferred_.empty())
+      return;
+    auto next = std::move(deferred_.front());
+    deferred_.pop_front();
+    next();
+    if (!deferred_.empty()) {
+      resume_pending_ = true;
+      self_->delayed_send(self_, injected_delay(), resume_atom::value);
     }
   }
 
@@ -246,6 +315,8 @@ private:
   std::unique_ptr<varsync::device> device_;
   std::unordered_map<uint64_t, component> components_;
   bool quiesced_ = false;
+  bool resume_pending_ = false;
+  uint64_t operations_ = 0;
   std::deque<std::function<void()>> deferred_;
   step_report* recording_ = nullptr;
   caf::error step_error_;
@@ -279,6 +350,8 @@ replica_actor::behavior_type replica_state::make_behavior() {
     },
     [this](collective_enter_atom,
            const collective_plan_ptr& plan) -> caf::result<int64_t> {
+      if (inject_faults() == fault_outcome::failed)
+        return failed_error();
       return caf::result<int64_t>{enter(*plan)};
     },
     [this](collective_work_atom,
@@ -295,6 +368,7 @@ replica_actor::behavior_type replica_state::make_behavior() {
       return run_or_defer<ok_atom>(
         [this, id, op, x] { return local_update(id, op, x); });
     },
+    [this](resume_atom) { resume(); },
   };
 }
 

@@ -8,6 +8,9 @@
 #include <caf/expected.hpp>
 #include <caf/fwd.hpp>
 
+#include <vector>
+
+#include "actors/replica_fault.hpp"
 #include "devices/device_id.hpp"
 #include "messages/replica_interface.hpp"
 
@@ -17,6 +20,8 @@ struct replica_config {
   int rank = 0;
   int num_replicas = 1;
   device_id device;
+  /// Test support: faults injected into this replica.
+  std::vector<replica_fault> faults;
 };
 
 /// Spawns the replica actor of `cfg.device` (device_error if the device

@@ -40,6 +40,9 @@ using collective_leave_atom = caf::atom_constant<caf::atom("vs_cleave")>;
 using local_read_atom = caf::atom_constant<caf::atom("vs_lread")>;
 using local_update_atom = caf::atom_constant<caf::atom("vs_lupdate")>;
 
+/// Internal: a delayed replica resumes its next deferred operation.
+using resume_atom = caf::atom_constant<caf::atom("vs_resume")>;
+
 using ok_atom = caf::atom_constant<caf::atom("vs_ok")>;
 
 } // namespace varsync

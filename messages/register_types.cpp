@@ -8,7 +8,24 @@
 
 namespace varsync {
 
+namespace {
+
+// CAF 0.17 keeps the option set protected; declared options are what
+// cfg.set() and config files can fill in.
+struct config_access : caf::actor_system_config {
+  static caf::config_option_set& options(caf::actor_system_config& cfg) {
+    return cfg.*(&config_access::custom_options_);
+  }
+};
+
+} // namespace
+
 void register_types(caf::actor_system_config& cfg) {
+  config_access::options(cfg)
+    .add<std::string>("varsync", "log-level",
+                      "trace, debug, info, warn (default), error or off")
+    .add<int64_t>("varsync", "timeout-ms",
+                  "default deadline of every call, in milliseconds");
   cfg.add_message_type<tensor>("varsync::tensor");
   cfg.add_message_type<variable_spec>("varsync::variable_spec");
   cfg.add_message_type<variable_info>("varsync::variable_info");

@@ -34,6 +34,8 @@ using replica_actor = caf::typed_actor<
   // Replica context outside a step (actors bound to this replica).
   caf::replies_to<local_read_atom, uint64_t>::with<tensor>,
   caf::replies_to<local_update_atom, uint64_t, update_op,
-                  tensor>::with<ok_atom>>;
+                  tensor>::with<ok_atom>,
+  // Internal: fault injection (delayed operations).
+  caf::reacts_to<resume_atom>>;
 
 } // namespace varsync

@@ -15,13 +15,15 @@ struct strategy_description {
   std::string collective;
   /// Host collectives completed so far (a fused step or batch counts once).
   uint64_t collectives_run = 0;
+  /// One line per failed replica: "replica 1 (cpu:1): <reason>".
+  std::vector<std::string> failures;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f,
                                         strategy_description& x) {
   return f(caf::meta::type_name("varsync::strategy_description"), x.devices,
-           x.collective, x.collectives_run);
+           x.collective, x.collectives_run, x.failures);
 }
 
 } // namespace varsync

@@ -210,13 +210,14 @@ namespace {
 caf::expected<strategy>
 make_strategy(std::unique_ptr<caf::actor_system_config> cfg,
               std::unique_ptr<caf::actor_system> owned, caf::actor_system& sys,
-              const strategy_options& options);
+              strategy_options options);
 
 } // namespace
 
 caf::expected<strategy> strategy::create(strategy_options options) {
-  if (options.timeout.count() <= 0)
-    return make_error(errc::invalid_argument, "the timeout must be positive");
+  if (options.timeout.count() < 0)
+    return make_error(errc::invalid_argument,
+                      "the timeout must not be negative");
   auto devices = parse_devices(options.devices);
   if (!devices)
     return std::move(devices.error());
@@ -234,8 +235,9 @@ caf::expected<strategy> strategy::create(strategy_options options) {
 
 caf::expected<strategy> strategy::create(caf::actor_system& sys,
                                          strategy_options options) {
-  if (options.timeout.count() <= 0)
-    return make_error(errc::invalid_argument, "the timeout must be positive");
+  if (options.timeout.count() < 0)
+    return make_error(errc::invalid_argument,
+                      "the timeout must not be negative");
   return make_strategy(nullptr, nullptr, sys, options);
 }
 
@@ -244,14 +246,21 @@ namespace {
 caf::expected<strategy>
 make_strategy(std::unique_ptr<caf::actor_system_config> cfg,
               std::unique_ptr<caf::actor_system> owned, caf::actor_system& sys,
-              const strategy_options& options) {
+              strategy_options options) {
   apply_log_level_from(sys);
+  if (options.timeout.count() == 0)
+    options.timeout = std::chrono::milliseconds{
+      caf::get_or(sys.config(), "varsync.timeout-ms", int64_t{30000})};
+  if (options.timeout.count() <= 0)
+    return make_error(errc::invalid_argument,
+                      "varsync.timeout-ms must be positive");
   auto devices = parse_devices(options.devices);
   if (!devices)
     return std::move(devices.error());
   coordinator_config cc;
   cc.devices = *devices;
   cc.default_timeout = to_timespan(options.timeout);
+  cc.faults = options.faults;
   auto coordinator = spawn_coordinator(sys, cc);
   if (!coordinator)
     return std::move(coordinator.error());
@@ -447,6 +456,19 @@ strategy::local_values(const variable& v) const {
     timeout_,
     [ts, id](coordinator_state& c, reply_fn<std::vector<tensor>> done) {
       c.local_values(ts, id, std::move(done));
+    });
+}
+
+caf::expected<std::vector<std::optional<tensor>>>
+strategy::survivor_values(const variable& v) const {
+  if (auto err = require_handle(v))
+    return err;
+  auto ts = to_timespan(timeout_);
+  auto id = v.id();
+  return core_->call<std::vector<std::optional<tensor>>>(
+    timeout_, [ts, id](coordinator_state& c,
+                       reply_fn<std::vector<std::optional<tensor>>> done) {
+      c.survivor_values(ts, id, std::move(done));
     });
 }
 

@@ -18,6 +18,7 @@
 #include <caf/expected.hpp>
 
 #include "core/error.hpp"
+#include "actors/replica_fault.hpp"
 #include "core/tensor.hpp"
 #include "messages/step.hpp"
 #include "messages/strategy_description.hpp"
@@ -35,8 +36,11 @@ namespace varsync {
 struct strategy_options {
   /// One replica per device: "cpu:0", "cpu:1", ... (host memory).
   std::vector<std::string> devices{"cpu:0", "cpu:1"};
-  /// Deadline of every call made through this handle (V3).
-  std::chrono::milliseconds timeout{30000};
+  /// Deadline of every call made through this handle (V3). Zero: the actor
+  /// system config's "varsync.timeout-ms" if set, else 30 s.
+  std::chrono::milliseconds timeout{0};
+  /// Test support: faults injected into replicas (varsync/testing.hpp).
+  std::vector<replica_fault> faults;
   /// Scheduler threads of an actor system the strategy creates itself
   /// (0: the number of cores). Ignored when embedding into a user's system.
   size_t scheduler_threads = 0;
@@ -108,6 +112,10 @@ public:
   caf::error update(const variable& v, update_op op, const tensor& value) const;
   /// Every component in replica order (V1).
   caf::expected<std::vector<tensor>> local_values(const variable& v) const;
+  /// The components of the replicas that have not failed, in replica order
+  /// (nullopt where a replica failed): what survives a replica failure.
+  caf::expected<std::vector<std::optional<tensor>>>
+  survivor_values(const variable& v) const;
 
   // -- replica steps ------------------------------------------------------------
 
