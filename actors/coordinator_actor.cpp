@@ -194,6 +194,31 @@ void coordinator_state::on_deadline_tick() {
   }
 }
 
+// -- admission -----------------------------------------------------------------
+
+void coordinator_state::admit(std::function<void()> op) {
+  if (in_flight_ < max_in_flight && waiting_.empty()) {
+    ++in_flight_;
+    op();
+    return;
+  }
+  waiting_.emplace_back(std::move(op));
+}
+
+void coordinator_state::release_slot() {
+  --in_flight_;
+  if (draining_)
+    return; // the loop below, further up the stack, starts the next one
+  draining_ = true;
+  while (in_flight_ < max_in_flight && !waiting_.empty()) {
+    auto next = std::move(waiting_.front());
+    waiting_.pop_front();
+    ++in_flight_;
+    next();
+  }
+  draining_ = false;
+}
+
 // -- variables ------------------------------------------------------------------
 
 void coordinator_state::create(caf::timespan timeout, variable_spec spec,
@@ -677,8 +702,11 @@ coordinator_actor::behavior_type coordinator_state::make_behavior() {
                    self_->system().render(replica_failures_[i]));
     }
   });
-  auto deliver = [](auto rp) {
-    return [rp](auto result) mutable {
+  // Every request is admitted (see admit) and releases its slot when it
+  // delivers its response.
+  auto deliver = [this](auto rp) {
+    return [this, rp](auto result) mutable {
+      release_slot();
       if (result)
         rp.deliver(std::move(*result));
       else
@@ -689,53 +717,67 @@ coordinator_actor::behavior_type coordinator_state::make_behavior() {
     [this, deliver](create_atom,
                     variable_spec& spec) -> caf::result<variable_info> {
       auto rp = self_->make_response_promise<variable_info>();
-      create(default_timeout_, std::move(spec), deliver(rp));
+      admit([this, spec = std::move(spec), d = deliver(rp)]() mutable {
+        create(default_timeout_, std::move(spec), std::move(d));
+      });
       return rp;
     },
     [this, deliver](lookup_atom,
                     const std::string& name) -> caf::result<variable_info> {
       auto rp = self_->make_response_promise<variable_info>();
-      lookup(name, deliver(rp));
+      admit([this, name, d = deliver(rp)]() mutable { lookup(name, d); });
       return rp;
     },
     [this, deliver](list_atom) -> caf::result<std::vector<variable_info>> {
       auto rp = self_->make_response_promise<std::vector<variable_info>>();
-      list(deliver(rp));
+      admit([this, d = deliver(rp)]() mutable { list(d); });
       return rp;
     },
     [this, deliver](destroy_atom, uint64_t id) -> caf::result<ok_atom> {
       auto rp = self_->make_response_promise<ok_atom>();
-      destroy(default_timeout_, id, deliver(rp));
+      admit([this, id, d = deliver(rp)]() mutable {
+        destroy(default_timeout_, id, d);
+      });
       return rp;
     },
     [this, deliver](read_atom, uint64_t id) -> caf::result<tensor> {
       auto rp = self_->make_response_promise<tensor>();
-      read(default_timeout_, id, deliver(rp));
+      admit([this, id, d = deliver(rp)]() mutable {
+        read(default_timeout_, id, d);
+      });
       return rp;
     },
     [this, deliver](update_atom, uint64_t id, update_op op,
                     tensor& value) -> caf::result<ok_atom> {
       auto rp = self_->make_response_promise<ok_atom>();
-      update(default_timeout_, id, op, std::move(value), deliver(rp));
+      admit([this, id, op, value = std::move(value), d = deliver(rp)]() mutable {
+        update(default_timeout_, id, op, std::move(value), d);
+      });
       return rp;
     },
     [this, deliver](values_atom,
                     uint64_t id) -> caf::result<std::vector<tensor>> {
       auto rp = self_->make_response_promise<std::vector<tensor>>();
-      local_values(default_timeout_, id, deliver(rp));
+      admit([this, id, d = deliver(rp)]() mutable {
+        local_values(default_timeout_, id, d);
+      });
       return rp;
     },
     [this, deliver](run_atom,
                     const replica_step_ptr& step) -> caf::result<ok_atom> {
       auto rp = self_->make_response_promise<ok_atom>();
-      run(default_timeout_, step, deliver(rp));
+      admit([this, step, d = deliver(rp)]() mutable {
+        run(default_timeout_, step, d);
+      });
       return rp;
     },
     [this, deliver](allreduce_atom, reduce_op op,
                     std::vector<std::vector<tensor>>& values)
       -> caf::result<std::vector<tensor>> {
       auto rp = self_->make_response_promise<std::vector<tensor>>();
-      all_reduce(default_timeout_, op, std::move(values), deliver(rp));
+      admit([this, op, values = std::move(values), d = deliver(rp)]() mutable {
+        all_reduce(default_timeout_, op, std::move(values), d);
+      });
       return rp;
     },
     [this](describe_atom) -> caf::result<strategy_description> {
@@ -744,7 +786,9 @@ coordinator_actor::behavior_type coordinator_state::make_behavior() {
     [this](replicas_atom) -> caf::result<std::vector<replica_actor>> {
       return replicas_;
     },
-    [this](client_atom, const client_call_ptr& call) { call->invoke(*this); },
+    [this](client_atom, const client_call_ptr& call) {
+      admit([this, call] { call->invoke(*this); });
+    },
     [this](shutdown_atom) { shutdown(); },
     [this](deadline_atom) { on_deadline_tick(); },
   };

@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "devices/device.hpp"
+#include "devices/host_kernels.hpp"
 #include "sync/allreduce_one_pass.hpp"
 #include "sync/collective_plan.hpp"
 #include "sync/sync_policy.hpp"
@@ -78,6 +79,23 @@ public:
       return {};
     }
     return device_->apply(comp.data, op, value);
+  }
+
+  caf::error update_scalar(const variable_info& v, update_op op,
+                           double value) override {
+    auto c = find(v.id, v.name);
+    if (!c)
+      return record_failure(std::move(c.error()));
+    auto& comp = **c;
+    if (auto err = validate_scalar(comp.info, value))
+      return record_failure(std::move(err));
+    if (comp.policy->collective_replica_updates() || !device_->host_accessible())
+      return update(v, op, tensor::filled(comp.info.type, {}, value));
+    // Local update of a host scalar: no tensor, no allocation.
+    alignas(8) unsigned char y[8];
+    store_double(comp.info.type, y, 0, value);
+    host::apply_update(op, comp.info.type, comp.data, y, 0, 1);
+    return {};
   }
 
 private:

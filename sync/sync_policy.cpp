@@ -84,7 +84,7 @@ caf::error validate_value(const variable_info& info, const tensor& value,
   return {};
 }
 
-caf::expected<tensor> scalar_for(const variable_info& info, double value) {
+caf::error validate_scalar(const variable_info& info, double value) {
   if (!info.shape.empty())
     return make_error(errc::shape_mismatch,
                       "variable " + quoted(info.name) + " has shape "
@@ -94,17 +94,23 @@ caf::expected<tensor> scalar_for(const variable_info& info, double value) {
     double lo = info.type == dtype::int32
                   ? static_cast<double>(std::numeric_limits<int32_t>::min())
                   : static_cast<double>(std::numeric_limits<int64_t>::min());
-    double hi = info.type == dtype::int32
-                  ? static_cast<double>(std::numeric_limits<int32_t>::max())
-                  : 9223372036854775807.0;
+    // Exclusive upper bounds: 2^31 and 2^63 are exactly representable.
+    double hi = info.type == dtype::int32 ? 2147483648.0
+                                          : 9223372036854775808.0;
     if (!std::isfinite(value) || value != std::trunc(value) || value < lo
-        || value >= hi + (info.type == dtype::int32 ? 1.0 : 0.0))
+        || value >= hi)
       return make_error(errc::invalid_argument,
                         "variable " + quoted(info.name) + " has dtype "
                           + std::string{to_string(info.type)} + "; the value "
                           + std::to_string(value)
                           + " is not an integer it can hold");
   }
+  return {};
+}
+
+caf::expected<tensor> scalar_for(const variable_info& info, double value) {
+  if (auto err = validate_scalar(info, value))
+    return err;
   return tensor::filled(info.type, {}, value);
 }
 

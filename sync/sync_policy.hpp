@@ -100,4 +100,7 @@ caf::error validate_value(const variable_info& info, const tensor& value,
 /// values an integer dtype cannot hold exactly (invalid_argument).
 caf::expected<tensor> scalar_for(const variable_info& info, double value);
 
+/// The checks of scalar_for without building a tensor.
+caf::error validate_scalar(const variable_info& info, double value);
+
 } // namespace varsync

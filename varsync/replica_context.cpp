@@ -1,7 +1,5 @@
 #include "varsync/replica_context.hpp"
 
-#include <cstring>
-
 #include "core/error.hpp"
 #include "sync/sync_policy.hpp"
 
@@ -51,28 +49,25 @@ caf::error replica_context::assign_sub(const variable& v, const tensor& x) {
 
 namespace {
 
-caf::error scalar_update(replica_context& ctx, const variable& v, update_op op,
-                         double value) {
+caf::error scalar_update(detail::replica_access& impl, const variable& v,
+                         update_op op, double value) {
   if (!v.valid())
     return invalid_handle();
-  auto x = scalar_for(v.info(), value);
-  if (!x)
-    return std::move(x.error());
-  return ctx.update(v, op, *x);
+  return impl.update_scalar(v.info(), op, value);
 }
 
 } // namespace
 
 caf::error replica_context::assign(const variable& v, double x) {
-  return scalar_update(*this, v, update_op::assign, x);
+  return scalar_update(*impl_, v, update_op::assign, x);
 }
 
 caf::error replica_context::assign_add(const variable& v, double x) {
-  return scalar_update(*this, v, update_op::assign_add, x);
+  return scalar_update(*impl_, v, update_op::assign_add, x);
 }
 
 caf::error replica_context::assign_sub(const variable& v, double x) {
-  return scalar_update(*this, v, update_op::assign_sub, x);
+  return scalar_update(*impl_, v, update_op::assign_sub, x);
 }
 
 } // namespace varsync

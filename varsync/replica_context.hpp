@@ -26,6 +26,9 @@ public:
   virtual caf::expected<tensor_view> read(const variable_info& v) = 0;
   virtual caf::error update(const variable_info& v, update_op op,
                             const tensor& value) = 0;
+  /// A scalar update without building a tensor where the policy allows.
+  virtual caf::error update_scalar(const variable_info& v, update_op op,
+                                   double value) = 0;
 };
 
 } // namespace detail

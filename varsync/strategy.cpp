@@ -35,10 +35,12 @@ public:
       done_(make_error(errc::shut_down, "the strategy has shut down"));
   }
 
+  // Admitted like every request (coordinator_state::admit); the slot is
+  // released when the operation completes.
   void invoke(coordinator_state& coordinator) override {
     auto done = std::move(done_);
     done_ = nullptr;
-    op_(coordinator, std::move(done));
+    op_(coordinator, coordinator.releasing<T>(std::move(done)));
   }
 
 private:
