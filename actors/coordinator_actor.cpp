@@ -1,5 +1,6 @@
 #include "actors/coordinator_actor.hpp"
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -29,6 +30,13 @@ constexpr size_t gather_threshold_bytes = 4096;
 bool small_enough_to_gather(const variable_info& info) {
   return static_cast<size_t>(element_count(info.shape)) * size_of(info.type)
          <= gather_threshold_bytes;
+}
+
+// Variable ids are unique in the process, so that a handle of one strategy
+// never addresses another strategy's variable.
+uint64_t next_variable_id() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
 }
 
 bool is_timeout(const caf::error& err) {
@@ -232,7 +240,7 @@ void coordinator_state::create(caf::timespan timeout, variable_spec spec,
                              + " already exists in this strategy"));
   if (auto err = check_replicas())
     return done(std::move(err));
-  info->id = next_id_++;
+  info->id = next_variable_id();
   auto id = info->id;
   names_.emplace(info->name, id);
   entries_.emplace(id, entry{*info, &policy_for(info->sync), false});

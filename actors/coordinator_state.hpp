@@ -134,7 +134,6 @@ private:
   std::vector<replica_actor> replicas_;
   std::vector<caf::error> replica_failures_;
   caf::timespan default_timeout_;
-  uint64_t next_id_ = 1;
   std::unordered_map<uint64_t, entry> entries_;
   std::unordered_map<std::string, uint64_t> names_;
   size_t in_flight_ = 0;

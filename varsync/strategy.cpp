@@ -180,6 +180,12 @@ tensor to_float64(const tensor& x) {
   return out;
 }
 
+caf::error check_running(const detail::strategy_core& core) {
+  if (core.stopped())
+    return make_error(errc::shut_down, "the strategy has shut down");
+  return {};
+}
+
 caf::error check_count(const char* what, size_t count, int num_replicas) {
   if (count != static_cast<size_t>(num_replicas))
     return make_error(errc::invalid_argument,
@@ -490,6 +496,8 @@ caf::error strategy::run_step(replica_step_ptr step) const {
 
 caf::expected<tensor> strategy::reduce(reduce_op op,
                                        const per_replica<tensor>& values) const {
+  if (auto err = check_running(*core_))
+    return err;
   if (auto err = check_count("reduce", values.size(), num_replicas()))
     return err;
   return reduce_values(op, values.values());
@@ -498,6 +506,8 @@ caf::expected<tensor> strategy::reduce(reduce_op op,
 caf::expected<tensor> strategy::reduce(reduce_op op,
                                        const per_replica<tensor>& values,
                                        int64_t axis) const {
+  if (auto err = check_running(*core_))
+    return err;
   if (auto err = check_count("reduce", values.size(), num_replicas()))
     return err;
   return reduce_values(op, values.values(), axis);
@@ -505,6 +515,8 @@ caf::expected<tensor> strategy::reduce(reduce_op op,
 
 caf::expected<tensor> strategy::reduce(reduce_op op,
                                        const mirrored<tensor>& value) const {
+  if (auto err = check_running(*core_))
+    return err;
   if (value.num_replicas() != num_replicas())
     return make_error(errc::invalid_argument,
                       "reduce: the mirrored value spans "
@@ -522,6 +534,8 @@ caf::expected<tensor> strategy::reduce(reduce_op op,
 
 caf::expected<tensor> strategy::gather(const per_replica<tensor>& values,
                                        int64_t axis) const {
+  if (auto err = check_running(*core_))
+    return err;
   if (auto err = check_count("gather", values.size(), num_replicas()))
     return err;
   return gather_values(values.values(), axis);

@@ -48,6 +48,7 @@ public:
        std::function<void(coordinator_state&, reply_fn<T>)> op);
 
   void shutdown();
+  bool stopped() const { return stopped_.load(); }
 
 private:
   std::unique_ptr<caf::actor_system_config> cfg_;
