@@ -1,6 +1,12 @@
-# The CUDA backend switch. VARSYNC_CUDA=AUTO builds the backend when nvcc is
-# found, ON requires it, OFF never builds it. The backend's sources arrive
-# with the CUDA issue; until then the switch only reports what it found.
+# The CUDA backend switch. VARSYNC_CUDA=AUTO builds the backend when nvcc (and
+# NCCL) are found, ON requires them, OFF never builds it. Without the backend
+# the host-only library is built exactly as before.
+#
+# With the backend, the varsync target gets the sources devices/cuda/*.cu,
+# devices/cuda/*.cpp and sync/nccl/*.cpp, links CUDA::cudart and NCCL::nccl and
+# carries the compile definition VARSYNC_HAVE_CUDA=1 (PUBLIC, so that tests and
+# examples can test for it too). VARSYNC_HAVE_CUDA is also a CMake variable
+# (ON/OFF) visible to the rest of the build, e.g. tests/CMakeLists.txt.
 include(CheckLanguage)
 
 set(VARSYNC_HAVE_CUDA OFF)
@@ -13,16 +19,79 @@ if(NOT VARSYNC_CUDA STREQUAL "OFF")
   endif()
 endif()
 
+if(VARSYNC_HAVE_CUDA)
+  # H100 / H200: sm_90 machine code plus compute_90 PTX, so that newer GPUs can
+  # JIT the kernels. Must be set before enable_language(CUDA). A user's
+  # -DCMAKE_CUDA_ARCHITECTURES=... wins.
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "")
+    set(CMAKE_CUDA_ARCHITECTURES "90-real;90-virtual")
+  endif()
+  # One CUDA runtime for the whole program: the shared libcudart that
+  # CUDA::cudart names (the default, static cudart, would be a second copy).
+  set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
+  enable_language(CUDA)
+  # C++20 for the .cu files (CUDA sources otherwise inherit CXX_STANDARD 20).
+  # CMake before 3.26 knows no CUDA20 dialect flag for nvcc; nvcc >= 12 takes
+  # -std=c++20, so teach it.
+  if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION
+     OR CMAKE_CUDA20_STANDARD_COMPILE_OPTION STREQUAL "")
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  endif()
+  if(NOT DEFINED CMAKE_CUDA_STANDARD)
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  endif()
+  find_package(CUDAToolkit REQUIRED)
+
+  # NCCL ships no CMake config: find the header and the library, preferring
+  # the copy inside the CUDA toolkit. NCCL_ROOT / NCCL_HOME point elsewhere.
+  find_path(NCCL_INCLUDE_DIR nccl.h
+    HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} $ENV{NCCL_HOME} ${CUDAToolkit_INCLUDE_DIRS}
+          "${CUDAToolkit_LIBRARY_ROOT}"
+    PATH_SUFFIXES include)
+  find_library(NCCL_LIBRARY nccl
+    HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} $ENV{NCCL_HOME} ${CUDAToolkit_LIBRARY_DIR}
+          "${CUDAToolkit_LIBRARY_ROOT}"
+    PATH_SUFFIXES lib lib64 lib/x86_64-linux-gnu)
+  if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    if(NOT TARGET NCCL::nccl)
+      add_library(NCCL::nccl UNKNOWN IMPORTED)
+      set_target_properties(NCCL::nccl PROPERTIES
+        IMPORTED_LOCATION "${NCCL_LIBRARY}"
+        INTERFACE_INCLUDE_DIRECTORIES "${NCCL_INCLUDE_DIR}")
+    endif()
+  elseif(VARSYNC_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "VARSYNC_CUDA=ON but NCCL was not found (nccl.h: "
+                        "${NCCL_INCLUDE_DIR}, libnccl: ${NCCL_LIBRARY}); "
+                        "set NCCL_ROOT")
+  else()
+    message(STATUS "varsync: nvcc found but NCCL not found; CUDA backend disabled")
+    set(VARSYNC_HAVE_CUDA OFF)
+  endif()
+endif()
+
 file(GLOB VARSYNC_CUDA_SOURCES CONFIGURE_DEPENDS
   "${CMAKE_CURRENT_SOURCE_DIR}/devices/cuda/*.cu"
   "${CMAKE_CURRENT_SOURCE_DIR}/devices/cuda/*.cpp"
   "${CMAKE_CURRENT_SOURCE_DIR}/sync/nccl/*.cpp")
 
+
 function(varsync_add_cuda_backend target)
   if(VARSYNC_HAVE_CUDA AND VARSYNC_CUDA_SOURCES)
-    message(STATUS "varsync: CUDA backend enabled (${CMAKE_CUDA_COMPILER})")
+    target_sources(${target} PRIVATE ${VARSYNC_CUDA_SOURCES})
+    target_link_libraries(${target} PUBLIC CUDA::cudart NCCL::nccl)
+    target_compile_definitions(${target} PUBLIC VARSYNC_HAVE_CUDA=1)
+    # Bit-exact agreement with the host kernels: no fused multiply-add, IEEE
+    # division and square root, no flushing of subnormals (nvcc's defaults
+    # except for contraction, which is turned off here).
+    target_compile_options(${target} PRIVATE
+      $<$<COMPILE_LANGUAGE:CUDA>:--fmad=false>)
+    message(STATUS "varsync: CUDA backend enabled (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, "
+                   "architectures ${CMAKE_CUDA_ARCHITECTURES}, NCCL ${NCCL_LIBRARY})")
   elseif(VARSYNC_HAVE_CUDA)
-    message(STATUS "varsync: nvcc found (${CMAKE_CUDA_COMPILER}); no CUDA backend sources yet, host backend only")
+    set(VARSYNC_HAVE_CUDA OFF PARENT_SCOPE)
+    message(STATUS "varsync: nvcc found (${CMAKE_CUDA_COMPILER}); no CUDA backend sources, host backend only")
   else()
     message(STATUS "varsync: CUDA backend disabled, host backend only")
   endif()

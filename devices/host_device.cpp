@@ -5,6 +5,9 @@
 
 #include "core/error.hpp"
 #include "devices/host_kernels.hpp"
+#ifdef VARSYNC_HAVE_CUDA
+#include "devices/cuda/cuda_device.hpp"
+#endif
 
 namespace varsync {
 
@@ -51,6 +54,10 @@ caf::error host_device::split_assign(void* dst, const tensor& x, int rank,
 caf::expected<std::unique_ptr<device>> make_device(const device_id& id) {
   if (id.kind == device_kind::host)
     return std::unique_ptr<device>{new host_device(id.index)};
+#ifdef VARSYNC_HAVE_CUDA
+  if (id.kind == device_kind::cuda)
+    return make_cuda_device(id.index);
+#endif
   return make_error(errc::device_error,
                     "device " + to_string(id)
                       + " needs the CUDA backend, which this build of "

@@ -1,0 +1,394 @@
+#include "devices/cuda/cuda_device.hpp"
+
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/error.hpp"
+#include "devices/cuda/cuda_device_internal.hpp"
+#include "sync/synchronization.hpp"
+
+namespace varsync {
+
+// The .cu file sees the op enums only through these codes.
+static_assert(static_cast<uint8_t>(reduce_op::sum) == cuda::op_code::sum);
+static_assert(static_cast<uint8_t>(reduce_op::mean) == cuda::op_code::mean);
+static_assert(static_cast<uint8_t>(reduce_op::min) == cuda::op_code::min);
+static_assert(static_cast<uint8_t>(reduce_op::max) == cuda::op_code::max);
+static_assert(static_cast<uint8_t>(reduce_op::prod) == cuda::op_code::prod);
+static_assert(static_cast<uint8_t>(update_op::assign) == cuda::op_code::assign);
+static_assert(static_cast<uint8_t>(update_op::assign_add)
+              == cuda::op_code::assign_add);
+static_assert(static_cast<uint8_t>(update_op::assign_sub)
+              == cuda::op_code::assign_sub);
+
+namespace cuda {
+
+caf::error make_cuda_error(int device, std::string_view what, cudaError_t e) {
+  const auto code = e == cudaErrorMemoryAllocation ? errc::out_of_memory
+                                                   : errc::device_error;
+  std::string msg = "cuda:" + std::to_string(device) + ": ";
+  msg += what;
+  msg += ": ";
+  msg += cudaGetErrorName(e);
+  msg += " (";
+  msg += cudaGetErrorString(e);
+  msg += ")";
+  return make_error(code, std::move(msg));
+}
+
+device_guard::device_guard(int device) {
+  if (cudaGetDevice(&previous_) != cudaSuccess)
+    previous_ = -1;
+  status_ = previous_ == device ? cudaSuccess : cudaSetDevice(device);
+  if (status_ != cudaSuccess)
+    cudaGetLastError(); // clear, so that the error does not leak elsewhere
+}
+
+device_guard::~device_guard() {
+  int current = -1;
+  if (previous_ >= 0 && cudaGetDevice(&current) == cudaSuccess
+      && current != previous_)
+    cudaSetDevice(previous_);
+}
+
+} // namespace cuda
+
+namespace {
+
+constexpr size_t pool_granularity = 512;
+
+size_t pool_size(size_t nbytes) {
+  if (nbytes == 0)
+    return pool_granularity;
+  return (nbytes + pool_granularity - 1) / pool_granularity * pool_granularity;
+}
+
+} // namespace
+
+struct cuda_device::impl {
+  int index = 0;
+  cudaStream_t stream = nullptr;
+  mutable std::mutex mtx; // guards the pool
+  std::unordered_map<size_t, std::vector<void*>> free_lists;
+  std::unordered_map<void*, size_t> live; // pointer -> pooled size
+  size_t live_total = 0;
+  size_t pooled_total = 0;
+
+  caf::error fail(std::string_view what, cudaError_t e) const {
+    return cuda::make_cuda_error(index, what, e);
+  }
+
+  /// Returns every parked block to CUDA (mtx held).
+  void trim() {
+    for (auto& [size, blocks] : free_lists)
+      for (void* p : blocks)
+        cudaFree(p);
+    free_lists.clear();
+    pooled_total = 0;
+  }
+
+  caf::error sync(std::string_view what) {
+    if (auto e = cudaStreamSynchronize(stream); e != cudaSuccess)
+      return fail(what, e);
+    return {};
+  }
+};
+
+caf::expected<std::unique_ptr<cuda_device>> cuda_device::open(int index) {
+  auto p = std::make_unique<impl>();
+  p->index = index;
+  int count = 0;
+  if (auto e = cudaGetDeviceCount(&count); e != cudaSuccess) {
+    cudaGetLastError();
+    return p->fail("cannot count CUDA devices", e);
+  }
+  if (index < 0 || index >= count)
+    return make_error(errc::device_error,
+                      "cuda:" + std::to_string(index) + ": no such GPU (this "
+                        "machine has " + std::to_string(count) + ")");
+  cuda::device_guard guard{index};
+  if (guard.status() != cudaSuccess)
+    return p->fail("cudaSetDevice", guard.status());
+  if (auto e = cudaStreamCreateWithFlags(&p->stream, cudaStreamNonBlocking);
+      e != cudaSuccess)
+    return p->fail("cudaStreamCreateWithFlags", e);
+  return std::unique_ptr<cuda_device>{new cuda_device(std::move(p))};
+}
+
+cuda_device::cuda_device(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+
+cuda_device::~cuda_device() {
+  if (!impl_)
+    return;
+  cuda::device_guard guard{impl_->index};
+  if (impl_->stream != nullptr)
+    cudaStreamSynchronize(impl_->stream);
+  std::lock_guard lock{impl_->mtx};
+  impl_->trim();
+  for (auto& [p, size] : impl_->live)
+    cudaFree(p);
+  impl_->live.clear();
+  if (impl_->stream != nullptr)
+    cudaStreamDestroy(impl_->stream);
+}
+
+device_id cuda_device::id() const {
+  return {device_kind::cuda, impl_->index};
+}
+
+int cuda_device::index() const {
+  return impl_->index;
+}
+
+void* cuda_device::native_stream() const {
+  return static_cast<void*>(impl_->stream);
+}
+
+size_t cuda_device::live_bytes() const {
+  std::lock_guard lock{impl_->mtx};
+  return impl_->live_total;
+}
+
+size_t cuda_device::pooled_bytes() const {
+  std::lock_guard lock{impl_->mtx};
+  return impl_->pooled_total;
+}
+
+caf::expected<void*> cuda_device::allocate(size_t nbytes) {
+  const size_t size = pool_size(nbytes);
+  std::lock_guard lock{impl_->mtx};
+  if (auto i = impl_->free_lists.find(size);
+      i != impl_->free_lists.end() && !i->second.empty()) {
+    void* p = i->second.back();
+    i->second.pop_back();
+    impl_->pooled_total -= size;
+    impl_->live.emplace(p, size);
+    impl_->live_total += size;
+    return p;
+  }
+  cuda::device_guard guard{impl_->index};
+  if (guard.status() != cudaSuccess)
+    return impl_->fail("cudaSetDevice", guard.status());
+  void* p = nullptr;
+  auto e = cudaMalloc(&p, size);
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    // Blocks parked on the free lists may still be used by queued work.
+    cudaStreamSynchronize(impl_->stream);
+    impl_->trim();
+    e = cudaMalloc(&p, size);
+  }
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return impl_->fail("cannot allocate " + std::to_string(nbytes) + " bytes",
+                       e);
+  }
+  impl_->live.emplace(p, size);
+  impl_->live_total += size;
+  return p;
+}
+
+void cuda_device::release(void* data) {
+  if (data == nullptr)
+    return;
+  std::lock_guard lock{impl_->mtx};
+  auto i = impl_->live.find(data);
+  if (i == impl_->live.end())
+    return; // not ours
+  const size_t size = i->second;
+  impl_->live.erase(i);
+  impl_->live_total -= size;
+  // Work already queued on the stream that still reads the block runs before
+  // any later use of it, which is queued on the same stream.
+  impl_->free_lists[size].push_back(data);
+  impl_->pooled_total += size;
+}
+
+caf::error cuda_device::upload(void* dst, const tensor& src) {
+  if (src.nbytes() == 0)
+    return {};
+  cuda::device_guard guard{impl_->index};
+  if (guard.status() != cudaSuccess)
+    return impl_->fail("cudaSetDevice", guard.status());
+  if (auto e = cudaMemcpyAsync(dst, src.raw(), src.nbytes(),
+                               cudaMemcpyHostToDevice, impl_->stream);
+      e != cudaSuccess)
+    return impl_->fail("upload (cudaMemcpyAsync)", e);
+  return impl_->sync("upload (cudaStreamSynchronize)");
+}
+
+caf::expected<tensor> cuda_device::download(const void* src, dtype type,
+                                            const tensor_shape& shape) {
+  auto out = tensor::empty(type, shape);
+  if (out.nbytes() == 0)
+    return out;
+  cuda::device_guard guard{impl_->index};
+  if (guard.status() != cudaSuccess)
+    return impl_->fail("cudaSetDevice", guard.status());
+  if (auto e = cudaMemcpyAsync(out.mutable_raw(), src, out.nbytes(),
+                               cudaMemcpyDeviceToHost, impl_->stream);
+      e != cudaSuccess)
+    return impl_->fail("download (cudaMemcpyAsync)", e);
+  if (auto err = impl_->sync("download (cudaStreamSynchronize)"))
+    return err;
+  return out;
+}
+
+caf::error cuda_device::apply(void* dst, update_op op, const tensor& y) {
+  if (op == update_op::assign)
+    return upload(dst, y);
+  if (y.size() == 0)
+    return {};
+  auto tmp = allocate(y.nbytes());
+  if (!tmp)
+    return std::move(tmp.error());
+  cuda::device_guard guard{impl_->index};
+  caf::error err;
+  if (guard.status() != cudaSuccess) {
+    err = impl_->fail("cudaSetDevice", guard.status());
+  } else if (auto e = cudaMemcpyAsync(*tmp, y.raw(), y.nbytes(),
+                                      cudaMemcpyHostToDevice, impl_->stream);
+             e != cudaSuccess) {
+    err = impl_->fail("apply (cudaMemcpyAsync)", e);
+  } else if (auto e = cuda::launch_apply_update(op, y.type(), dst, *tmp,
+                                                y.size(), impl_->stream);
+             e != cudaSuccess) {
+    err = impl_->fail("apply (update kernel launch)", e);
+  } else {
+    err = impl_->sync("apply (cudaStreamSynchronize)");
+  }
+  release(*tmp);
+  return err;
+}
+
+caf::error cuda_device::split_assign(void* dst, const tensor& x, int rank,
+                                     int num_replicas) {
+  if (num_replicas < 1 || rank < 0 || rank >= num_replicas)
+    return make_error(errc::invalid_argument,
+                      "cuda:" + std::to_string(impl_->index)
+                        + ": split_assign: expected 0 <= rank < num_replicas, "
+                          "found rank " + std::to_string(rank) + " of "
+                        + std::to_string(num_replicas));
+  if (x.size() == 0)
+    return {};
+  cuda::device_guard guard{impl_->index};
+  if (guard.status() != cudaSuccess)
+    return impl_->fail("cudaSetDevice", guard.status());
+  // x goes straight into the component, which is then split in place.
+  if (auto e = cudaMemcpyAsync(dst, x.raw(), x.nbytes(),
+                               cudaMemcpyHostToDevice, impl_->stream);
+      e != cudaSuccess)
+    return impl_->fail("split_assign (cudaMemcpyAsync)", e);
+  if (auto e = cuda::launch_split_assign(x.type(), dst, dst, x.size(), rank,
+                                         num_replicas, impl_->stream);
+      e != cudaSuccess)
+    return impl_->fail("split_assign (kernel launch)", e);
+  return impl_->sync("split_assign (cudaStreamSynchronize)");
+}
+
+caf::error cuda_device::reduce(reduce_op op, dtype type, void* out,
+                               std::span<const void* const> inputs,
+                               int64_t count) {
+  if (inputs.empty() || inputs.size() > cuda::max_kernel_pointers)
+    return make_error(errc::invalid_argument,
+                      "cuda:" + std::to_string(impl_->index) + ": reduce: "
+                        "expected 1 to 64 inputs, found "
+                        + std::to_string(inputs.size()));
+  if (op == reduce_op::mean && !is_floating(type))
+    return make_error(errc::invalid_argument,
+                      "cuda:" + std::to_string(impl_->index)
+                        + ": reduce: mean requires a floating dtype");
+  cuda::device_guard guard{impl_->index};
+  if (guard.status() != cudaSuccess)
+    return impl_->fail("cudaSetDevice", guard.status());
+  if (auto e = cuda::launch_reduce(op, type, out, inputs.data(),
+                                   static_cast<int>(inputs.size()), count,
+                                   impl_->stream);
+      e != cudaSuccess)
+    return impl_->fail("reduce (kernel launch)", e);
+  return {};
+}
+
+caf::error cuda_device::reduce_and_apply(
+  reduce_op rop, update_op uop, dtype type,
+  std::span<const void* const> contributions, std::span<void* const> components,
+  int64_t count) {
+  if (contributions.empty() || contributions.size() > cuda::max_kernel_pointers
+      || components.size() > cuda::max_kernel_pointers)
+    return make_error(errc::invalid_argument,
+                      "cuda:" + std::to_string(impl_->index)
+                        + ": reduce_and_apply: expected 1 to 64 contributions "
+                          "and at most 64 components, found "
+                        + std::to_string(contributions.size()) + " and "
+                        + std::to_string(components.size()));
+  if (rop == reduce_op::mean && !is_floating(type))
+    return make_error(errc::invalid_argument,
+                      "cuda:" + std::to_string(impl_->index)
+                        + ": reduce_and_apply: mean requires a floating dtype");
+  cuda::device_guard guard{impl_->index};
+  if (guard.status() != cudaSuccess)
+    return impl_->fail("cudaSetDevice", guard.status());
+  if (auto e = cuda::launch_reduce_and_apply(
+        rop, uop, type, contributions.data(),
+        static_cast<int>(contributions.size()), components.data(),
+        static_cast<int>(components.size()), count, impl_->stream);
+      e != cudaSuccess)
+    return impl_->fail("reduce_and_apply (kernel launch)", e);
+  return {};
+}
+
+caf::error cuda_device::scale(dtype type, void* data, double factor,
+                              int64_t count) {
+  if (!is_floating(type))
+    return make_error(errc::invalid_argument,
+                      "cuda:" + std::to_string(impl_->index)
+                        + ": scale requires a floating dtype");
+  cuda::device_guard guard{impl_->index};
+  if (guard.status() != cudaSuccess)
+    return impl_->fail("cudaSetDevice", guard.status());
+  if (auto e = cuda::launch_scale(type, data, factor, count, impl_->stream);
+      e != cudaSuccess)
+    return impl_->fail("scale (kernel launch)", e);
+  return {};
+}
+
+caf::error cuda_device::copy(void* dst, const void* src, size_t nbytes) {
+  if (nbytes == 0 || dst == src)
+    return {};
+  cuda::device_guard guard{impl_->index};
+  if (guard.status() != cudaSuccess)
+    return impl_->fail("cudaSetDevice", guard.status());
+  if (auto e = cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice,
+                               impl_->stream);
+      e != cudaSuccess)
+    return impl_->fail("copy (cudaMemcpyAsync)", e);
+  return {};
+}
+
+caf::error cuda_device::synchronize() {
+  cuda::device_guard guard{impl_->index};
+  if (guard.status() != cudaSuccess)
+    return impl_->fail("cudaSetDevice", guard.status());
+  return impl_->sync("cudaStreamSynchronize");
+}
+
+caf::expected<std::unique_ptr<device>> make_cuda_device(int index) {
+  auto dev = cuda_device::open(index);
+  if (!dev)
+    return std::move(dev.error());
+  return std::unique_ptr<device>{std::move(*dev)};
+}
+
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+} // namespace varsync

@@ -1,0 +1,95 @@
+#pragma once
+// A replica on GPU K ("cuda:K"): components in pooled cudaMalloc memory (never
+// managed memory), one non-blocking CUDA stream, and the elementwise kernels
+// of devices/cuda/cuda_kernels.hpp, which match devices/host_kernels.hpp bit
+// for bit.
+//
+// This header includes no CUDA header (the stream is held behind a pimpl and
+// handed out as void*), so any varsync code may include it. Backend code that
+// needs the CUDA types includes devices/cuda/cuda_device_internal.hpp.
+//
+// Threading: like every device, one replica actor owns the object; every
+// method first makes GPU K the calling thread's current device (actors move
+// between scheduler threads) and restores the previous one on return.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "devices/device.hpp"
+
+namespace varsync {
+
+class cuda_device final : public device {
+public:
+  /// Opens GPU `index`: selects it and creates the non-blocking stream.
+  /// device_error naming the device and the CUDA error when there is no such
+  /// GPU (or no driver).
+  static caf::expected<std::unique_ptr<cuda_device>> open(int index);
+
+  ~cuda_device() override;
+  cuda_device(const cuda_device&) = delete;
+  cuda_device& operator=(const cuda_device&) = delete;
+
+  device_id id() const override;
+  bool host_accessible() const override { return false; }
+
+  /// Pooled cudaMalloc: sizes are rounded up to 512 bytes and released
+  /// blocks are kept on a per-size free list for the next allocation of that
+  /// size. On cudaErrorMemoryAllocation the free lists are returned to CUDA
+  /// and the allocation retried once; then out_of_memory.
+  caf::expected<void*> allocate(size_t nbytes) override;
+  void release(void* data) override;
+
+  // The four data operations are synchronous: they enqueue on the stream and
+  // wait for it, so host tensors may go away as soon as they return.
+  caf::error upload(void* dst, const tensor& src) override;
+  caf::expected<tensor> download(const void* src, dtype type,
+                                 const tensor_shape& shape) override;
+  caf::error apply(void* dst, update_op op, const tensor& y) override;
+  caf::error split_assign(void* dst, const tensor& x, int rank,
+                          int num_replicas) override;
+
+  // -- device-memory operations for collectives (asynchronous on the stream;
+  //    call synchronize() to wait; pointers are device memory of this GPU) --
+
+  /// out = reduce(op, inputs) elementwise (host::reduce semantics, at most
+  /// 64 inputs).
+  caf::error reduce(reduce_op op, dtype type, void* out,
+                    std::span<const void* const> inputs, int64_t count);
+  /// host::reduce_and_apply on this GPU (replicas sharing one GPU).
+  caf::error reduce_and_apply(reduce_op rop, update_op uop, dtype type,
+                              std::span<const void* const> contributions,
+                              std::span<void* const> components,
+                              int64_t count);
+  /// data *= factor (floating dtypes).
+  caf::error scale(dtype type, void* data, double factor, int64_t count);
+  /// Device-to-device copy of `nbytes` (src and dst on this GPU or peers).
+  caf::error copy(void* dst, const void* src, size_t nbytes);
+  /// Waits for everything enqueued on the stream.
+  caf::error synchronize();
+
+  /// The GPU ordinal K.
+  int index() const;
+  /// The cudaStream_t, as void* (cast in backend code).
+  void* native_stream() const;
+  /// Bytes handed out / bytes parked on the free lists.
+  size_t live_bytes() const;
+  size_t pooled_bytes() const;
+
+  struct impl;
+
+private:
+  explicit cuda_device(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+/// make_device() for "cuda:K".
+caf::expected<std::unique_ptr<device>> make_cuda_device(int index);
+
+/// Number of usable CUDA GPUs; 0 when there is none or no driver (never
+/// fails, never throws).
+int cuda_device_count();
+
+} // namespace varsync

@@ -1,0 +1,449 @@
+// CUDA kernels of the CUDA backend (see cuda_kernels.hpp). Each element kind
+// mirrors host_kernels.cpp: the storage type, the compute type and the
+// conversions are ported bit for bit (the same integer bit manipulations and
+// the same float operations, which round to nearest even on the GPU as on the
+// host: this file is compiled with --fmad=false, IEEE division and no
+// flush-to-zero). float16 and bfloat16 are stored as their 16-bit patterns
+// (the layout of __half / __nv_bfloat16) and computed in float; the
+// conversions are the host's rather than __float2half_rn /
+// __float2bfloat16_rn so that NaN results carry the same bits as on the host.
+
+#include "devices/cuda/cuda_kernels.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+namespace varsync::cuda {
+
+namespace {
+
+// -- element kinds ------------------------------------------------------------
+
+__device__ __forceinline__ uint32_t fbits(float f) { return __float_as_uint(f); }
+__device__ __forceinline__ float bitsf(uint32_t b) { return __uint_as_float(b); }
+
+/// float16 bits -> float (host_kernels.cpp's half_to_float).
+__device__ __forceinline__ float half_to_float(uint16_t h) {
+  const uint32_t em = static_cast<uint32_t>(h & 0x7fffu) << 13;
+  const uint32_t exp = em & 0x0f800000u;
+  const uint32_t o = em + ((127u - 15u) << 23);
+  const uint32_t normal = exp == 0x0f800000u ? o + ((128u - 16u) << 23) : o;
+  const float sub = __fsub_rn(bitsf(o + (1u << 23)), bitsf(113u << 23));
+  const uint32_t bits = exp == 0 ? fbits(sub) : normal;
+  return bitsf(bits | (static_cast<uint32_t>(h & 0x8000u) << 16));
+}
+
+/// float -> float16 bits, round to nearest even (host's float_to_half).
+__device__ __forceinline__ uint16_t float_to_half(float x) {
+  uint32_t f = fbits(x);
+  const uint32_t sign = f & 0x80000000u;
+  f ^= sign;
+  const auto fs = static_cast<int32_t>(f);
+  const uint32_t special = fs > int32_t{255 << 23} ? 0x7e00u : 0x7c00u;
+  const float magic = bitsf(((127u - 15u) + (23u - 10u) + 1u) << 23);
+  const uint32_t sub = fbits(__fadd_rn(bitsf(f), magic)) - fbits(magic);
+  const uint32_t odd = (f >> 13) & 1u;
+  const uint32_t norm = (f + ((15u - 127u) << 23) + 0xfffu + odd) >> 13;
+  const uint32_t finite = fs < int32_t{113 << 23} ? sub : norm;
+  const uint32_t o = fs >= int32_t{(127 + 16) << 23} ? special : finite;
+  return static_cast<uint16_t>(o | (sign >> 16));
+}
+
+/// float -> bfloat16 bits, round to nearest even (host's float_to_bfloat).
+__device__ __forceinline__ uint16_t float_to_bfloat(float x) {
+  const uint32_t b = fbits(x);
+  const uint32_t rounded = (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (b >> 16) | 0x40u;
+  const auto magnitude = static_cast<int32_t>(b & 0x7fffffffu);
+  return static_cast<uint16_t>(magnitude > int32_t{0x7f800000} ? quiet_nan
+                                                               : rounded);
+}
+
+template <class T>
+struct native {
+  using storage = T;
+  using compute = T;
+  __device__ static T load(T x) { return x; }
+  __device__ static T store(T x) { return x; }
+};
+
+struct half_kind {
+  using storage = uint16_t;
+  using compute = float;
+  __device__ static float load(uint16_t h) { return half_to_float(h); }
+  __device__ static uint16_t store(float f) { return float_to_half(f); }
+};
+
+struct bfloat_kind {
+  using storage = uint16_t;
+  using compute = float;
+  __device__ static float load(uint16_t h) {
+    return bitsf(static_cast<uint32_t>(h) << 16);
+  }
+  __device__ static uint16_t store(float f) { return float_to_bfloat(f); }
+};
+
+/// Calls f(kind{}) for the element kind of `t`.
+template <class F>
+cudaError_t dispatch(dtype t, F&& f) {
+  switch (t) {
+    case dtype::float16: return f(half_kind{});
+    case dtype::bfloat16: return f(bfloat_kind{});
+    case dtype::float32: return f(native<float>{});
+    case dtype::float64: return f(native<double>{});
+    case dtype::int32: return f(native<int32_t>{});
+    case dtype::int64: return f(native<int64_t>{});
+  }
+  return cudaErrorInvalidValue;
+}
+
+// -- arithmetic without undefined behavior (host_kernels.cpp) -----------------
+// Floating operations use the explicit round-to-nearest intrinsics, which are
+// never contracted into a multiply-add whatever the compiler flags.
+
+__device__ __forceinline__ float fadd(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double fadd(double a, double b) { return __dadd_rn(a, b); }
+__device__ __forceinline__ float fsub(float a, float b) { return __fsub_rn(a, b); }
+__device__ __forceinline__ double fsub(double a, double b) { return __dsub_rn(a, b); }
+__device__ __forceinline__ float fmul(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double fmul(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float fdiv(float a, float b) { return __fdiv_rn(a, b); }
+__device__ __forceinline__ double fdiv(double a, double b) { return __ddiv_rn(a, b); }
+
+struct op_sum {
+  template <class T>
+  __device__ T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      using U = std::make_unsigned_t<T>;
+      return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+    } else {
+      return fadd(a, b);
+    }
+  }
+};
+
+struct op_diff {
+  template <class T>
+  __device__ T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      using U = std::make_unsigned_t<T>;
+      return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+    } else {
+      return fsub(a, b);
+    }
+  }
+};
+
+struct op_prod {
+  template <class T>
+  __device__ T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      using U = std::make_unsigned_t<T>;
+      return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+    } else {
+      return fmul(a, b);
+    }
+  }
+};
+
+struct op_min {
+  template <class T>
+  __device__ T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>)
+      return (b < a || b != b) ? b : a;
+    else
+      return b < a ? b : a;
+  }
+};
+
+struct op_max {
+  template <class T>
+  __device__ T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>)
+      return (a < b || b != b) ? b : a;
+    else
+      return a < b ? b : a;
+  }
+};
+
+/// Floor-division split (host_kernels.cpp's split_int).
+template <class T>
+__device__ __forceinline__ T split_int(T v, T divisor, T k) {
+  T q = v / divisor;
+  T r = v % divisor;
+  const bool negative = r < 0;
+  q -= negative ? 1 : 0;
+  r += negative ? divisor : 0;
+  return q + (k < r ? 1 : 0);
+}
+
+/// c = uop(c, y) on storage values, as host update_range: assign copies the
+/// bits of y, add/sub compute in the compute type and round.
+template <class K>
+__device__ __forceinline__ typename K::storage
+update_value(uint8_t uop, typename K::storage c, typename K::storage y) {
+  if (uop == op_code::assign)
+    return y;
+  if (uop == op_code::assign_add)
+    return K::store(op_sum{}(K::load(c), K::load(y)));
+  return K::store(op_diff{}(K::load(c), K::load(y)));
+}
+
+// -- kernels ------------------------------------------------------------------
+
+template <class P>
+struct ptr_list {
+  P p[max_kernel_pointers];
+};
+
+constexpr int threads = 256;
+
+inline int blocks_for(int64_t n) {
+  const int64_t b = (n + threads - 1) / threads;
+  return static_cast<int>(std::min<int64_t>(b, 8192));
+}
+
+#define VARSYNC_GRID_LOOP(i, n)                                                \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; \
+       i < (n); i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+
+template <class K, class Op>
+__global__ void update_kernel(Op op, typename K::storage* dst,
+                              const typename K::storage* y, int64_t n) {
+  VARSYNC_GRID_LOOP(i, n) {
+    dst[i] = K::store(op(K::load(dst[i]), K::load(y[i])));
+  }
+}
+
+/// acc = op over inputs[0..k)[i] in compute precision, in order; mean divides.
+template <class K, class Op, bool Mean>
+__device__ __forceinline__ typename K::compute
+reduce_element(Op op, const ptr_list<const void*>& in, int k, int64_t i) {
+  using S = typename K::storage;
+  using C = typename K::compute;
+  C acc = K::load(static_cast<const S*>(in.p[0])[i]);
+  for (int j = 1; j < k; ++j)
+    acc = op(acc, K::load(static_cast<const S*>(in.p[j])[i]));
+  if constexpr (Mean)
+    acc = fdiv(acc, static_cast<C>(k));
+  return acc;
+}
+
+template <class K, class Op, bool Mean>
+__global__ void reduce_kernel(Op op, typename K::storage* out,
+                              ptr_list<const void*> in, int k, int64_t n) {
+  VARSYNC_GRID_LOOP(i, n) {
+    out[i] = K::store(reduce_element<K, Op, Mean>(op, in, k, i));
+  }
+}
+
+template <class K, class Op, bool Mean>
+__global__ void reduce_and_apply_kernel(Op op, uint8_t uop,
+                                        ptr_list<const void*> in, int k,
+                                        ptr_list<void*> comps, int m,
+                                        int64_t n) {
+  using S = typename K::storage;
+  VARSYNC_GRID_LOOP(i, n) {
+    S y;
+    if (k == 1)
+      y = static_cast<const S*>(in.p[0])[i];
+    else
+      y = K::store(reduce_element<K, Op, Mean>(op, in, k, i));
+    for (int c = 0; c < m; ++c) {
+      S* comp = static_cast<S*>(comps.p[c]);
+      comp[i] = update_value<K>(uop, comp[i], y);
+    }
+  }
+}
+
+template <class K>
+__global__ void split_kernel(typename K::storage* out,
+                             const typename K::storage* in, int rank,
+                             int num_replicas, int64_t n) {
+  using C = typename K::compute;
+  VARSYNC_GRID_LOOP(i, n) {
+    if constexpr (std::is_floating_point_v<C>)
+      out[i] = K::store(fdiv(K::load(in[i]), static_cast<C>(num_replicas)));
+    else
+      out[i] = split_int<C>(in[i], static_cast<C>(num_replicas),
+                            static_cast<C>(rank));
+  }
+}
+
+template <class K>
+__global__ void divide_kernel(typename K::storage* data, int64_t divisor,
+                              int64_t n) {
+  using C = typename K::compute;
+  VARSYNC_GRID_LOOP(i, n) {
+    if constexpr (std::is_floating_point_v<C>)
+      data[i] = K::store(fdiv(K::load(data[i]), static_cast<C>(divisor)));
+    else
+      data[i] = split_int<C>(data[i], static_cast<C>(divisor),
+                             static_cast<C>(divisor));
+  }
+}
+
+template <class K>
+__global__ void scale_kernel(typename K::storage* data,
+                             typename K::compute factor, int64_t n) {
+  VARSYNC_GRID_LOOP(i, n) {
+    data[i] = K::store(fmul(K::load(data[i]), factor));
+  }
+}
+
+#undef VARSYNC_GRID_LOOP
+
+/// f(op_functor, mean_tag) for the reduce_op code `rop`; integer mean and
+/// unknown codes give cudaErrorInvalidValue.
+template <class K, class F>
+cudaError_t with_reduce_op(reduce_op rop, F&& f) {
+  using C = typename K::compute;
+  switch (static_cast<uint8_t>(rop)) {
+    case op_code::sum: return f(op_sum{}, std::false_type{});
+    case op_code::min: return f(op_min{}, std::false_type{});
+    case op_code::max: return f(op_max{}, std::false_type{});
+    case op_code::prod: return f(op_prod{}, std::false_type{});
+    case op_code::mean:
+      if constexpr (std::is_floating_point_v<C>)
+        return f(op_sum{}, std::true_type{});
+      else
+        return cudaErrorInvalidValue;
+  }
+  return cudaErrorInvalidValue;
+}
+
+} // namespace
+
+cudaError_t launch_apply_update(update_op op, dtype t, void* dst, const void* y,
+                                int64_t n, cudaStream_t stream) {
+  if (n <= 0)
+    return cudaSuccess;
+  const auto code = static_cast<uint8_t>(op);
+  if (code == op_code::assign) {
+    if (dst == y)
+      return cudaSuccess;
+    return cudaMemcpyAsync(dst, y, static_cast<size_t>(n) * size_of(t),
+                           cudaMemcpyDeviceToDevice, stream);
+  }
+  if (code != op_code::assign_add && code != op_code::assign_sub)
+    return cudaErrorInvalidValue;
+  return dispatch(t, [&](auto kind) {
+    using K = decltype(kind);
+    using S = typename K::storage;
+    auto* d = static_cast<S*>(dst);
+    auto* s = static_cast<const S*>(y);
+    if (code == op_code::assign_add)
+      update_kernel<K><<<blocks_for(n), threads, 0, stream>>>(op_sum{}, d, s, n);
+    else
+      update_kernel<K><<<blocks_for(n), threads, 0, stream>>>(op_diff{}, d, s,
+                                                              n);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_reduce(reduce_op op, dtype t, void* out,
+                          const void* const* inputs, int num_inputs, int64_t n,
+                          cudaStream_t stream) {
+  if (num_inputs < 1 || num_inputs > max_kernel_pointers)
+    return cudaErrorInvalidValue;
+  ptr_list<const void*> in{};
+  for (int j = 0; j < num_inputs; ++j)
+    in.p[j] = inputs[j];
+  return dispatch(t, [&](auto kind) {
+    using K = decltype(kind);
+    using S = typename K::storage;
+    return with_reduce_op<K>(op, [&](auto fn, auto mean) {
+      if (n <= 0)
+        return cudaSuccess;
+      reduce_kernel<K, decltype(fn), decltype(mean)::value>
+        <<<blocks_for(n), threads, 0, stream>>>(fn, static_cast<S*>(out), in,
+                                                num_inputs, n);
+      return cudaGetLastError();
+    });
+  });
+}
+
+cudaError_t launch_reduce_and_apply(reduce_op rop, update_op uop, dtype t,
+                                    const void* const* contributions,
+                                    int num_contributions,
+                                    void* const* components, int num_components,
+                                    int64_t n, cudaStream_t stream) {
+  if (num_contributions < 1 || num_contributions > max_kernel_pointers
+      || num_components < 0 || num_components > max_kernel_pointers)
+    return cudaErrorInvalidValue;
+  const auto ucode = static_cast<uint8_t>(uop);
+  if (ucode > op_code::assign_sub)
+    return cudaErrorInvalidValue;
+  ptr_list<const void*> in{};
+  for (int j = 0; j < num_contributions; ++j)
+    in.p[j] = contributions[j];
+  ptr_list<void*> comps{};
+  for (int j = 0; j < num_components; ++j)
+    comps.p[j] = components[j];
+  return dispatch(t, [&](auto kind) {
+    using K = decltype(kind);
+    return with_reduce_op<K>(rop, [&](auto fn, auto mean) {
+      if (n <= 0 || num_components == 0)
+        return cudaSuccess;
+      reduce_and_apply_kernel<K, decltype(fn), decltype(mean)::value>
+        <<<blocks_for(n), threads, 0, stream>>>(fn, ucode, in,
+                                                num_contributions, comps,
+                                                num_components, n);
+      return cudaGetLastError();
+    });
+  });
+}
+
+cudaError_t launch_split_assign(dtype t, void* dst, const void* x, int64_t n,
+                                int rank, int num_replicas,
+                                cudaStream_t stream) {
+  if (num_replicas < 1 || rank < 0 || rank >= num_replicas)
+    return cudaErrorInvalidValue;
+  if (n <= 0)
+    return cudaSuccess;
+  return dispatch(t, [&](auto kind) {
+    using K = decltype(kind);
+    using S = typename K::storage;
+    split_kernel<K><<<blocks_for(n), threads, 0, stream>>>(
+      static_cast<S*>(dst), static_cast<const S*>(x), rank, num_replicas, n);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_divide(dtype t, void* data, int64_t divisor, int64_t n,
+                          cudaStream_t stream) {
+  if (divisor < 1)
+    return cudaErrorInvalidValue;
+  if (n <= 0)
+    return cudaSuccess;
+  return dispatch(t, [&](auto kind) {
+    using K = decltype(kind);
+    using S = typename K::storage;
+    divide_kernel<K><<<blocks_for(n), threads, 0, stream>>>(
+      static_cast<S*>(data), divisor, n);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_scale(dtype t, void* data, double factor, int64_t n,
+                         cudaStream_t stream) {
+  if (!is_floating(t))
+    return cudaErrorInvalidValue;
+  if (n <= 0)
+    return cudaSuccess;
+  return dispatch(t, [&](auto kind) {
+    using K = decltype(kind);
+    using S = typename K::storage;
+    using C = typename K::compute;
+    if constexpr (std::is_floating_point_v<C>) {
+      scale_kernel<K><<<blocks_for(n), threads, 0, stream>>>(
+        static_cast<S*>(data), static_cast<C>(factor), n);
+      return cudaGetLastError();
+    } else {
+      return cudaErrorInvalidValue;
+    }
+  });
+}
+
+} // namespace varsync::cuda

@@ -1,0 +1,82 @@
+#pragma once
+// Elementwise CUDA kernels of the CUDA backend, with the exact semantics of
+// devices/host_kernels.hpp (bit for bit: same operation order, float16 and
+// bfloat16 computed in float32 and rounded to nearest even with the host's
+// NaN handling, integer arithmetic wrapping, floating min/max propagating NaN,
+// R4 integer split with floor division). The .cu file is compiled with
+// --fmad=false so that no multiply-add is contracted.
+//
+// This header includes CUDA types: include it only from the backend's .cu and
+// .cpp files (devices/cuda/, sync/nccl/), never from public varsync headers.
+// It includes no CAF header, so nvcc never sees CAF.
+//
+// Every launch is asynchronous on `stream`, on the current CUDA device (the
+// caller selects it with cudaSetDevice), and returns the launch error (not
+// the execution error). Pointers are device pointers readable from that
+// device. Pointer lists hold at most `max_kernel_pointers` entries.
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "core/dtype.hpp"
+
+namespace varsync {
+
+// Opaque declarations of sync/synchronization.hpp's enums (which include CAF).
+enum class reduce_op : uint8_t;
+enum class update_op : uint8_t;
+
+namespace cuda {
+
+// The enumerator values of reduce_op / update_op that the .cu file relies on
+// (it cannot see the full enums; cuda_device.cpp static_asserts them).
+namespace op_code {
+constexpr uint8_t sum = 0, mean = 1, min = 2, max = 3, prod = 4;
+constexpr uint8_t assign = 0, assign_add = 1, assign_sub = 2;
+} // namespace op_code
+
+/// Most inputs / components one reduce or reduce_and_apply launch takes.
+constexpr int max_kernel_pointers = 64;
+
+/// dst[i] = op(dst[i], y[i]) for i in [0, n). `dst` may equal `y`.
+cudaError_t launch_apply_update(update_op op, dtype t, void* dst, const void* y,
+                                int64_t n, cudaStream_t stream);
+
+/// out[i] = op(inputs[0][i], ..., inputs[k-1][i]), inputs combined in order;
+/// mean = sum / k (floating only). `out` may be one of the inputs.
+/// `inputs` is a host array of `num_inputs` device pointers.
+cudaError_t launch_reduce(reduce_op op, dtype t, void* out,
+                          const void* const* inputs, int num_inputs, int64_t n,
+                          cudaStream_t stream);
+
+/// host::reduce_and_apply on one device: y = reduce(contributions) rounded to
+/// `t` (the single contribution itself when there is one), then
+/// c[i] = uop(c[i], y) for every component. Components must not alias
+/// contributions or each other. Host arrays of device pointers.
+cudaError_t launch_reduce_and_apply(reduce_op rop, update_op uop, dtype t,
+                                    const void* const* contributions,
+                                    int num_contributions,
+                                    void* const* components, int num_components,
+                                    int64_t n, cudaStream_t stream);
+
+/// R4: dst = this replica's share of x (floor-division split for integers,
+/// x / N for floating dtypes). `dst` may equal `x`. Requires
+/// 0 <= rank < num_replicas (cudaErrorInvalidValue otherwise).
+cudaError_t launch_split_assign(dtype t, void* dst, const void* x, int64_t n,
+                                int rank, int num_replicas,
+                                cudaStream_t stream);
+
+/// data[i] = data[i] / divisor, computed in the dtype's arithmetic (float for
+/// the 16-bit types, floor division for integers): the "mean after sum" step
+/// of a collective.
+cudaError_t launch_divide(dtype t, void* data, int64_t divisor, int64_t n,
+                          cudaStream_t stream);
+
+/// data[i] = data[i] * factor (float for the 16-bit types; floating dtypes
+/// only, cudaErrorInvalidValue for integers).
+cudaError_t launch_scale(dtype t, void* data, double factor, int64_t n,
+                         cudaStream_t stream);
+
+} // namespace cuda
+} // namespace varsync

@@ -1,0 +1,457 @@
+#include "sync/nccl/nccl_clique.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "core/error.hpp"
+#include "devices/cuda/cuda_device_internal.hpp"
+
+namespace varsync::nccl {
+
+namespace {
+
+caf::error nccl_error(std::string_view what, ncclResult_t r,
+                      ncclComm_t comm = nullptr) {
+  std::string msg = "nccl: ";
+  msg += what;
+  msg += ": ";
+  msg += ncclGetErrorString(r);
+  if (const char* last = ncclGetLastError(comm); last != nullptr && *last) {
+    msg += " (";
+    msg += last;
+    msg += ")";
+  }
+  return make_error(errc::device_error, std::move(msg));
+}
+
+caf::error invalid(std::string msg) {
+  return make_error(errc::invalid_argument, "nccl clique: " + std::move(msg));
+}
+
+ncclDataType_t nccl_type(dtype t) {
+  switch (t) {
+    case dtype::float16: return ncclFloat16;
+    case dtype::bfloat16: return ncclBfloat16;
+    case dtype::float32: return ncclFloat32;
+    case dtype::float64: return ncclFloat64;
+    case dtype::int32: return ncclInt32;
+    case dtype::int64: return ncclInt64;
+  }
+  return ncclFloat32;
+}
+
+/// The NCCL operator for `op` on `t`; mean is ncclAvg (floating only).
+caf::expected<ncclRedOp_t> nccl_op(reduce_op op, dtype t) {
+  switch (op) {
+    case reduce_op::sum: return ncclSum;
+    case reduce_op::prod: return ncclProd;
+    case reduce_op::min: return ncclMin;
+    case reduce_op::max: return ncclMax;
+    case reduce_op::mean:
+      if (is_floating(t))
+        return ncclAvg;
+      return invalid("mean requires a floating dtype, found "
+                     + std::string{to_string(t)});
+  }
+  return invalid("unknown reduce_op");
+}
+
+/// Closes an NCCL group on every path out of a scope.
+class group {
+public:
+  group() : status_(ncclGroupStart()) {}
+  ~group() {
+    if (open_)
+      ncclGroupEnd();
+  }
+  ncclResult_t start_status() const { return status_; }
+  ncclResult_t end() {
+    open_ = false;
+    return ncclGroupEnd();
+  }
+
+private:
+  ncclResult_t status_;
+  bool open_ = true;
+};
+
+} // namespace
+
+struct clique::impl {
+  std::vector<int> gpus;
+  std::vector<ncclComm_t> comms;
+  std::vector<cudaStream_t> streams;
+  std::vector<void*> staging;       // per rank, for all_reduce_batch
+  std::vector<size_t> staging_size; // bytes
+
+  ~impl() {
+    for (size_t r = 0; r < gpus.size(); ++r) {
+      cuda::device_guard guard{gpus[r]};
+      if (r < streams.size() && streams[r] != nullptr)
+        cudaStreamSynchronize(streams[r]);
+      if (r < comms.size() && comms[r] != nullptr)
+        ncclCommDestroy(comms[r]);
+      if (r < staging.size() && staging[r] != nullptr)
+        cudaFree(staging[r]);
+      if (r < streams.size() && streams[r] != nullptr)
+        cudaStreamDestroy(streams[r]);
+    }
+  }
+
+  int n() const { return static_cast<int>(gpus.size()); }
+
+  /// The stream of rank r for this call.
+  cudaStream_t stream_for(std::span<void* const> given, int r) const {
+    return given.empty() ? streams[static_cast<size_t>(r)]
+                         : static_cast<cudaStream_t>(given[static_cast<size_t>(r)]);
+  }
+
+  caf::error check_spans(size_t send, size_t recv,
+                         std::span<void* const> given) const {
+    const auto size = gpus.size();
+    if (send != size || recv != size)
+      return invalid("expected one send and one receive pointer per rank ("
+                     + std::to_string(size) + "), found "
+                     + std::to_string(send) + " and " + std::to_string(recv));
+    if (!given.empty() && given.size() != size)
+      return invalid("expected one stream per rank (" + std::to_string(size)
+                     + ") or none, found " + std::to_string(given.size()));
+    return {};
+  }
+
+  /// Runs issue(r, comm, stream) for every rank inside one NCCL group.
+  template <class F>
+  caf::error grouped(std::string_view what, std::span<void* const> given,
+                     F&& issue) {
+    group g;
+    if (g.start_status() != ncclSuccess)
+      return nccl_error("ncclGroupStart", g.start_status());
+    for (int r = 0; r < n(); ++r) {
+      auto res = issue(r, comms[static_cast<size_t>(r)], stream_for(given, r));
+      if (res != ncclSuccess)
+        return nccl_error(std::string{what} + " (rank " + std::to_string(r)
+                            + ", cuda:" + std::to_string(gpus[static_cast<size_t>(r)])
+                            + ")",
+                          res, comms[static_cast<size_t>(r)]);
+    }
+    if (auto res = g.end(); res != ncclSuccess)
+      return nccl_error(std::string{what} + " (ncclGroupEnd)", res);
+    return {};
+  }
+
+  /// Grows rank r's staging buffer to at least `bytes`.
+  caf::error reserve_staging(int r, size_t bytes) {
+    auto i = static_cast<size_t>(r);
+    if (staging_size[i] >= bytes)
+      return {};
+    cuda::device_guard guard{gpus[i]};
+    if (guard.status() != cudaSuccess)
+      return cuda::make_cuda_error(gpus[i], "cudaSetDevice", guard.status());
+    if (staging[i] != nullptr) {
+      cudaStreamSynchronize(streams[i]);
+      cudaFree(staging[i]);
+      staging[i] = nullptr;
+      staging_size[i] = 0;
+    }
+    if (auto e = cudaMalloc(&staging[i], bytes); e != cudaSuccess) {
+      cudaGetLastError();
+      staging[i] = nullptr;
+      return cuda::make_cuda_error(gpus[i], "nccl staging buffer (cudaMalloc)",
+                                   e);
+    }
+    staging_size[i] = bytes;
+    return {};
+  }
+};
+
+caf::expected<std::unique_ptr<clique>> clique::create(std::vector<int> gpus) {
+  if (gpus.empty())
+    return invalid("no GPUs");
+  std::set<int> distinct(gpus.begin(), gpus.end());
+  if (distinct.size() != gpus.size())
+    return invalid("a GPU is listed twice: NCCL refuses two ranks on one GPU; "
+                   "replicas sharing a GPU use the same-GPU path (device "
+                   "copies and the reduce_and_apply kernel)");
+  int count = 0;
+  if (auto e = cudaGetDeviceCount(&count); e != cudaSuccess) {
+    cudaGetLastError();
+    return cuda::make_cuda_error(gpus.front(), "cannot count CUDA devices", e);
+  }
+  for (int g : gpus)
+    if (g < 0 || g >= count)
+      return make_error(errc::device_error,
+                        "nccl clique: cuda:" + std::to_string(g)
+                          + ": no such GPU (this machine has "
+                          + std::to_string(count) + ")");
+  auto p = std::make_unique<impl>();
+  p->gpus = std::move(gpus);
+  const auto n = p->gpus.size();
+  p->comms.assign(n, nullptr);
+  p->streams.assign(n, nullptr);
+  p->staging.assign(n, nullptr);
+  p->staging_size.assign(n, 0);
+  for (size_t r = 0; r < n; ++r) {
+    cuda::device_guard guard{p->gpus[r]};
+    if (guard.status() != cudaSuccess)
+      return cuda::make_cuda_error(p->gpus[r], "cudaSetDevice", guard.status());
+    if (auto e = cudaStreamCreateWithFlags(&p->streams[r],
+                                           cudaStreamNonBlocking);
+        e != cudaSuccess)
+      return cuda::make_cuda_error(p->gpus[r], "cudaStreamCreateWithFlags", e);
+  }
+  if (auto r = ncclCommInitAll(p->comms.data(), static_cast<int>(n),
+                               p->gpus.data());
+      r != ncclSuccess) {
+    std::fill(p->comms.begin(), p->comms.end(), nullptr);
+    return nccl_error("ncclCommInitAll over " + std::to_string(n) + " GPUs", r);
+  }
+  return std::unique_ptr<clique>{new clique(std::move(p))};
+}
+
+clique::clique(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+
+clique::~clique() = default;
+
+int clique::size() const {
+  return impl_->n();
+}
+
+const std::vector<int>& clique::gpus() const {
+  return impl_->gpus;
+}
+
+void* clique::stream(int rank) const {
+  return static_cast<void*>(impl_->streams.at(static_cast<size_t>(rank)));
+}
+
+caf::error clique::all_reduce(reduce_op op, dtype type,
+                              std::span<const void* const> send,
+                              std::span<void* const> recv, int64_t count,
+                              std::span<void* const> streams) {
+  if (auto err = impl_->check_spans(send.size(), recv.size(), streams))
+    return err;
+  auto nop = nccl_op(op, type);
+  if (!nop)
+    return std::move(nop.error());
+  if (count <= 0)
+    return {};
+  return impl_->grouped("ncclAllReduce", streams,
+                        [&](int r, ncclComm_t comm, cudaStream_t s) {
+                          auto i = static_cast<size_t>(r);
+                          return ncclAllReduce(send[i], recv[i],
+                                               static_cast<size_t>(count),
+                                               nccl_type(type), *nop, comm, s);
+                        });
+}
+
+caf::error clique::broadcast(dtype type, std::span<const void* const> send,
+                             std::span<void* const> recv, int64_t count,
+                             int root, std::span<void* const> streams) {
+  if (auto err = impl_->check_spans(send.size(), recv.size(), streams))
+    return err;
+  if (root < 0 || root >= impl_->n())
+    return invalid("broadcast root " + std::to_string(root) + " out of range");
+  if (count <= 0)
+    return {};
+  return impl_->grouped("ncclBroadcast", streams,
+                        [&](int r, ncclComm_t comm, cudaStream_t s) {
+                          auto i = static_cast<size_t>(r);
+                          return ncclBroadcast(send[i], recv[i],
+                                               static_cast<size_t>(count),
+                                               nccl_type(type), root, comm, s);
+                        });
+}
+
+caf::error clique::all_gather(dtype type, std::span<const void* const> send,
+                              std::span<void* const> recv, int64_t count,
+                              std::span<void* const> streams) {
+  if (auto err = impl_->check_spans(send.size(), recv.size(), streams))
+    return err;
+  if (count <= 0)
+    return {};
+  return impl_->grouped("ncclAllGather", streams,
+                        [&](int r, ncclComm_t comm, cudaStream_t s) {
+                          auto i = static_cast<size_t>(r);
+                          return ncclAllGather(send[i], recv[i],
+                                               static_cast<size_t>(count),
+                                               nccl_type(type), comm, s);
+                        });
+}
+
+caf::error clique::reduce(reduce_op op, dtype type,
+                          std::span<const void* const> send,
+                          std::span<void* const> recv, int64_t count, int root,
+                          std::span<void* const> streams) {
+  if (auto err = impl_->check_spans(send.size(), recv.size(), streams))
+    return err;
+  if (root < 0 || root >= impl_->n())
+    return invalid("reduce root " + std::to_string(root) + " out of range");
+  auto nop = nccl_op(op, type);
+  if (!nop)
+    return std::move(nop.error());
+  if (count <= 0)
+    return {};
+  return impl_->grouped("ncclReduce", streams,
+                        [&](int r, ncclComm_t comm, cudaStream_t s) {
+                          auto i = static_cast<size_t>(r);
+                          return ncclReduce(send[i], recv[i],
+                                            static_cast<size_t>(count),
+                                            nccl_type(type), *nop, root, comm,
+                                            s);
+                        });
+}
+
+caf::error clique::all_reduce_batch(reduce_op op,
+                                    std::span<const std::vector<buffer>> per_rank,
+                                    std::span<void* const> streams) {
+  const int n = impl_->n();
+  if (per_rank.size() != static_cast<size_t>(n))
+    return invalid("all_reduce_batch: expected one buffer list per rank ("
+                   + std::to_string(n) + "), found "
+                   + std::to_string(per_rank.size()));
+  if (!streams.empty() && streams.size() != static_cast<size_t>(n))
+    return invalid("all_reduce_batch: expected one stream per rank or none");
+  const auto& first = per_rank[0];
+  for (int r = 1; r < n; ++r) {
+    const auto& list = per_rank[static_cast<size_t>(r)];
+    if (list.size() != first.size())
+      return invalid("all_reduce_batch: rank " + std::to_string(r) + " lists "
+                     + std::to_string(list.size()) + " buffers, rank 0 lists "
+                     + std::to_string(first.size()));
+    for (size_t k = 0; k < list.size(); ++k)
+      if (list[k].count != first[k].count || list[k].type != first[k].type)
+        return invalid("all_reduce_batch: buffer " + std::to_string(k)
+                       + " of rank " + std::to_string(r)
+                       + " differs in count or dtype from rank 0");
+  }
+  // Group the buffers by dtype (in order of first appearance within each
+  // dtype) and lay out each multi-buffer group in the staging buffer.
+  struct group_plan {
+    dtype type;
+    std::vector<size_t> members;
+    int64_t total = 0;
+    size_t offset = 0; // bytes into staging (multi-buffer groups only)
+  };
+  std::vector<group_plan> groups;
+  for (size_t k = 0; k < first.size(); ++k) {
+    if (first[k].count < 0)
+      return invalid("all_reduce_batch: negative count");
+    if (first[k].count == 0)
+      continue;
+    auto i = std::find_if(groups.begin(), groups.end(), [&](const auto& g) {
+      return g.type == first[k].type;
+    });
+    if (i == groups.end()) {
+      groups.push_back({first[k].type, {}, 0, 0});
+      i = groups.end() - 1;
+    }
+    i->members.push_back(k);
+    i->total += first[k].count;
+  }
+  std::vector<ncclRedOp_t> ops;
+  size_t staging_bytes = 0;
+  for (auto& g : groups) {
+    auto nop = nccl_op(op, g.type);
+    if (!nop)
+      return std::move(nop.error());
+    ops.push_back(*nop);
+    if (g.members.size() > 1) {
+      g.offset = staging_bytes;
+      staging_bytes += (static_cast<size_t>(g.total) * size_of(g.type) + 255)
+                       / 256 * 256;
+    }
+  }
+  if (groups.empty())
+    return {};
+  auto copy_all = [&](bool pack) -> caf::error {
+    for (int r = 0; r < n; ++r) {
+      const auto i = static_cast<size_t>(r);
+      cuda::device_guard guard{impl_->gpus[i]};
+      if (guard.status() != cudaSuccess)
+        return cuda::make_cuda_error(impl_->gpus[i], "cudaSetDevice",
+                                     guard.status());
+      auto s = impl_->stream_for(streams, r);
+      for (const auto& g : groups) {
+        if (g.members.size() < 2)
+          continue;
+        auto* base = static_cast<char*>(impl_->staging[i]) + g.offset;
+        size_t at = 0;
+        for (size_t k : g.members) {
+          const auto& b = per_rank[i][k];
+          const size_t bytes = static_cast<size_t>(b.count) * size_of(b.type);
+          auto e = pack ? cudaMemcpyAsync(base + at, b.data, bytes,
+                                          cudaMemcpyDeviceToDevice, s)
+                        : cudaMemcpyAsync(b.data, base + at, bytes,
+                                          cudaMemcpyDeviceToDevice, s);
+          if (e != cudaSuccess)
+            return cuda::make_cuda_error(impl_->gpus[i],
+                                         pack ? "batch pack (cudaMemcpyAsync)"
+                                              : "batch unpack (cudaMemcpyAsync)",
+                                         e);
+          at += bytes;
+        }
+      }
+    }
+    return {};
+  };
+  if (staging_bytes > 0) {
+    for (int r = 0; r < n; ++r)
+      if (auto err = impl_->reserve_staging(r, staging_bytes))
+        return err;
+    if (auto err = copy_all(true))
+      return err;
+  }
+  auto err = impl_->grouped(
+    "ncclAllReduce (batch)", streams,
+    [&](int r, ncclComm_t comm, cudaStream_t s) {
+      const auto i = static_cast<size_t>(r);
+      for (size_t gi = 0; gi < groups.size(); ++gi) {
+        const auto& g = groups[gi];
+        void* data = g.members.size() > 1
+                       ? static_cast<char*>(impl_->staging[i]) + g.offset
+                       : per_rank[i][g.members[0]].data;
+        auto res = ncclAllReduce(data, data, static_cast<size_t>(g.total),
+                                 nccl_type(g.type), ops[gi], comm, s);
+        if (res != ncclSuccess)
+          return res;
+      }
+      return ncclSuccess;
+    });
+  if (err)
+    return err;
+  if (staging_bytes > 0)
+    return copy_all(false);
+  return {};
+}
+
+caf::error clique::synchronize(std::span<void* const> streams) {
+  if (!streams.empty() && streams.size() != impl_->gpus.size())
+    return invalid("synchronize: expected one stream per rank or none");
+  for (int r = 0; r < impl_->n(); ++r) {
+    const auto i = static_cast<size_t>(r);
+    cuda::device_guard guard{impl_->gpus[i]};
+    if (guard.status() != cudaSuccess)
+      return cuda::make_cuda_error(impl_->gpus[i], "cudaSetDevice",
+                                   guard.status());
+    if (auto e = cudaStreamSynchronize(impl_->stream_for(streams, r));
+        e != cudaSuccess)
+      return cuda::make_cuda_error(impl_->gpus[i], "nccl clique synchronize",
+                                   e);
+    ncclResult_t async = ncclSuccess;
+    if (auto res = ncclCommGetAsyncError(impl_->comms[i], &async);
+        res != ncclSuccess)
+      return nccl_error("ncclCommGetAsyncError", res, impl_->comms[i]);
+    if (async != ncclSuccess)
+      return nccl_error("asynchronous error on rank " + std::to_string(r),
+                        async, impl_->comms[i]);
+  }
+  return {};
+}
+
+} // namespace varsync::nccl

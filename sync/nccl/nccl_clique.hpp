@@ -1,0 +1,108 @@
+#pragma once
+// One NCCL communicator clique per strategy over its distinct GPUs, and the
+// collectives over it. All ranks are local: the clique is driven from one
+// host thread (one place, e.g. the strategy's collective driver), which issues
+// the call of every rank inside one ncclGroupStart / ncclGroupEnd. Issuing
+// NCCL calls one rank at a time from actors that share scheduler threads can
+// deadlock (docs: ARCHITECTURE.md, rule 4).
+//
+// NCCL refuses two ranks on one GPU (ncclCommInitAll over a device list with
+// a duplicate fails with ncclInvalidUsage). A strategy that lists cuda:0 twice
+// (a single GPU split into logical replicas) must not build a clique over its
+// replica list: it uses the same-GPU path (device copies + the
+// reduce_and_apply kernel, sync/nccl/same_device_reduce.hpp), and
+// plan_cuda_collective() picks the path from the device list.
+//
+// No CUDA or NCCL header here: streams are cudaStream_t passed as void*.
+// Every collective is asynchronous on the streams (per rank; by default the
+// clique's own non-blocking streams) and returns once every rank's operation
+// is enqueued; synchronize() waits. The object is not thread-safe: one caller.
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include "core/dtype.hpp"
+#include "sync/synchronization.hpp"
+
+namespace varsync::nccl {
+
+/// One buffer of one rank in a batch all-reduce: `count` elements of `type`
+/// at device pointer `data`, reduced in place.
+struct buffer {
+  void* data = nullptr;
+  int64_t count = 0;
+  dtype type = dtype::float32;
+};
+
+class clique {
+public:
+  /// ncclCommInitAll over `gpus` (CUDA ordinals, rank r on gpus[r]); one
+  /// non-blocking stream per rank. invalid_argument for an empty list or a
+  /// GPU listed twice; device_error naming the NCCL or CUDA error otherwise.
+  static caf::expected<std::unique_ptr<clique>> create(std::vector<int> gpus);
+
+  ~clique();
+  clique(const clique&) = delete;
+  clique& operator=(const clique&) = delete;
+
+  int size() const;
+  const std::vector<int>& gpus() const;
+  /// The clique's own stream of `rank` (a cudaStream_t).
+  void* stream(int rank) const;
+
+  // In every collective, `send` and `recv` hold one device pointer per rank
+  // (on that rank's GPU), `streams` is empty (the clique's streams) or holds
+  // one cudaStream_t per rank. send[r] == recv[r] is in place.
+
+  /// recv[r] = op over all ranks of send[*], for every rank. sum, prod, min,
+  /// max; mean is ncclAvg (floating dtypes only; integer mean is
+  /// invalid_argument, as everywhere in varsync).
+  caf::error all_reduce(reduce_op op, dtype type,
+                        std::span<const void* const> send,
+                        std::span<void* const> recv, int64_t count,
+                        std::span<void* const> streams = {});
+
+  /// recv[r] = send[root] for every rank (send of other ranks is unused and
+  /// may be null).
+  caf::error broadcast(dtype type, std::span<const void* const> send,
+                       std::span<void* const> recv, int64_t count, int root,
+                       std::span<void* const> streams = {});
+
+  /// recv[r] = concat(send[0], ..., send[N-1]), each `count` elements
+  /// (recv holds N * count).
+  caf::error all_gather(dtype type, std::span<const void* const> send,
+                        std::span<void* const> recv, int64_t count,
+                        std::span<void* const> streams = {});
+
+  /// recv[root] = op over send[*]; recv of other ranks is unused (may be
+  /// null).
+  caf::error reduce(reduce_op op, dtype type, std::span<const void* const> send,
+                    std::span<void* const> recv, int64_t count, int root,
+                    std::span<void* const> streams = {});
+
+  /// Fused in-place all-reduce of a list of buffers per rank: every rank
+  /// lists the same (count, dtype) sequence. Buffers are grouped by dtype;
+  /// each group with more than one buffer is packed into a staging buffer
+  /// (device copies), reduced with one ncclAllReduce, and unpacked; so the
+  /// batch costs one NCCL call per dtype, all in one group.
+  caf::error all_reduce_batch(reduce_op op,
+                              std::span<const std::vector<buffer>> per_rank,
+                              std::span<void* const> streams = {});
+
+  /// Waits for the streams (empty: the clique's own) and checks every
+  /// communicator for asynchronous NCCL errors.
+  caf::error synchronize(std::span<void* const> streams = {});
+
+  struct impl;
+
+private:
+  explicit clique(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace varsync::nccl
