@@ -1,6 +1,7 @@
 #include "core/tensor.hpp"
 
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -21,12 +22,21 @@ constexpr size_t alignment = 64;
 
 int64_t element_count(const tensor_shape& s) {
   int64_t n = 1;
+  bool empty = false;
   for (auto d : s) {
     if (d < 0)
       return -1;
+    if (d == 0) {
+      empty = true;
+      continue;
+    }
+    // Overflow is checked before it happens (a fuzz finding: shapes from
+    // other processes are untrusted).
+    if (n > std::numeric_limits<int64_t>::max() / d)
+      return -1;
     n *= d;
   }
-  return n;
+  return empty ? 0 : n;
 }
 
 std::string to_string(const tensor_shape& s) {
@@ -169,8 +179,9 @@ tensor::tensor() : tensor(dtype::float32, {0}, 0, allocate_host_bytes(0)) {
 tensor tensor::empty(dtype type, tensor_shape shape) {
   auto n = element_count(shape);
   if (n < 0)
-    throw std::invalid_argument("tensor: negative extent in shape "
-                                + to_string(shape));
+    throw std::invalid_argument("tensor: shape " + to_string(shape)
+                                + " has a negative extent or too many "
+                                  "elements");
   auto bytes = allocate_host_bytes(static_cast<size_t>(n) * size_of(type));
   return tensor{type, std::move(shape), n, std::move(bytes)};
 }

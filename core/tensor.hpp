@@ -20,7 +20,8 @@ namespace varsync {
 
 using tensor_shape = std::vector<int64_t>;
 
-/// Number of elements of `s` (1 for a scalar), or -1 for a negative extent.
+/// Number of elements of `s` (1 for a scalar), or -1 for a negative extent
+/// or a product that does not fit int64.
 int64_t element_count(const tensor_shape& s);
 
 /// "[2, 3]" and "[]" for scalars.

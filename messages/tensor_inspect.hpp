@@ -39,9 +39,10 @@ inspect(Inspector& f, tensor& x) {
     if (type > static_cast<uint8_t>(dtype::int64))
       return caf::sec::invalid_argument;
     auto n = element_count(shape);
-    if (n < 0
-        || static_cast<size_t>(n) * size_of(static_cast<dtype>(type))
-             != bytes.size())
+    auto width = size_of(static_cast<dtype>(type));
+    // Compared by division: n * width could wrap (a fuzz finding).
+    if (n < 0 || bytes.size() % width != 0
+        || static_cast<size_t>(n) != bytes.size() / width)
       return caf::sec::invalid_argument;
     x = tensor::from_bytes(static_cast<dtype>(type), shape, bytes.data(),
                            bytes.size());

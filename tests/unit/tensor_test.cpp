@@ -78,3 +78,12 @@ TEST_CASE("tensor: filled converts the value to every dtype") {
       CHECK(x.as_double(i) == 2.0);
   }
 }
+
+TEST_CASE("tensor: element counts that overflow int64 are invalid, not UB") {
+  CHECK(element_count({int64_t{1} << 32, int64_t{1} << 32}) == -1);
+  CHECK(element_count({int64_t{1} << 62, 4}) == -1);
+  CHECK(element_count({int64_t{1} << 62, 0}) == 0);
+  CHECK_THROWS_AS(tensor::empty(dtype::float32, {int64_t{1} << 32,
+                                                 int64_t{1} << 32}),
+                  std::invalid_argument);
+}

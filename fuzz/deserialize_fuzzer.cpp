@@ -1,0 +1,391 @@
+// Fuzzes the deserialization of varsync's messages as replicas in other
+// processes would receive them: CAF 0.17's caf::binary_deserializer over the
+// input bytes into varsync::tensor, variable_spec, variable_info,
+// step_report, std::vector<tensor> and std::vector<variable_info> (the
+// inspect functions of messages/*.hpp).
+//
+// Input layout: byte 0 selects the type, the rest is the serialized value.
+//
+// Properties: deserialization never crashes and never throws; a tensor it
+// accepts is consistent (dtype valid, element count = product of the shape,
+// byte count = elements x dtype size, every element readable) and serializes
+// back to a tensor that deserializes to the same value; a deserialized
+// variable_spec goes through validate_variable_spec like a remote creation
+// request.
+//
+// Length prefixes. CAF 0.17 reads a sequence length as a varbyte uint32 and,
+// for std::vector<char> (the tensor's byte block), resizes the vector to that
+// length BEFORE checking that the input holds so many bytes: a 6-byte message
+// makes it allocate and zero 4 GiB. That is a CAF behaviour, not a varsync
+// bug, but varsync's tensor inspect is exposed to it (see
+// docs/sanitizers-and-fuzzing.md). So that the fuzzer can look for other
+// problems, it bounds its input first: it walks the same wire layout and skips
+// inputs in which a byte block claims more bytes than remain, or a length
+// prefix is longer than the 5 bytes a uint32 needs (which CAF decodes with
+// shifts of 32 bits or more). Set VARSYNC_FUZZ_UNBOUNDED=1 to hand every
+// input to CAF unchanged and reproduce the allocation.
+// VARSYNC_FUZZ_SKIP_KNOWN=1 also skips inputs with a tensor shape whose
+// element or byte count overflows (the findings of fuzz/findings/), so that a
+// campaign can look past them until the library rejects such shapes.
+// VARSYNC_FUZZ_STRICT_ENUMS=1 additionally requires that deserialized enum
+// fields (dtype, synchronization, aggregation, update_op) are in range.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+
+#include "core/error.hpp"
+#include "core/tensor.hpp"
+#include "fuzz_check.hpp"
+#include "messages/register_types.hpp"
+#include "messages/step.hpp"
+#include "messages/tensor_inspect.hpp"
+#include "messages/variable_info.hpp"
+#include "sync/sync_policy.hpp"
+
+using namespace varsync;
+
+namespace {
+
+// -- the input bound ----------------------------------------------------------
+
+/// Walks CAF 0.17's binary layout of the fuzzed types and flags inputs that
+/// must not reach CAF: a byte block (std::vector<char>, or a std::string)
+/// claiming more bytes than remain, or a length prefix longer than 5 bytes.
+/// Running out of input is fine: CAF fails cleanly at the same point, so the
+/// walk just stops there.
+class wire_bound {
+public:
+  wire_bound(const uint8_t* data, size_t size) : p_(data), end_(data + size) {
+  }
+
+  /// True if the input must be skipped.
+  bool bad() const {
+    return bad_;
+  }
+
+  /// True if a tensor of the input has a shape whose element count or byte
+  /// count overflows (fuzz/findings/; skipped with VARSYNC_FUZZ_SKIP_KNOWN=1
+  /// until the library rejects such shapes).
+  bool known_finding() const {
+    return known_;
+  }
+
+  void tensor_value() {
+    uint8_t type = 0;
+    if (!stopped() && p_ < end_)
+      type = *p_;
+    skip(1); // dtype
+    auto rank = seq();
+    // shape: big-endian int64 extents, multiplied as element_count does
+    // (it returns -1 at the first negative extent).
+    unsigned __int128 count = 1;
+    bool negative = false;
+    bool overflow = false;
+    for (uint32_t i = 0; i < rank && !stopped(); ++i) {
+      if (remaining() < 8) {
+        skip(8);
+        break;
+      }
+      uint64_t e = 0;
+      for (int b = 0; b < 8; ++b)
+        e = (e << 8) | *p_++;
+      auto extent = static_cast<int64_t>(e);
+      if (negative || overflow)
+        continue;
+      if (extent < 0) {
+        negative = true;
+        continue;
+      }
+      count *= static_cast<uint64_t>(extent);
+      overflow = count > static_cast<uint64_t>(INT64_MAX);
+    }
+    if (overflow
+        || (!negative && type <= static_cast<uint8_t>(dtype::int64)
+            && count * size_of(static_cast<dtype>(type)) > SIZE_MAX))
+      known_ = true;
+    bytes(seq()); // the raw bytes
+  }
+
+  void string_value() {
+    bytes(seq());
+  }
+
+  void variable_spec_value() {
+    string_value(); // name
+    tensor_value(); // initial value
+    skip(3);        // sync, agg, trainable
+  }
+
+  void variable_info_value() {
+    skip(8);                   // id
+    string_value();            // name
+    skip(1);                   // dtype
+    skip(uint64_t{seq()} * 8); // shape
+    skip(3);                   // sync, agg, trainable
+  }
+
+  void recorded_update_value() {
+    skip(9); // variable id, op
+    tensor_value();
+  }
+
+  template <class F>
+  void vector_value(F element) {
+    auto n = seq();
+    for (uint32_t i = 0; i < n && !stopped(); ++i)
+      element();
+  }
+
+private:
+  bool stopped() const {
+    return bad_ || truncated_;
+  }
+
+  size_t remaining() const {
+    return static_cast<size_t>(end_ - p_);
+  }
+
+  void skip(uint64_t n) {
+    if (stopped())
+      return;
+    if (n > remaining()) {
+      truncated_ = true;
+      p_ = end_;
+      return;
+    }
+    p_ += n;
+  }
+
+  void bytes(uint64_t n) {
+    if (stopped())
+      return;
+    if (n > remaining()) {
+      bad_ = true; // CAF would allocate n bytes before its range check
+      return;
+    }
+    p_ += n;
+  }
+
+  // CAF 0.17 binary_deserializer::begin_sequence: little-endian base-128,
+  // accumulated in a uint32_t (5 bytes at most for a valid prefix).
+  uint32_t seq() {
+    if (stopped())
+      return 0;
+    uint32_t x = 0;
+    for (int n = 0;; ++n) {
+      if (p_ >= end_) {
+        truncated_ = true;
+        return 0;
+      }
+      if (n >= 5) {
+        bad_ = true; // CAF would shift a uint32_t by 35 bits or more
+        return 0;
+      }
+      auto b = *p_++;
+      x |= static_cast<uint32_t>(b & 0x7f) << (7 * n);
+      if ((b & 0x80) == 0)
+        return x;
+    }
+  }
+
+  const uint8_t* p_;
+  const uint8_t* end_;
+  bool bad_ = false;
+  bool truncated_ = false;
+  bool known_ = false;
+};
+
+// -- the actor system ---------------------------------------------------------
+
+caf::actor_system& system_once() {
+  static auto* cfg = [] {
+    auto* c = new caf::actor_system_config;
+    register_types(*c);
+    return c;
+  }();
+  static auto* sys = new caf::actor_system{*cfg};
+  return *sys;
+}
+
+bool env_flag(const char* name) {
+  auto* v = std::getenv(name);
+  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+}
+
+// -- properties ---------------------------------------------------------------
+
+template <class T>
+bool deserialize(const uint8_t* data, size_t size, T& x) {
+  caf::binary_deserializer source{system_once(),
+                                  reinterpret_cast<const char*>(data), size};
+  auto err = source(x);
+  return !err;
+}
+
+template <class T>
+std::vector<char> serialize(T& x) {
+  std::vector<char> buf;
+  caf::binary_serializer sink{system_once(), buf};
+  auto err = sink(x);
+  FUZZ_CHECK(!err, "serializing a deserialized value failed");
+  return buf;
+}
+
+void check_tensor(const tensor& t) {
+  auto type = static_cast<uint8_t>(t.type());
+  FUZZ_CHECK(type <= static_cast<uint8_t>(dtype::int64), "invalid dtype");
+  auto n = element_count(t.shape());
+  FUZZ_CHECK(n >= 0 && n == t.size(), "element count != product of shape");
+  auto expected = static_cast<unsigned __int128>(t.size()) * size_of(t.type());
+  FUZZ_CHECK(expected == t.nbytes(),
+             "byte count != elements x dtype size (overflow?)");
+  // Touch every byte and read elements (ASan checks the buffer bounds).
+  auto* bytes = static_cast<const unsigned char*>(t.raw());
+  unsigned sum = 0;
+  for (size_t i = 0; i < t.nbytes(); ++i)
+    sum += bytes[i];
+  double acc = 0;
+  for (int64_t i = 0; i < t.size() && i < 4096; ++i)
+    acc += t.as_double(i);
+  (void) sum;
+  (void) acc;
+  (void) t.debug_string();
+  auto copy = t.clone();
+  FUZZ_CHECK(copy.bitwise_equal(t), "clone differs");
+}
+
+void check_tensor_round_trip(tensor& t) {
+  auto buf = serialize(t);
+  tensor again;
+  FUZZ_CHECK(deserialize(reinterpret_cast<const uint8_t*>(buf.data()),
+                         buf.size(), again),
+             "a serialized tensor does not deserialize");
+  FUZZ_CHECK(again.bitwise_equal(t), "tensor round trip changed the value");
+}
+
+bool skip_known() {
+  static const bool value = env_flag("VARSYNC_FUZZ_SKIP_KNOWN");
+  return value;
+}
+
+bool strict_enums() {
+  static const bool value = env_flag("VARSYNC_FUZZ_STRICT_ENUMS");
+  return value;
+}
+
+void check_enums(uint8_t sync, uint8_t agg) {
+  if (!strict_enums())
+    return;
+  FUZZ_CHECK(sync <= 3, "synchronization out of range after deserialization");
+  FUZZ_CHECK(agg <= 3, "aggregation out of range after deserialization");
+}
+
+void check_info(const variable_info& info) {
+  if (strict_enums())
+    FUZZ_CHECK(static_cast<uint8_t>(info.type)
+                 <= static_cast<uint8_t>(dtype::int64),
+               "dtype out of range after deserialization");
+  check_enums(static_cast<uint8_t>(info.sync), static_cast<uint8_t>(info.agg));
+  (void) to_string(info.shape);
+  (void) to_string(info.type);
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  (void) system_once();
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1)
+    return 0;
+  auto selector = data[0] % 6;
+  ++data;
+  --size;
+
+  if (!env_flag("VARSYNC_FUZZ_UNBOUNDED")) {
+    wire_bound w{data, size};
+    switch (selector) {
+      case 0: w.tensor_value(); break;
+      case 1: w.variable_spec_value(); break;
+      case 2: w.variable_info_value(); break;
+      case 3: w.vector_value([&] { w.recorded_update_value(); }); break;
+      case 4: w.vector_value([&] { w.tensor_value(); }); break;
+      case 5: w.vector_value([&] { w.variable_info_value(); }); break;
+    }
+    if (w.bad())
+      return -1; // never handed to CAF, not added to the corpus
+    if (w.known_finding() && skip_known())
+      return -1;
+  }
+
+  switch (selector) {
+    case 0: {
+      tensor t;
+      if (deserialize(data, size, t)) {
+        check_tensor(t);
+        check_tensor_round_trip(t);
+      }
+      break;
+    }
+    case 1: {
+      variable_spec spec;
+      if (deserialize(data, size, spec)) {
+        check_tensor(spec.initial_value);
+        check_enums(static_cast<uint8_t>(spec.sync),
+                    static_cast<uint8_t>(spec.agg));
+        // A remote creation request is validated before anything happens.
+        auto info = validate_variable_spec(spec);
+        if (!info)
+          FUZZ_CHECK(code_of(info.error()) != errc::none,
+                     "rejected without a varsync error");
+        else
+          FUZZ_CHECK(!validate_value(*info, spec.initial_value, "initial"),
+                     "accepted spec whose value does not match");
+      }
+      break;
+    }
+    case 2: {
+      variable_info info;
+      if (deserialize(data, size, info))
+        check_info(info);
+      break;
+    }
+    case 3: {
+      step_report report;
+      if (deserialize(data, size, report))
+        for (auto& u : report.updates) {
+          if (strict_enums())
+            FUZZ_CHECK(static_cast<uint8_t>(u.op) <= 2,
+                       "update_op out of range after deserialization");
+          check_tensor(u.value);
+        }
+      break;
+    }
+    case 4: {
+      std::vector<tensor> xs;
+      if (deserialize(data, size, xs))
+        for (auto& x : xs)
+          check_tensor(x);
+      break;
+    }
+    case 5: {
+      std::vector<variable_info> xs;
+      if (deserialize(data, size, xs))
+        for (auto& x : xs)
+          check_info(x);
+      break;
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,294 @@
+// Writes the seed corpora of the fuzz targets: fuzz_seed_corpus <dir>
+// creates <dir>/<target>/<seed> for every target of fuzz/CMakeLists.txt (the
+// committed fuzz/corpus/ was made with it). Each target gets a handful of
+// small valid inputs and some invalid ones.
+//
+// The parse_enums and variable_spec targets read their input with
+// FuzzedDataProvider, which takes integers from the END of the input and
+// strings from the front; `fdp_input` lays seeds out accordingly.
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/binary_serializer.hpp>
+
+#include "core/tensor.hpp"
+#include "messages/register_types.hpp"
+#include "messages/step.hpp"
+#include "messages/tensor_inspect.hpp"
+#include "messages/variable_info.hpp"
+#include "sync/safetensors_format.hpp"
+
+using namespace varsync;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path root;
+
+void write(const std::string& target, const std::string& name,
+           const std::string& bytes) {
+  auto dir = root / target;
+  fs::create_directories(dir);
+  std::ofstream out{dir / name, std::ios::binary};
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out)
+    throw std::runtime_error("cannot write " + (dir / name).string());
+}
+
+/// Builds a FuzzedDataProvider input: `front` is read front to back
+/// (strings), `back` holds the integers in the order they are consumed.
+class fdp_input {
+public:
+  /// A ConsumeIntegral / ConsumeIntegralInRange of `nbytes` bytes whose
+  /// result (before adding the range minimum) is `raw`.
+  fdp_input& integer(uint64_t raw, int nbytes) {
+    // The first byte consumed (the last of the input) is the most significant.
+    for (int b = nbytes - 1; b >= 0; --b)
+      consumed_.push_back(static_cast<char>((raw >> (8 * b)) & 0xff));
+    return *this;
+  }
+  fdp_input& u8(uint8_t x) {
+    return integer(x, 1);
+  }
+  fdp_input& i64(int64_t x) {
+    // Full range: the result is min + raw.
+    return integer(static_cast<uint64_t>(x) + (uint64_t{1} << 63), 8);
+  }
+  /// ConsumeRandomLengthString: backslash escapes, "\\" + other ends it.
+  fdp_input& string(const std::string& s) {
+    for (char c : s) {
+      front_ += c;
+      if (c == '\\')
+        front_ += '\\';
+    }
+    front_ += "\\ ";
+    return *this;
+  }
+  fdp_input& rest(const std::string& s) {
+    front_ += s;
+    return *this;
+  }
+  std::string bytes() const {
+    return front_ + std::string(consumed_.rbegin(), consumed_.rend());
+  }
+
+private:
+  std::string front_;
+  std::vector<char> consumed_;
+};
+
+caf::actor_system_config& config() {
+  static auto* cfg = [] {
+    auto* c = new caf::actor_system_config;
+    register_types(*c);
+    return c;
+  }();
+  return *cfg;
+}
+
+template <class T>
+std::string serialized(caf::actor_system& sys, uint8_t selector, T x) {
+  std::vector<char> buf;
+  caf::binary_serializer sink{sys, buf};
+  if (auto err = sink(x))
+    throw std::runtime_error("cannot serialize: " + sys.render(err));
+  return std::string(1, static_cast<char>(selector))
+         + std::string(buf.begin(), buf.end());
+}
+
+void seeds_parse_enums() {
+  const std::string t = "parse_enums";
+  // Selector 0: synchronization, 1: aggregation, 2: reduce_op, 3: dtype.
+  write(t, "sync_on_write", fdp_input{}.u8(0).i64(2).string("w").rest("on_write").bytes());
+  write(t, "sync_upper", fdp_input{}.u8(0).i64(3).string("hits").rest("ON_READ").bytes());
+  write(t, "sync_invalid", fdp_input{}.u8(0).i64(4).string("v").rest("sometimes").bytes());
+  write(t, "agg_mean", fdp_input{}.u8(1).i64(2).string("w").rest("mean").bytes());
+  write(t, "agg_only_first", fdp_input{}.u8(1).i64(3).string("b").rest("ONLY_FIRST_REPLICA").bytes());
+  write(t, "agg_negative", fdp_input{}.u8(1).i64(-1).string("x").rest("sum ").bytes());
+  write(t, "reduce_max", fdp_input{}.u8(2).i64(0).string("").rest("max").bytes());
+  write(t, "reduce_invalid", fdp_input{}.u8(2).i64(0).string("").rest("average").bytes());
+  write(t, "dtype_bf16", fdp_input{}.u8(3).i64(1).string("").rest("bf16").bytes());
+  write(t, "dtype_double", fdp_input{}.u8(3).i64(200).string("").rest("double").bytes());
+  write(t, "dtype_invalid", fdp_input{}.u8(3).i64(6).string("").rest("float8").bytes());
+}
+
+void seeds_parse_device() {
+  const std::string t = "parse_device";
+  write(t, "valid_cpu_0", "cpu:0");
+  write(t, "valid_cpu_3", "cpu:3");
+  write(t, "valid_cuda_1", "cuda:1");
+  write(t, "valid_cuda_leading_zeros", "cuda:0007");
+  write(t, "valid_cpu_9999", "cpu:9999");
+  write(t, "invalid_no_index", "cpu:");
+  write(t, "invalid_negative", "cpu:-1");
+  write(t, "invalid_too_long", "cuda:12345");
+  write(t, "invalid_kind", "gpu:0");
+  write(t, "invalid_trailing", "cpu:1x");
+  write(t, "invalid_empty", "");
+}
+
+void seeds_variable_spec() {
+  const std::string t = "variable_spec";
+  // Consumed in order: dtype, sync, agg, trainable (0 unset, 1 false,
+  // 2 true), rank (0..6), extents (0..16), the scalar (a bool byte and 8
+  // bytes: 1 + 0 gives 0.0), replicas - 1; the name is the rest.
+  auto spec = [](uint8_t type, uint8_t sync, uint8_t agg, uint8_t trainable,
+                 std::vector<uint8_t> shape, const std::string& name) {
+    fdp_input in;
+    in.u8(type).u8(sync).u8(agg).u8(trainable).u8(
+      static_cast<uint8_t>(shape.size()));
+    for (auto e : shape)
+      in.u8(e);
+    in.u8(1).integer(0, 8).u8(3);
+    in.rest(name);
+    return in.bytes();
+  };
+  write(t, "f32_on_write_mean", spec(2, 2, 2, 0, {2, 3}, "w"));
+  write(t, "i64_on_read_sum", spec(5, 3, 1, 1, {}, "hits"));
+  write(t, "f64_auto_none", spec(3, 0, 0, 0, {4}, "b"));
+  write(t, "i32_none_none", spec(4, 1, 0, 2, {1}, "scratch"));
+  write(t, "invalid_on_read_trainable", spec(2, 3, 1, 2, {}, "m"));
+  write(t, "invalid_int_mean", spec(4, 2, 2, 0, {2}, "n"));
+  write(t, "invalid_none_sum", spec(2, 1, 1, 0, {}, "s"));
+  write(t, "invalid_sync_7", spec(2, 7, 0, 0, {}, "e"));
+  write(t, "invalid_dtype_9", spec(9, 2, 0, 0, {3}, "d"));
+  write(t, "invalid_empty_name", spec(2, 2, 0, 0, {}, ""));
+}
+
+void seeds_deserialize(caf::actor_system& sys) {
+  const std::string t = "deserialize";
+  // Selector 0: tensor, 1: variable_spec, 2: variable_info, 3: step_report,
+  // 4: std::vector<tensor>, 5: std::vector<variable_info>.
+  auto w = tensor::from_vector<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+  auto hits = tensor::scalar<int64_t>(42);
+  auto half = tensor::zeros(dtype::float16, {4});
+  auto empty = tensor::zeros(dtype::int32, {0, 5});
+  write(t, "tensor_f32_2x3", serialized(sys, 0, w));
+  write(t, "tensor_i64_scalar", serialized(sys, 0, hits));
+  write(t, "tensor_f16_4", serialized(sys, 0, half));
+  write(t, "tensor_i32_0x5", serialized(sys, 0, empty));
+  variable_spec spec{"w", w, synchronization::on_write, aggregation::mean, true};
+  write(t, "spec_on_write_mean", serialized(sys, 1, spec));
+  variable_spec bad{"hits", hits, synchronization::on_read, aggregation::mean,
+                    std::nullopt};
+  write(t, "spec_invalid_int_mean", serialized(sys, 1, bad));
+  variable_info info{7, "w", dtype::float32, {2, 3}, synchronization::on_write,
+                     aggregation::mean, true};
+  write(t, "info_w", serialized(sys, 2, info));
+  step_report report;
+  report.updates.push_back({7, update_op::assign_sub, w});
+  report.updates.push_back({8, update_op::assign_add, hits});
+  write(t, "step_report_2_updates", serialized(sys, 3, report));
+  write(t, "vector_tensor", serialized(sys, 4, std::vector<tensor>{w, hits, half}));
+  write(t, "vector_info", serialized(sys, 5, std::vector<variable_info>{info, info}));
+  // Invalid: a wrong byte count, an invalid dtype, a negative extent, a
+  // truncated message.
+  auto s = serialized(sys, 0, w);
+  auto wrong_count = s;
+  wrong_count.pop_back();
+  write(t, "invalid_tensor_truncated", wrong_count);
+  auto bad_dtype = s;
+  bad_dtype[1] = 9;
+  write(t, "invalid_tensor_dtype_9", bad_dtype);
+  auto neg = serialized(sys, 0, tensor::zeros(dtype::float32, {1}));
+  // [selector][dtype][rank=1][int64 extent, big endian][len][bytes]
+  for (int i = 3; i < 11; ++i)
+    neg[static_cast<size_t>(i)] = static_cast<char>(0xff);
+  write(t, "invalid_tensor_negative_extent", neg);
+  // The byte block claims 2^32 - 1 bytes in a 9-byte message (the bounded
+  // harness skips it; VARSYNC_FUZZ_UNBOUNDED=1 shows CAF's allocation).
+  write(t, "invalid_tensor_huge_length_prefix",
+        std::string{"\x00\x02\x00\xff\xff\xff\xff\x0f", 8});
+  // Reproducers of findings live in fuzz/findings/, not here: a seed that
+  // crashes stops every run (see docs/sanitizers-and-fuzzing.md).
+}
+
+void seeds_safetensors() {
+  const std::string t = "safetensors";
+  using safetensors::named_tensor;
+  auto put = [&](const std::string& name, std::vector<named_tensor> ts,
+                 std::map<std::string, std::string> meta = {}) {
+    auto bytes = safetensors::encode(ts, meta);
+    if (!bytes)
+      throw std::runtime_error("cannot encode seed " + name);
+    write(t, name, *bytes);
+    return *bytes;
+  };
+  put("valid_empty", {});
+  auto one = put("valid_f32_2x3",
+                 {{"w", tensor::from_vector<float>({2, 3}, {1, 2, 3, 4, 5, 6})}});
+  put("valid_checkpoint",
+      {{"w", tensor::from_vector<float>({2}, {0.5f, -1})},
+       {"hits", tensor::scalar<int64_t>(80000)},
+       {"scratch/replica_0", tensor::from_vector<int32_t>({1}, {3})},
+       {"scratch/replica_1", tensor::from_vector<int32_t>({1}, {4})}},
+      {{"format", "varsync-checkpoint"},
+       {"format_version", "1"},
+       {"replicas", "2"},
+       {"w.synchronization", "on_write"},
+       {"w.aggregation", "mean"}});
+  put("valid_all_dtypes",
+      {{"a", tensor::zeros(dtype::float16, {2})},
+       {"b", tensor::zeros(dtype::bfloat16, {2})},
+       {"c", tensor::scalar<double>(2.5)},
+       {"d", tensor::zeros(dtype::int32, {0, 3})},
+       {"e", tensor::from_list<int64_t>({1, -1})}});
+  // Invalid files.
+  write(t, "invalid_short", std::string{"\x08\x00\x00", 3});
+  auto truncated = one;
+  truncated.resize(truncated.size() - 4);
+  write(t, "invalid_truncated_data", truncated);
+  auto huge = one;
+  huge[7] = 0x7f; // header length ~ 2^63
+  write(t, "invalid_header_length", huge);
+  auto header = [](const std::string& json, size_t data_bytes) {
+    std::string out;
+    uint64_t n = json.size();
+    for (int b = 0; b < 8; ++b)
+      out.push_back(static_cast<char>((n >> (8 * b)) & 0xff));
+    return out + json + std::string(data_bytes, '\0');
+  };
+  write(t, "invalid_overlap",
+        header(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+               R"("b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+               4));
+  write(t, "invalid_shape_overflow",
+        header(R"({"a":{"dtype":"I64","shape":[4294967296,4294967296],"data_offsets":[0,0]}})",
+               0));
+  write(t, "invalid_dtype",
+        header(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})", 2));
+  write(t, "invalid_metadata",
+        header(R"({"__metadata__":{"k":1}})", 0));
+  write(t, "invalid_json", header(R"({"a":{"dtype":"F32","sha)", 0));
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: fuzz_seed_corpus <corpus-dir>\n";
+    return 2;
+  }
+  root = argv[1];
+  try {
+    caf::actor_system sys{config()};
+    seeds_parse_enums();
+    seeds_parse_device();
+    seeds_variable_spec();
+    seeds_deserialize(sys);
+    seeds_safetensors();
+  } catch (const std::exception& e) {
+    std::cerr << "fuzz_seed_corpus: " << e.what() << '\n';
+    return 1;
+  }
+  std::cout << "fuzz_seed_corpus: wrote seeds under " << root << '\n';
+  return 0;
+}
