@@ -24,9 +24,6 @@
 // prefix is longer than the 5 bytes a uint32 needs (which CAF decodes with
 // shifts of 32 bits or more). Set VARSYNC_FUZZ_UNBOUNDED=1 to hand every
 // input to CAF unchanged and reproduce the allocation.
-// VARSYNC_FUZZ_SKIP_KNOWN=1 also skips inputs with a tensor shape whose
-// element or byte count overflows (the findings of fuzz/findings/), so that a
-// campaign can look past them until the library rejects such shapes.
 // VARSYNC_FUZZ_STRICT_ENUMS=1 additionally requires that deserialized enum
 // fields (dtype, synchronization, aggregation, update_op) are in range.
 
@@ -72,47 +69,10 @@ public:
     return bad_;
   }
 
-  /// True if a tensor of the input has a shape whose element count or byte
-  /// count overflows (fuzz/findings/; skipped with VARSYNC_FUZZ_SKIP_KNOWN=1
-  /// until the library rejects such shapes).
-  bool known_finding() const {
-    return known_;
-  }
-
   void tensor_value() {
-    uint8_t type = 0;
-    if (!stopped() && p_ < end_)
-      type = *p_;
-    skip(1); // dtype
-    auto rank = seq();
-    // shape: big-endian int64 extents, multiplied as element_count does
-    // (it returns -1 at the first negative extent).
-    unsigned __int128 count = 1;
-    bool negative = false;
-    bool overflow = false;
-    for (uint32_t i = 0; i < rank && !stopped(); ++i) {
-      if (remaining() < 8) {
-        skip(8);
-        break;
-      }
-      uint64_t e = 0;
-      for (int b = 0; b < 8; ++b)
-        e = (e << 8) | *p_++;
-      auto extent = static_cast<int64_t>(e);
-      if (negative || overflow)
-        continue;
-      if (extent < 0) {
-        negative = true;
-        continue;
-      }
-      count *= static_cast<uint64_t>(extent);
-      overflow = count > static_cast<uint64_t>(INT64_MAX);
-    }
-    if (overflow
-        || (!negative && type <= static_cast<uint8_t>(dtype::int64)
-            && count * size_of(static_cast<dtype>(type)) > SIZE_MAX))
-      known_ = true;
-    bytes(seq()); // the raw bytes
+    skip(1);                   // dtype
+    skip(uint64_t{seq()} * 8); // shape: int64 extents
+    bytes(seq());              // the raw bytes
   }
 
   void string_value() {
@@ -201,7 +161,6 @@ private:
   const uint8_t* end_;
   bool bad_ = false;
   bool truncated_ = false;
-  bool known_ = false;
 };
 
 // -- the actor system ---------------------------------------------------------
@@ -272,11 +231,6 @@ void check_tensor_round_trip(tensor& t) {
   FUZZ_CHECK(again.bitwise_equal(t), "tensor round trip changed the value");
 }
 
-bool skip_known() {
-  static const bool value = env_flag("VARSYNC_FUZZ_SKIP_KNOWN");
-  return value;
-}
-
 bool strict_enums() {
   static const bool value = env_flag("VARSYNC_FUZZ_STRICT_ENUMS");
   return value;
@@ -325,8 +279,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     if (w.bad())
       return -1; // never handed to CAF, not added to the corpus
-    if (w.known_finding() && skip_known())
-      return -1;
   }
 
   switch (selector) {

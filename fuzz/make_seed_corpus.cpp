@@ -207,8 +207,17 @@ void seeds_deserialize(caf::actor_system& sys) {
   // harness skips it; VARSYNC_FUZZ_UNBOUNDED=1 shows CAF's allocation).
   write(t, "invalid_tensor_huge_length_prefix",
         std::string{"\x00\x02\x00\xff\xff\xff\xff\x0f", 8});
-  // Reproducers of findings live in fuzz/findings/, not here: a seed that
-  // crashes stops every run (see docs/sanitizers-and-fuzzing.md).
+  // Regression seeds of fixed findings (fuzz/findings/README.md): a float32
+  // tensor of shape [2^32, 2^32] (the element count overflowed int64) and one
+  // of shape [2^62] with no bytes (2^62 x 4 bytes wrapped to 0 and matched).
+  // Reproducers of findings that are not fixed yet live in fuzz/findings/,
+  // not here: a seed that crashes stops every run.
+  write(t, "deserialize-tensor-element-count-overflow",
+        std::string{"\x00\x02\x02\x00\x00\x00\x01\x00\x00\x00\x00"
+                    "\x00\x00\x00\x01\x00\x00\x00\x00\x00",
+                    20});
+  write(t, "deserialize-tensor-byte-count-overflow",
+        std::string{"\x00\x02\x01\x40\x00\x00\x00\x00\x00\x00\x00\x00", 12});
 }
 
 void seeds_safetensors() {

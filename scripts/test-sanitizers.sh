@@ -5,7 +5,19 @@
 #
 #   asan  build-asan, -DVARSYNC_SANITIZE=address,undefined: the WHOLE suite
 #   tsan  build-tsan, -DVARSYNC_SANITIZE=thread: the concurrency and load tests
-#         (ctest -R "$VARSYNC_TSAN_TESTS", default "W8|load|concurren")
+#         (ctest -R "$VARSYNC_TSAN_TESTS", default "W8|load|concurren"),
+#         linked against a TSan-instrumented libcaf_core (see below)
+#
+# ThreadSanitizer only sees synchronization in instrumented code. Debian's
+# libcaf_core is not instrumented, so every message handed from one actor to
+# another through CAF's lock-free mailboxes and scheduler queues looks like a
+# data race (hundreds of reports per test, most of them in varsync frames).
+# The tsan step therefore builds CAF's core library from the Debian source
+# package of the installed libcaf-dev (same version, same headers) with
+# -fsanitize=thread into build-tsan/caf/install once (about 5 minutes on 2
+# cores; reused while it exists) and links build-tsan against it.
+# VARSYNC_TSAN_CAF_PREFIX=<dir> uses an instrumented CAF installed elsewhere
+# (<dir>/include, <dir>/lib/libcaf_core.so).
 #
 # Any sanitizer report fails the run (halt_on_error=1, UBSan without
 # recovery). The host build is checked: VARSYNC_CUDA defaults to OFF here
@@ -40,15 +52,85 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:print_summary=1:suppres
 export LSAN_OPTIONS="print_suppressions=0"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:history_size=4:print_suppressions=0:suppressions=${root}/tests/sanitizers/tsan.supp"
 
-configure_and_build() { # dir sanitizer
+configure_and_build() { # dir sanitizer [extra cmake args...]
   local dir="$1" san="$2"
-  echo "test-sanitizers.sh: cmake -S . -B ${dir} -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVARSYNC_SANITIZE=${san}"
+  shift 2
+  echo "test-sanitizers.sh: cmake -S . -B ${dir} -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVARSYNC_SANITIZE=${san} $*"
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DVARSYNC_SANITIZE="$san" -DVARSYNC_BUILD_TESTS=ON \
     -DVARSYNC_BUILD_EXAMPLES=ON -DVARSYNC_BUILD_FUZZERS=OFF \
-    -DVARSYNC_CUDA="${VARSYNC_CUDA:-OFF}"
+    -DVARSYNC_CUDA="${VARSYNC_CUDA:-OFF}" "$@"
   echo "test-sanitizers.sh: cmake --build ${dir} --parallel ${jobs}"
   cmake --build "$dir" --parallel "$jobs"
+}
+
+# Prints the prefix of a TSan-instrumented libcaf_core, building it first if
+# needed (see the top of this file). Progress goes to stderr.
+tsan_caf_prefix() {
+  if [[ -n "${VARSYNC_TSAN_CAF_PREFIX:-}" ]]; then
+    if [[ ! -f "${VARSYNC_TSAN_CAF_PREFIX}/lib/libcaf_core.so" ]]; then
+      echo "test-sanitizers.sh: no lib/libcaf_core.so under VARSYNC_TSAN_CAF_PREFIX=${VARSYNC_TSAN_CAF_PREFIX}" >&2
+      return 1
+    fi
+    echo "$VARSYNC_TSAN_CAF_PREFIX"
+    return 0
+  fi
+  local dir="${root}/build-tsan/caf"
+  local prefix="${dir}/install"
+  if [[ -f "${prefix}/lib/libcaf_core.so" ]]; then
+    echo "$prefix"
+    return 0
+  fi
+  local src_pkg src_ver upstream
+  src_pkg="$(dpkg-query -W -f='${source:Package}' libcaf-dev)"
+  src_ver="$(dpkg-query -W -f='${source:Version}' libcaf-dev)"
+  upstream="$(dpkg-query -W -f='${source:Upstream-Version}' libcaf-dev)"
+  local tarball="${dir}/${src_pkg}_${upstream}.orig.tar.gz"
+  mkdir -p "${dir}/apt/lists/partial"
+  if [[ ! -f "$tarball" ]]; then
+    # The Debian source package of the installed version, through apt with a
+    # private deb-src list (the system's apt configuration is not touched).
+    local codename
+    codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")"
+    echo "deb-src http://deb.debian.org/debian ${codename} main" >"${dir}/apt/sources.list"
+    local apt_opts=(-o "Dir::Etc::SourceList=${dir}/apt/sources.list"
+                    -o "Dir::Etc::SourceParts=/dev/null"
+                    -o "Dir::State::Lists=${dir}/apt/lists"
+                    -o "Debug::NoLocking=1"
+                    -o "APT::Sandbox::User=$(id -un)")
+    echo "test-sanitizers.sh: [tsan] fetching the source of ${src_pkg} ${src_ver} (apt-get source)" >&2
+    apt-get "${apt_opts[@]}" update >&2
+    # Only the upstream tarball is needed; a missing Debian diff is fine.
+    (cd "$dir" && apt-get "${apt_opts[@]}" source --download-only \
+       "${src_pkg}=${src_ver}" >&2) || true
+    if [[ ! -f "$tarball" ]]; then
+      echo "test-sanitizers.sh: could not download ${tarball##*/}" >&2
+      return 1
+    fi
+    # apt checked the tarball against the signed index; check it again
+    # against the .dsc in case it came from an earlier, interrupted run.
+    local want
+    want="$(awk '/^Checksums-Sha256:/{f=1;next} f&&/^ /{print $1, $3} f&&!/^ /{f=0}' \
+            "${dir}/${src_pkg}_${src_ver}.dsc" | awk -v t="${tarball##*/}" '$2==t{print $1}')"
+    if [[ -z "$want" || "$(sha256sum "$tarball" | cut -d' ' -f1)" != "$want" ]]; then
+      echo "test-sanitizers.sh: checksum mismatch for ${tarball##*/}" >&2
+      rm -f "$tarball"
+      return 1
+    fi
+  fi
+  rm -rf "${dir}/src" "${dir}/build"
+  mkdir -p "${dir}/src"
+  tar xzf "$tarball" -C "${dir}/src" --strip-components=1
+  echo "test-sanitizers.sh: [tsan] building libcaf_core ${upstream} with -fsanitize=thread" >&2
+  cmake -S "${dir}/src" -B "${dir}/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
+    -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread" \
+    -DCAF_NO_EXAMPLES=yes -DCAF_NO_UNIT_TESTS=yes -DCAF_NO_OPENSSL=yes \
+    -DCAF_NO_TOOLS=yes -DCAF_NO_PYTHON=yes -DCAF_NO_OPENCL=yes -DCAF_NO_IO=yes \
+    -DCAF_NO_SUMMARY=yes -DCAF_LOG_LEVEL=QUIET >&2
+  cmake --build "${dir}/build" --parallel "$jobs" --target libcaf_core_shared >&2
+  cmake --install "${dir}/build" --prefix "$prefix" >&2
+  echo "$prefix"
 }
 
 status=0
@@ -70,7 +152,21 @@ run_asan() {
 run_tsan() {
   local t0 t1 t2 rc=0
   t0=$(date +%s)
-  configure_and_build build-tsan "thread"
+  local caf_prefix
+  caf_prefix="$(tsan_caf_prefix)"
+  local tc=$(date +%s)
+  summary+=("tsan: instrumented libcaf_core ready in $((tc - t0)) s (${caf_prefix})")
+  # The headers of the instrumented build are those of libcaf-dev; the
+  # library replaces Debian's (RPATH of every test binary).
+  configure_and_build build-tsan "thread" \
+    -DCAF_INCLUDE_DIR="${caf_prefix}/include" \
+    -DCAF_CORE_LIBRARY="${caf_prefix}/lib/libcaf_core.so"
+  if ! ldd build-tsan/tests/semantics_tests | grep -q "${caf_prefix}/lib/libcaf_core"; then
+    echo "test-sanitizers.sh: [tsan] the tests do not load ${caf_prefix}/lib/libcaf_core.so" >&2
+    ldd build-tsan/tests/semantics_tests | grep caf >&2 || true
+    status=1
+    return
+  fi
   t1=$(date +%s)
   echo "test-sanitizers.sh: [tsan] tests matching '${tsan_tests}':"
   ctest --test-dir build-tsan -N -R "$tsan_tests" | grep -E "Test +#" || true
