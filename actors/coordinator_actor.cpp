@@ -529,6 +529,7 @@ void coordinator_state::finish_step(caf::timespan timeout,
     item.uop = first[k].op;
     item.source = collective_source::contributions;
     item.target = collective_target::components;
+    item.mirrored = (*e)->info.sync == synchronization::on_write;
     for (auto& report : reports)
       item.contributions.push_back(std::move(report.updates[k].value));
     for (size_t r = 0; r < item.contributions.size(); ++r)

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "core/half.hpp"
 
@@ -202,6 +203,16 @@ struct op_max {
 
 constexpr int64_t block = 64;
 
+// Vectorize without runtime overlap checks (GCC's -O2 cost model does not
+// version loops for them).
+#if defined(__clang__)
+#define VARSYNC_NO_ALIAS_LOOP _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#define VARSYNC_NO_ALIAS_LOOP _Pragma("GCC ivdep")
+#else
+#define VARSYNC_NO_ALIAS_LOOP
+#endif
+
 /// body(i) for i in [0, n), as fixed-size blocks plus a scalar tail.
 template <class F>
 [[gnu::always_inline]] inline void blocked(int64_t n, F&& body) {
@@ -209,6 +220,19 @@ template <class F>
   for (; i + block <= n; i += block)
     for (int64_t j = 0; j < block; ++j)
       body(i + j);
+  for (; i < n; ++i)
+    body(i);
+}
+
+/// blocked() for bodies whose pointers are known not to alias.
+template <class F>
+[[gnu::always_inline]] inline void blocked_no_alias(int64_t n, F&& body) {
+  int64_t i = 0;
+  for (; i + block <= n; i += block) {
+    VARSYNC_NO_ALIAS_LOOP
+    for (int64_t j = 0; j < block; ++j)
+      body(i + j);
+  }
   for (; i < n; ++i)
     body(i);
 }
@@ -368,6 +392,75 @@ void check_reduce_request(reduce_op op, dtype t, size_t num_inputs,
                                 + "dtype, found " + std::string{to_string(t)});
 }
 
+
+// -- mirrored components: one fused pass --------------------------------------
+// ON_WRITE components hold equal values, so the new value is computed once,
+// from component 0, and stored to every component in the same loop: N + 1
+// buffers read and N written in one pass over memory. The chunked kernel
+// above streams 2N + ... buffers chunk by chunk, which is measurably slower
+// at sizes beyond the caches (docs/benchmarks.md). Specialized for a sum of
+// 2 to max_fused_replicas contributions of a non-narrow dtype, the gradient
+// all-reduce; everything else takes the chunked kernel.
+
+constexpr size_t max_fused_replicas = 8;
+
+/// For i in [0, n): y = ((in_0 + in_1) + ...) (the order of reduce()), then
+/// v = uop(c_0, y) and c_r = v for every r. The pointers are distinct
+/// buffers (components never alias contributions or each other), hence the
+/// no-alias loop pragma.
+template <class T, class Uop, size_t... K>
+[[gnu::noinline]] void mirrored_sum_loop(Uop uop, std::index_sequence<K...>,
+                                         const void* const* inputs,
+                                         void* const* components, int64_t b,
+                                         int64_t n) {
+  const T* const in[] = {static_cast<const T*>(inputs[K]) + b...};
+  T* const out[] = {static_cast<T*>(components[K]) + b...};
+  blocked_no_alias(n, [&](int64_t i) {
+    T y = in[0][i];
+    ((y = K == 0 ? y : wrap_add(y, in[K][i])), ...);
+    const T v = uop(out[0][i], y);
+    ((out[K][i] = v), ...);
+  });
+}
+
+struct op_assign {
+  template <class T>
+  T operator()(T, T y) const {
+    return y;
+  }
+};
+
+template <class T, size_t N>
+bool mirrored_sum_with(update_op uop, const void* const* inputs,
+                       void* const* components, int64_t b, int64_t n) {
+  auto seq = std::make_index_sequence<N>{};
+  switch (uop) {
+    case update_op::assign:
+      mirrored_sum_loop<T>(op_assign{}, seq, inputs, components, b, n);
+      return true;
+    case update_op::assign_add:
+      mirrored_sum_loop<T>(op_sum{}, seq, inputs, components, b, n);
+      return true;
+    case update_op::assign_sub:
+      mirrored_sum_loop<T>(op_diff{}, seq, inputs, components, b, n);
+      return true;
+  }
+  return false;
+}
+
+/// Runs the fused loop if there is one for this request; false otherwise.
+template <class T, size_t... N>
+bool mirrored_sum_dispatch(std::index_sequence<N...>, size_t replicas,
+                           update_op uop, const void* const* inputs,
+                           void* const* components, int64_t b, int64_t n) {
+  bool done = false;
+  ((done = done
+           || (replicas == N + 2
+               && mirrored_sum_with<T, N + 2>(uop, inputs, components, b, n))),
+   ...);
+  return done;
+}
+
 } // namespace
 
 void apply_update(update_op op, dtype t, void* dst, const void* y,
@@ -440,6 +533,33 @@ void reduce_and_apply(reduce_op rop, update_op uop, dtype t,
         update_range<K>(uop, static_cast<S*>(c) + b, y, n);
     }
   });
+}
+
+void reduce_and_apply_mirrored(reduce_op rop, update_op uop, dtype t,
+                               std::span<const void* const> contributions,
+                               std::span<void* const> components,
+                               int64_t begin, int64_t end) {
+  check_reduce_request(rop, t, contributions.size(),
+                       "host::reduce_and_apply_mirrored");
+  if (end <= begin || components.empty())
+    return;
+  const auto n = contributions.size();
+  if (rop == reduce_op::sum && n == components.size() && n >= 2
+      && n <= max_fused_replicas) {
+    auto fused = dispatch(t, [&](auto kind) {
+      using K = decltype(kind);
+      if constexpr (K::narrow) {
+        return false;
+      } else {
+        return mirrored_sum_dispatch<typename K::storage>(
+          std::make_index_sequence<max_fused_replicas - 1>{}, n, uop,
+          contributions.data(), components.data(), begin, end - begin);
+      }
+    });
+    if (fused)
+      return;
+  }
+  reduce_and_apply(rop, uop, t, contributions, components, begin, end);
 }
 
 void split_assign(dtype t, void* dst, const void* x, int64_t begin, int64_t end,

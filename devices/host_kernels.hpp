@@ -45,6 +45,15 @@ void reduce_and_apply(reduce_op rop, update_op uop, dtype t,
                       std::span<void* const> components, int64_t begin,
                       int64_t end);
 
+/// reduce_and_apply for components that hold equal values (the mirrors of an
+/// ON_WRITE variable): the new value is computed once per element from
+/// component 0 and stored to every component, in one pass. Bit for bit the
+/// result of reduce_and_apply when the components are equal.
+void reduce_and_apply_mirrored(reduce_op rop, update_op uop, dtype t,
+                               std::span<const void* const> contributions,
+                               std::span<void* const> components,
+                               int64_t begin, int64_t end);
+
 /// Sets the component of replica `rank` (of `num_replicas`) so that the
 /// components of all replicas add up to x (rule R4), for i in [begin, end):
 /// floating dtypes get x / N (divided in the dtype's arithmetic, float for the

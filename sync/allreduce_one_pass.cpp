@@ -44,9 +44,13 @@ void allreduce_one_pass(collective_plan& plan, int worker, int num_workers) {
     if (item.first_only)
       inputs = inputs.first(1);
     if (item.target == collective_target::components) {
-      host::reduce_and_apply(item.rop, item.uop, item.type, inputs,
-                             std::span<void* const>{item.components}, item_lo,
-                             item_hi);
+      std::span<void* const> components{item.components};
+      if (item.mirrored)
+        host::reduce_and_apply_mirrored(item.rop, item.uop, item.type, inputs,
+                                        components, item_lo, item_hi);
+      else
+        host::reduce_and_apply(item.rop, item.uop, item.type, inputs,
+                               components, item_lo, item_hi);
     } else if (inputs.size() == 1) {
       auto width = static_cast<int64_t>(size_of(item.type));
       std::memcpy(static_cast<char*>(item.output)

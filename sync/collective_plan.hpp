@@ -37,6 +37,9 @@ struct collective_item {
   /// Aggregation none: the update fails unless all inputs are bitwise equal.
   bool require_equal = false;
   update_op uop = update_op::assign;
+  /// target == components: the components hold equal values (ON_WRITE), so
+  /// the new value can be computed from component 0 and stored to all.
+  bool mirrored = false;
   collective_source source = collective_source::contributions;
   collective_target target = collective_target::output;
   std::vector<tensor> contributions;

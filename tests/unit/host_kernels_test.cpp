@@ -547,6 +547,94 @@ TEST_CASE("host kernels: reduce_and_apply with one contribution applies it "
   }
 }
 
+// -- reduce_and_apply_mirrored -------------------------------------------------
+
+namespace {
+
+/// Sets a few elements of b to values that stress the fused loops: NaN,
+/// infinities and -0.0 for floating dtypes, the extremes for integers (sums
+/// of them wrap).
+void add_special_values(buffer& b) {
+  auto n = b.size();
+  if (n < 8)
+    return;
+  if (is_floating(b.type)) {
+    b.set(1, std::numeric_limits<double>::quiet_NaN());
+    b.set(3, std::numeric_limits<double>::infinity());
+    b.set(5, -std::numeric_limits<double>::infinity());
+    b.set(7, -0.0);
+  } else if (b.type == dtype::int32) {
+    b.set(1, std::numeric_limits<int32_t>::max());
+    b.set(3, std::numeric_limits<int32_t>::min());
+  } else {
+    auto* p = static_cast<int64_t*>(b.data());
+    p[1] = std::numeric_limits<int64_t>::max();
+    p[3] = std::numeric_limits<int64_t>::min();
+  }
+}
+
+} // namespace
+
+TEST_CASE("host kernels: reduce_and_apply_mirrored equals reduce_and_apply "
+          "on equal components, bit for bit") {
+  auto t = GENERATE(from_range(all_dtypes));
+  auto uop = GENERATE(update_op::assign, update_op::assign_add,
+                      update_op::assign_sub);
+  // 2..8 take the fused loops for sums; 1 and 9 the chunked kernel.
+  auto replicas = GENERATE(1, 2, 3, 4, 5, 8, 9);
+  auto [begin, end] = GENERATE(std::pair<int64_t, int64_t>{0, 3000},
+                               std::pair<int64_t, int64_t>{13, 2077},
+                               std::pair<int64_t, int64_t>{64, 128});
+  CAPTURE(to_string(t), to_string(uop), replicas, begin, end);
+  constexpr int64_t n = 3000;
+  auto contributions = random_buffers(t, replicas, n, 31);
+  for (auto& c : contributions)
+    add_special_values(c);
+  for (auto rop : reduce_ops_for(t)) {
+    CAPTURE(to_string(rop));
+    auto base = random_buffers(t, 1, n, 37)[0];
+    add_special_values(base);
+    std::vector<buffer> mirrored(static_cast<size_t>(replicas), base);
+    auto reference = mirrored;
+    auto mirrored_ptrs = mutable_pointers(mirrored);
+    auto reference_ptrs = mutable_pointers(reference);
+    host::reduce_and_apply_mirrored(rop, uop, t, pointers(contributions),
+                                    mirrored_ptrs, begin, end);
+    host::reduce_and_apply(rop, uop, t, pointers(contributions),
+                           reference_ptrs, begin, end);
+    for (size_t c = 0; c < mirrored.size(); ++c) {
+      INFO("component " << c);
+      REQUIRE(mirrored[c].bytes == reference[c].bytes);
+    }
+    // Outside [begin, end) nothing changed.
+    auto width = static_cast<ptrdiff_t>(size_of(t));
+    for (auto& c : mirrored) {
+      REQUIRE(std::equal(c.bytes.begin(), c.bytes.begin() + begin * width,
+                         base.bytes.begin()));
+      REQUIRE(std::equal(c.bytes.begin() + end * width, c.bytes.end(),
+                         base.bytes.begin() + end * width));
+    }
+  }
+}
+
+TEST_CASE("host kernels: reduce_and_apply_mirrored with one contribution "
+          "and several components applies it to all") {
+  auto t = GENERATE(from_range(all_dtypes));
+  CAPTURE(to_string(t));
+  auto contribution = random_buffers(t, 1, 500, 41);
+  auto base = random_buffers(t, 1, 500, 43)[0];
+  std::vector<buffer> components(3, base);
+  auto reference = components;
+  auto comps = mutable_pointers(components);
+  auto ref = mutable_pointers(reference);
+  host::reduce_and_apply_mirrored(reduce_op::sum, update_op::assign_add, t,
+                                  pointers(contribution), comps, 0, 500);
+  host::reduce_and_apply(reduce_op::sum, update_op::assign_add, t,
+                         pointers(contribution), ref, 0, 500);
+  for (size_t c = 0; c < components.size(); ++c)
+    CHECK(components[c].bytes == reference[c].bytes);
+}
+
 TEST_CASE("host kernels: reduce_and_apply only touches the requested slice "
           "of elements") {
   auto t = GENERATE(from_range(all_dtypes));
