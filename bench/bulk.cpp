@@ -14,6 +14,7 @@
 //
 //   bulk [--quick] [--json FILE] [bulk|fusion]...
 //   bulk profile-fused      (the fused step alone, 500 times, for perf)
+//   bulk profile-bulk       (64 MiB, 2 replicas alone, ~5 s, for perf)
 
 #include <cstdio>
 #include <string>
@@ -38,13 +39,21 @@ int reps_for(size_t bytes, int replicas, double budget) {
   return std::max(5, std::min(200, reps));
 }
 
-bool run_bulk(caf::actor_system& sys, bench::recorder& rec, bool quick) {
+// only_64m: just 64 MiB with 2 replicas, many steps (for a profiler).
+bool run_bulk(caf::actor_system& sys, bench::recorder& rec, bool quick,
+              bool only_64m = false) {
   std::vector<size_t> sizes = {4u << 10, 64u << 10, 1u << 20, 16u << 20,
                                64u << 20};
   if (!quick)
     sizes.push_back(256u << 20);
+  std::vector<int> replica_counts = {2, 4};
   double budget = quick ? 0.4 : 1.0;
-  for (int replicas : {2, 4}) {
+  if (only_64m) {
+    sizes = {64u << 20};
+    replica_counts = {2};
+    budget = 5.0;
+  }
+  for (int replicas : replica_counts) {
     strategy_options options;
     options.devices = bench::host_devices(replicas);
     auto s = strategy::create(sys, options);
@@ -233,9 +242,12 @@ int main(int argc, char** argv) {
     return 1;
   if (want("fusion") && !run_fusion(sys, rec, opt.quick))
     return 1;
-  // Not part of the suite: the fused step alone, for a profiler.
+  // Not part of the suite: one case alone, for a profiler.
   if (!opt.rest.empty() && opt.rest[0] == "profile-fused"
       && !run_fusion(sys, rec, opt.quick, true))
+    return 1;
+  if (!opt.rest.empty() && opt.rest[0] == "profile-bulk"
+      && !run_bulk(sys, rec, opt.quick, true))
     return 1;
   return 0;
 }
