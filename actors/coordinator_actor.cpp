@@ -844,7 +844,7 @@ caf::expected<coordinator_actor> spawn_coordinator(caf::actor_system& sys,
                             + " is listed twice");
       }
     replica_config rc{static_cast<int>(i), static_cast<int>(cfg.devices.size()),
-                      cfg.devices[i], {}};
+                      cfg.devices[i], {}, cfg.step_exception};
     for (auto& f : cfg.faults)
       if (f.replica == static_cast<int>(i))
         rc.faults.push_back(f);

@@ -10,6 +10,7 @@
 #include "actors/replica_fault.hpp"
 #include "devices/device_id.hpp"
 #include "messages/coordinator_interface.hpp"
+#include "messages/step_exception_policy.hpp"
 
 namespace varsync {
 
@@ -20,6 +21,7 @@ struct coordinator_config {
   caf::timespan default_timeout = std::chrono::seconds(30);
   /// Test support: faults injected into replicas.
   std::vector<replica_fault> faults;
+  on_step_exception step_exception = on_step_exception::stop_replica;
 };
 
 /// Spawns the replicas of `cfg.devices` and their coordinator. Fails with

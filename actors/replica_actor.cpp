@@ -268,8 +268,15 @@ private:
                              + "): the step threw a non-standard exception");
     }
     recording_ = nullptr;
-    if (failure)
+    if (failure) {
+      if (cfg_.step_exception == on_step_exception::stop_replica) {
+        // Fail-stop: the reply below still goes out, then the replica
+        // exits and the coordinator's monitor records why.
+        log()->error("{}; the replica stops", message_of(failure));
+        self_->quit(failure);
+      }
       return failure;
+    }
     if (step_error_)
       return std::move(step_error_);
     return report;

@@ -13,6 +13,7 @@
 #include "actors/replica_fault.hpp"
 #include "devices/device_id.hpp"
 #include "messages/replica_interface.hpp"
+#include "messages/step_exception_policy.hpp"
 
 namespace varsync {
 
@@ -22,6 +23,7 @@ struct replica_config {
   device_id device;
   /// Test support: faults injected into this replica.
   std::vector<replica_fault> faults;
+  on_step_exception step_exception = on_step_exception::stop_replica;
 };
 
 /// Spawns the replica actor of `cfg.device` (device_error if the device

@@ -269,6 +269,7 @@ make_strategy(std::unique_ptr<caf::actor_system_config> cfg,
   cc.devices = *devices;
   cc.default_timeout = to_timespan(options.timeout);
   cc.faults = options.faults;
+  cc.step_exception = options.step_exception;
   auto coordinator = spawn_coordinator(sys, cc);
   if (!coordinator)
     return std::move(coordinator.error());

@@ -21,6 +21,7 @@
 #include "actors/replica_fault.hpp"
 #include "core/tensor.hpp"
 #include "messages/step.hpp"
+#include "messages/step_exception_policy.hpp"
 #include "messages/strategy_description.hpp"
 #include "messages/variable_info.hpp"
 #include "varsync/distributed_values.hpp"
@@ -41,6 +42,9 @@ struct strategy_options {
   std::chrono::milliseconds timeout{0};
   /// Test support: faults injected into replicas (varsync/testing.hpp).
   std::vector<replica_fault> faults;
+  /// A replica step that throws stops its replica (fail-stop, default) or
+  /// only fails the step (messages/step_exception_policy.hpp).
+  on_step_exception step_exception = on_step_exception::stop_replica;
   /// Scheduler threads of an actor system the strategy creates itself
   /// (0: the number of cores). Ignored when embedding into a user's system.
   size_t scheduler_threads = 0;

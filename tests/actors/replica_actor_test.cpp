@@ -15,6 +15,7 @@
 
 #include <caf/actor_cast.hpp>
 #include <caf/after.hpp>
+#include <caf/system_messages.hpp>
 #include <caf/event_based_actor.hpp>
 
 #include "actor_fixture.hpp"
@@ -37,9 +38,12 @@ using varsync::test::describe_result;
 namespace {
 
 struct replica_fixture : actor_fixture {
-  replica_actor spawn(int rank, int num_replicas) {
+  replica_actor spawn(int rank, int num_replicas,
+                      on_step_exception step_exception
+                      = on_step_exception::stop_replica) {
     auto r = spawn_replica(sys, {rank, num_replicas,
-                                 device_id{device_kind::host, 0}});
+                                 device_id{device_kind::host, 0}, {},
+                                 step_exception});
     REQUIRE(r);
     stop_at_end(*r);
     return *r;
@@ -686,9 +690,29 @@ TEST_CASE_METHOD(replica_fixture,
 
 TEST_CASE_METHOD(replica_fixture,
                  "replica actor: a step that throws fails with replica_failed "
-                 "and the replica keeps serving",
+                 "and the replica exits with that error (fail-stop)",
                  "[replica][step]") {
   auto r = spawn(0, 1);
+  auto x = tensor::scalar<float>(1.f);
+  create(r, info_of(1, "w", x), x);
+  self->monitor(r);
+  auto report = ask<step_report>(r, step_atom::value,
+                                 replica_step_ptr{std::make_shared<throwing_step>()});
+  REQUIRE_FALSE(report);
+  CHECK(has_code(report.error(), errc::replica_failed));
+  CHECK(message_of(report.error()).find("boom") != std::string::npos);
+  caf::error reason;
+  self->receive([&](caf::down_msg& msg) { reason = msg.reason; },
+                caf::after(std::chrono::seconds(10)) >> [] {});
+  CHECK(has_code(reason, errc::replica_failed));
+  CHECK(message_of(reason).find("boom") != std::string::npos);
+}
+
+TEST_CASE_METHOD(replica_fixture,
+                 "replica actor: with fail_step a step that throws fails with "
+                 "replica_failed and the replica keeps serving",
+                 "[replica][step]") {
+  auto r = spawn(0, 1, on_step_exception::fail_step);
   auto x = tensor::scalar<float>(1.f);
   create(r, info_of(1, "w", x), x);
   auto report = ask<step_report>(r, step_atom::value,

@@ -229,7 +229,9 @@ struct world {
 };
 
 world make_world() {
-  world w{make_strategy(N, 20s)};
+  // fail_step: the rows with throwing steps must leave the strategy usable
+  // for the rows after them (fail-stop is tested in replica_failure_test).
+  world w{make_strategy(N, 20s, on_step_exception::fail_step)};
   auto& s = w.s;
   w.w_f32_sum = make_var(s, "w_f32_sum", f32({2}, {1.5f, -2.0f}),
                          synchronization::on_write, aggregation::sum);

@@ -87,7 +87,8 @@ TEST_CASE("V3: an overrunning step fails with timeout within its deadline and "
   CHECK(components(s, w) == std::vector<double>{2, 2});
 }
 
-TEST_CASE("V3: a step that throws on one replica fails with replica_failed") {
+TEST_CASE("V3: a step that throws on one replica fails with replica_failed "
+          "and stops that replica") {
   auto s = make_strategy(3);
   auto w = make_var(s, "w", tensor::scalar<float>(0), synchronization::on_write,
                     aggregation::sum);
@@ -98,7 +99,38 @@ TEST_CASE("V3: a step that throws on one replica fails with replica_failed") {
   });
   VS_CHECK_CODE(err, replica_failed);
   CHECK(message_of(err).find("boom") != std::string::npos);
+  // No ON_WRITE update of the step applied on the survivors.
+  auto survivors = VS_VALUE(s.survivor_values(w));
+  REQUIRE(survivors.size() == 3);
+  REQUIRE(survivors[0].has_value());
+  REQUIRE(survivors[1].has_value());
+  CHECK_FALSE(survivors[2].has_value());
+  CHECK(survivors[0]->as_double() == 0);
+  CHECK(survivors[1]->as_double() == 0);
+  // Reported, and later operations that need replica 2 fail at once.
+  auto failures = VS_VALUE(s.stats()).failures;
+  REQUIRE(failures.size() == 1);
+  CHECK(failures[0].find("replica 2") != std::string::npos);
+  CHECK(failures[0].find("boom") != std::string::npos);
+  VS_CHECK_CODE(s.assign_add(w, 1.0), replica_failed);
+}
+
+TEST_CASE("V3: with on_step_exception::fail_step a step that throws fails "
+          "and the replica keeps serving") {
+  auto s = make_strategy(3, 20s, on_step_exception::fail_step);
+  auto w = make_var(s, "w", tensor::scalar<float>(0), synchronization::on_write,
+                    aggregation::sum);
+  auto err = s.run([&](replica_context& ctx) {
+    VS_STEP_OK(ctx.assign_add(w, 1.0));
+    if (ctx.replica_id() == 2)
+      throw std::runtime_error("boom");
+  });
+  VS_CHECK_CODE(err, replica_failed);
+  CHECK(message_of(err).find("boom") != std::string::npos);
   CHECK(components(s, w) == std::vector<double>{0, 0, 0});
+  CHECK(VS_VALUE(s.stats()).failures.empty());
+  VS_REQUIRE_OK(s.assign_add(w, 2.0));
+  CHECK(components(s, w) == std::vector<double>{2, 2, 2});
 }
 
 TEST_CASE("V3: calls after shutdown fail at once instead of hanging") {

@@ -18,8 +18,11 @@ using namespace varsync;
 using namespace std::chrono_literals;
 
 inline strategy make_strategy(int replicas,
-                              std::chrono::milliseconds timeout = 20s) {
+                              std::chrono::milliseconds timeout = 20s,
+                              on_step_exception step_exception
+                              = on_step_exception::stop_replica) {
   strategy_options options;
+  options.step_exception = step_exception;
   options.devices.clear();
   for (int r = 0; r < replicas; ++r)
     options.devices.push_back("cpu:" + std::to_string(r));
