@@ -473,15 +473,6 @@ caf::expected<replica_actor> spawn_replica(caf::actor_system& sys,
   auto dev = make_device(cfg.device);
   if (!dev)
     return std::move(dev.error());
-  // Replica steps and host collectives address component memory directly;
-  // replicas on CUDA devices need the device-side step and NCCL paths, which
-  // are not wired into the actors yet (docs/cuda.md).
-  if (!(*dev)->host_accessible())
-    return make_error(errc::device_error,
-                      "device " + to_string(cfg.device)
-                        + ": replica actors on CUDA devices are not "
-                          "supported yet (the CUDA device layer is built, "
-                          "its actor integration is not; see docs/cuda.md)");
   log()->debug("spawning replica {} on {}", cfg.rank, to_string(cfg.device));
   return sys.spawn<replica_actor_impl>(cfg, std::move(*dev));
 }
