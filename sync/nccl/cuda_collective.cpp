@@ -392,6 +392,24 @@ caf::error cuda_collective::run(collective_plan& plan) {
                       "cuda_collective: the plan has " + std::to_string(n)
                         + " replicas, the strategy "
                         + std::to_string(d.topo.gpu_slot.size()));
+  for (auto& item : plan.items) {
+    const bool reads_components = item.source == collective_source::components;
+    const bool writes_components = item.target == collective_target::components;
+    if (reads_components && writes_components)
+      return make_error(errc::invalid_argument,
+                        "cuda_collective: an item that reduces components into "
+                        "components is not supported");
+    if (!reads_components
+        && item.contributions.size() != static_cast<size_t>(n))
+      return make_error(errc::invalid_argument,
+                        "cuda_collective: expected one contribution per "
+                        "replica");
+    if (item.inputs.size() != static_cast<size_t>(n)
+        || item.components.size() != static_cast<size_t>(n))
+      return make_error(errc::invalid_argument,
+                        "cuda_collective: the plan's per-replica slots do not "
+                        "match the replica count");
+  }
   caf::error err = d.wait_for_replicas(plan);
   if (!err) {
     switch (d.topo.path) {
