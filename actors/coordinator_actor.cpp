@@ -13,7 +13,11 @@
 #include "actors/replica_actor.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
+#include "sync/collective_path.hpp"
 #include "sync/distributed_reduce.hpp"
+#ifdef VARSYNC_HAVE_CUDA
+#include "actors/cuda/collective_driver_actor.hpp"
+#endif
 
 namespace varsync {
 
@@ -49,12 +53,18 @@ bool is_timeout(const caf::error& err) {
 coordinator_state::coordinator_state(self_pointer self,
                                      std::vector<device_id> devices,
                                      std::vector<replica_actor> replicas,
-                                     caf::timespan default_timeout)
+                                     caf::timespan default_timeout,
+                                     std::optional<collective_driver_actor> driver,
+                                     std::string collective)
   : self_(self),
     devices_(std::move(devices)),
     replicas_(std::move(replicas)),
+    driver_(std::move(driver)),
+    collective_(std::move(collective)),
     replica_failures_(replicas_.size()),
     default_timeout_(default_timeout) {
+  if (collective_.empty())
+    collective_ = describe_collective(devices_);
 }
 
 // -- helpers ------------------------------------------------------------------
@@ -627,6 +637,8 @@ void coordinator_state::start_collective(caf::timespan timeout,
   };
   if (auto err = check_replicas())
     return leave_and_finish(std::move(err));
+  if (driver_) // the replicas publish their step-done events at enter
+    plan->ready_events.assign(replicas_.size(), nullptr);
   gather<int64_t>(
     replicas_.size(), timeout,
     [this, plan](size_t i) {
@@ -654,6 +666,22 @@ void coordinator_state::start_collective(caf::timespan timeout,
       }
       // The work phase is memory work that cannot be interrupted halfway:
       // it runs to completion (a dead replica still fails it at once).
+      if (driver_) {
+        // One place issues the work of every replica (NCCL needs the calls
+        // of all local ranks in one group).
+        self_->request(*driver_, caf::infinite, collective_work_atom::value,
+                       plan)
+          .then([leave_and_finish](ok_atom) { leave_and_finish(ok_atom::value); },
+                [this, leave_and_finish](caf::error& err) {
+                  if (err.category() == error_category)
+                    return leave_and_finish(std::move(err));
+                  leave_and_finish(make_error(
+                    errc::device_error,
+                    "the device collective failed: "
+                      + self_->system().render(err)));
+                });
+        return;
+      }
       gather_ok(
         replicas_.size(), caf::timespan::max(),
         [this, plan](size_t i) {
@@ -679,8 +707,7 @@ strategy_description coordinator_state::describe() const {
   strategy_description out;
   for (auto& d : devices_)
     out.devices.push_back(to_string(d));
-  out.collective = "host one-pass shared-memory all-reduce ("
-                   + std::to_string(devices_.size()) + " in-process replicas)";
+  out.collective = collective_;
   out.collectives_run = collectives_run_;
   for (size_t i = 0; i < replica_failures_.size(); ++i)
     if (replica_failures_[i])
@@ -693,6 +720,8 @@ strategy_description coordinator_state::describe() const {
 void coordinator_state::shutdown() {
   for (auto& replica : replicas_)
     self_->send_exit(replica, caf::exit_reason::user_shutdown);
+  if (driver_)
+    self_->send_exit(*driver_, caf::exit_reason::user_shutdown);
   self_->quit(caf::exit_reason::user_shutdown);
 }
 
@@ -811,9 +840,12 @@ class coordinator_actor_impl : public coordinator_actor::base {
 public:
   coordinator_actor_impl(caf::actor_config& cfg, std::vector<device_id> devices,
                          std::vector<replica_actor> replicas,
-                         caf::timespan timeout)
+                         caf::timespan timeout,
+                         std::optional<collective_driver_actor> driver,
+                         std::string collective)
     : coordinator_actor::base(cfg),
-      state_(this, std::move(devices), std::move(replicas), timeout) {
+      state_(this, std::move(devices), std::move(replicas), timeout,
+             std::move(driver), std::move(collective)) {
   }
 
   behavior_type make_behavior() override { return state_.make_behavior(); }
@@ -855,14 +887,31 @@ caf::expected<coordinator_actor> spawn_coordinator(caf::actor_system& sys,
     }
     replicas.push_back(std::move(*replica));
   }
+  std::optional<collective_driver_actor> driver;
+  std::string collective = describe_collective(cfg.devices);
+#ifdef VARSYNC_HAVE_CUDA
+  if (needs_device_collective(cfg.devices)) {
+    auto d = spawn_collective_driver(sys, cfg.devices);
+    if (!d) {
+      stop_all();
+      return std::move(d.error());
+    }
+    driver = d->actor;
+    collective = d->description;
+  }
+#endif
   auto coordinator = sys.spawn<coordinator_actor_impl>(
-    cfg.devices, replicas, cfg.default_timeout);
-  // The replicas go down with their coordinator.
-  coordinator->attach_functor([replicas](const caf::error&) {
+    cfg.devices, replicas, cfg.default_timeout, driver, collective);
+  // The replicas (and the device collective driver) go down with their
+  // coordinator.
+  coordinator->attach_functor([replicas, driver](const caf::error&) {
     for (auto& r : replicas)
       caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
+    if (driver)
+      caf::anon_send_exit(*driver, caf::exit_reason::user_shutdown);
   });
-  log()->info("strategy over {} replicas started", replicas.size());
+  log()->info("strategy over {} replicas started; collective: {}",
+              replicas.size(), collective);
   return coordinator;
 }
 

@@ -20,6 +20,7 @@
 
 #include "actors/operation_deadlines.hpp"
 #include "devices/device_id.hpp"
+#include "messages/collective_driver_interface.hpp"
 #include "messages/coordinator_interface.hpp"
 #include "sync/collective_plan.hpp"
 #include "sync/sync_policy.hpp"
@@ -33,9 +34,15 @@ class coordinator_state {
 public:
   using self_pointer = coordinator_actor::pointer;
 
+  /// `driver`: the device collective driver of a strategy with CUDA
+  /// replicas (it runs the work phase of every collective), or none: the
+  /// replicas work their slices of the host collective. `collective`: the
+  /// path in words (describe()).
   coordinator_state(self_pointer self, std::vector<device_id> devices,
                     std::vector<replica_actor> replicas,
-                    caf::timespan default_timeout);
+                    caf::timespan default_timeout,
+                    std::optional<collective_driver_actor> driver = {},
+                    std::string collective = {});
 
   coordinator_actor::behavior_type make_behavior();
 
@@ -117,7 +124,8 @@ private:
   void unwatch(operation_deadlines::handle h) { deadlines_.remove(h); }
   void on_deadline_tick();
 
-  /// Runs a host collective: enter (quiesce, equality votes), work, leave.
+  /// Runs a collective: enter (quiesce, equality votes), work (the
+  /// replicas' slices, or the device collective driver), leave.
   /// Collectives run one at a time, in the order they were started.
   void run_collective(caf::timespan timeout, std::shared_ptr<collective_plan>,
                       reply_fn<ok_atom> done);
@@ -132,6 +140,8 @@ private:
   self_pointer self_;
   std::vector<device_id> devices_;
   std::vector<replica_actor> replicas_;
+  std::optional<collective_driver_actor> driver_;
+  std::string collective_;
   std::vector<caf::error> replica_failures_;
   caf::timespan default_timeout_;
   std::unordered_map<uint64_t, entry> entries_;

@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -36,7 +37,8 @@ public:
 
   replica_state(self_pointer self, replica_config cfg,
                 std::unique_ptr<varsync::device> dev)
-    : self_(self), cfg_(cfg), device_(std::move(dev)) {
+    : self_(self), cfg_(cfg), device_(std::move(dev)),
+      host_memory_(device_->host_accessible()) {
   }
 
   ~replica_state() override {
@@ -57,8 +59,51 @@ public:
     if (!c)
       return std::move(c.error());
     auto& comp = **c;
+    if (!device_->host_accessible()) {
+      // A host copy that lives until the step returns (device_pointer is the
+      // zero-copy access on such devices).
+      auto copy = device_->download(comp.data, comp.info.type, comp.info.shape);
+      if (!copy)
+        return std::move(copy.error());
+      auto& kept = step_copies_.emplace_back(std::move(*copy));
+      return tensor_view{comp.info.type, &comp.info.shape, kept.raw(),
+                         element_count(comp.info.shape)};
+    }
     return tensor_view{comp.info.type, &comp.info.shape, comp.data,
                        element_count(comp.info.shape)};
+  }
+
+  caf::expected<device_view> device_pointer(const variable_info& v) override {
+    auto c = find(v.id, v.name);
+    if (!c)
+      return std::move(c.error());
+    auto& comp = **c;
+    return device_view{comp.info.type, &comp.info.shape, comp.data,
+                       element_count(comp.info.shape), cfg_.device};
+  }
+
+  stream_handle stream() const override {
+    return stream_handle{device_->native_stream()};
+  }
+
+  caf::error update_from_device(const variable_info& v, update_op op,
+                                const void* data) override {
+    auto c = find(v.id, v.name);
+    if (!c)
+      return record_failure(std::move(c.error()));
+    auto& comp = **c;
+    if (comp.policy->collective_replica_updates()) {
+      // The contribution joins the step's collective as a host tensor: one
+      // device-to-host copy on the replica's stream (after the step's
+      // kernels), named "device contributions staged through host memory" in
+      // docs/cuda.md.
+      auto value = device_->download(data, comp.info.type, comp.info.shape);
+      if (!value)
+        return record_failure(std::move(value.error()));
+      return update(v, op, *value);
+    }
+    return device_->apply_local(comp.data, op, comp.info.type, data,
+                                element_count(comp.info.shape));
   }
 
   caf::error update(const variable_info& v, update_op op,
@@ -268,6 +313,12 @@ private:
                              + "): the step threw a non-standard exception");
     }
     recording_ = nullptr;
+    step_copies_.clear();
+    // Work the step left on the device's stream (its own kernels, local
+    // updates) completes before a collective touches the components: an
+    // event the collective waits for (CUDA); nothing on host devices.
+    if (auto err = device_->mark_step_done(); err && !failure)
+      failure = std::move(err);
     if (failure) {
       if (cfg_.step_exception == on_step_exception::stop_replica) {
         // Fail-stop: the reply below still goes out, then the replica
@@ -286,6 +337,8 @@ private:
   caf::expected<int64_t> enter(collective_plan& plan) {
     quiesced_ = true;
     auto rank = static_cast<size_t>(cfg_.rank);
+    if (rank < plan.ready_events.size())
+      plan.ready_events[rank] = device_->step_done_event();
     int64_t mismatch = -1;
     for (size_t i = 0; i < plan.items.size(); ++i) {
       auto& item = plan.items[i];
@@ -338,6 +391,8 @@ private:
   self_pointer self_;
   replica_config cfg_;
   std::unique_ptr<varsync::device> device_;
+  /// device_->host_accessible(), asked once.
+  bool host_memory_ = true;
   std::unordered_map<uint64_t, component> components_;
   bool quiesced_ = false;
   bool resume_pending_ = false;
@@ -345,6 +400,9 @@ private:
   std::deque<std::function<void()>> deferred_;
   step_report* recording_ = nullptr;
   caf::error step_error_;
+  /// Host copies handed out by read() on devices that are not host
+  /// accessible, kept until the step returns.
+  std::vector<tensor> step_copies_;
 };
 
 replica_actor::behavior_type replica_state::make_behavior() {
@@ -381,6 +439,11 @@ replica_actor::behavior_type replica_state::make_behavior() {
     },
     [this](collective_work_atom,
            const collective_plan_ptr& plan) -> caf::result<ok_atom> {
+      if (!host_memory_) // the device collective driver does this work
+        return make_error(errc::device_error,
+                          "replica " + std::to_string(cfg_.rank) + " ("
+                            + to_string(cfg_.device)
+                            + "): host collective work on device memory");
       allreduce_one_pass(*plan, cfg_.rank, cfg_.num_replicas);
       return ok_atom::value;
     },
@@ -417,15 +480,6 @@ caf::expected<replica_actor> spawn_replica(caf::actor_system& sys,
   auto dev = make_device(cfg.device);
   if (!dev)
     return std::move(dev.error());
-  // Replica steps and host collectives address component memory directly;
-  // replicas on CUDA devices need the device-side step and NCCL paths, which
-  // are not wired into the actors yet (docs/cuda.md).
-  if (!(*dev)->host_accessible())
-    return make_error(errc::device_error,
-                      "device " + to_string(cfg.device)
-                        + ": replica actors on CUDA devices are not "
-                          "supported yet (the CUDA device layer is built, "
-                          "its actor integration is not; see docs/cuda.md)");
   log()->debug("spawning replica {} on {}", cfg.rank, to_string(cfg.device));
   return sys.spawn<replica_actor_impl>(cfg, std::move(*dev));
 }

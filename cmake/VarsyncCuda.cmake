@@ -3,7 +3,7 @@
 # the host-only library is built exactly as before.
 #
 # With the backend, the varsync target gets the sources devices/cuda/*.cu,
-# devices/cuda/*.cpp and sync/nccl/*.cpp, links CUDA::cudart and NCCL::nccl and
+# devices/cuda/*.cpp, sync/nccl/*.cpp and actors/cuda/*.cpp, links CUDA::cudart and NCCL::nccl and
 # carries the compile definition VARSYNC_HAVE_CUDA=1 (PUBLIC, so that tests and
 # examples can test for it too). VARSYNC_HAVE_CUDA is also a CMake variable
 # (ON/OFF) visible to the rest of the build, e.g. tests/CMakeLists.txt.
@@ -74,7 +74,8 @@ endif()
 file(GLOB VARSYNC_CUDA_SOURCES CONFIGURE_DEPENDS
   "${CMAKE_CURRENT_SOURCE_DIR}/devices/cuda/*.cu"
   "${CMAKE_CURRENT_SOURCE_DIR}/devices/cuda/*.cpp"
-  "${CMAKE_CURRENT_SOURCE_DIR}/sync/nccl/*.cpp")
+  "${CMAKE_CURRENT_SOURCE_DIR}/sync/nccl/*.cpp"
+  "${CMAKE_CURRENT_SOURCE_DIR}/actors/cuda/*.cpp")
 
 
 function(varsync_add_cuda_backend target)

@@ -38,6 +38,25 @@ public:
   /// R4: this replica's share of x, so that all shares add up to x.
   virtual caf::error split_assign(void* dst, const tensor& x, int rank,
                                   int num_replicas) = 0;
+  /// dst = op(dst, y) elementwise, where `y` holds `count` elements of `type`
+  /// in this device's memory (a replica step's own buffer). Host: at once;
+  /// CUDA: asynchronous on the stream (ordered before everything issued
+  /// later on it).
+  virtual caf::error apply_local(void* dst, update_op op, dtype type,
+                                 const void* y, int64_t count) = 0;
+
+  // -- asynchronous devices (CUDA); host devices keep these defaults ---------
+
+  /// The stream that replica steps launch their kernels on, as an opaque
+  /// handle (a cudaStream_t); nullptr for host devices.
+  virtual void* native_stream() const { return nullptr; }
+  /// Marks the end of a replica step: everything issued on the stream so
+  /// far must complete before a collective touches this device's memory (a
+  /// CUDA event recorded on the stream). Host devices: nothing to do.
+  virtual caf::error mark_step_done() { return {}; }
+  /// The event of the last mark_step_done (a cudaEvent_t), or nullptr when
+  /// there is nothing to wait for.
+  virtual void* step_done_event() const { return nullptr; }
 };
 
 /// The device object for `id` (host devices; cuda:K once the CUDA backend

@@ -51,6 +51,12 @@ caf::error host_device::split_assign(void* dst, const tensor& x, int rank,
   return {};
 }
 
+caf::error host_device::apply_local(void* dst, update_op op, dtype type,
+                                    const void* y, int64_t count) {
+  host::apply_update(op, type, dst, y, 0, count);
+  return {};
+}
+
 caf::expected<std::unique_ptr<device>> make_device(const device_id& id) {
   if (id.kind == device_kind::host)
     return std::unique_ptr<device>{new host_device(id.index)};

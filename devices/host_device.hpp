@@ -20,6 +20,8 @@ public:
   caf::error apply(void* dst, update_op op, const tensor& y) override;
   caf::error split_assign(void* dst, const tensor& x, int rank,
                           int num_replicas) override;
+  caf::error apply_local(void* dst, update_op op, dtype type, const void* y,
+                         int64_t count) override;
 
 private:
   int index_;

@@ -56,6 +56,11 @@ struct collective_item {
 struct collective_plan {
   int num_replicas = 0;
   std::vector<collective_item> items;
+  /// Device collectives only (sized by the coordinator, else empty): per
+  /// replica, the event (a cudaEvent_t) that marks the end of the replica's
+  /// last step, published at enter; the collective's streams wait for it.
+  /// Null for host replicas and replicas that ran no step yet.
+  std::vector<void*> ready_events;
 
   /// Creates an item with the per-replica slots sized for this plan.
   collective_item& add_item();

@@ -28,6 +28,28 @@ caf::expected<tensor> replica_context::read_copy(const variable& v) const {
                             view->nbytes());
 }
 
+caf::expected<device_view>
+replica_context::device_pointer(const variable& v) const {
+  if (!v.valid())
+    return invalid_handle();
+  return impl_->device_pointer(v.info());
+}
+
+stream_handle replica_context::stream() const {
+  return impl_->stream();
+}
+
+caf::error replica_context::update_from_device(const variable& v, update_op op,
+                                               const void* data) {
+  if (!v.valid())
+    return invalid_handle();
+  if (data == nullptr && element_count(v.info().shape) > 0)
+    return make_error(errc::invalid_argument,
+                      "replica step: update_from_device of '" + v.info().name
+                        + "' with a null pointer");
+  return impl_->update_from_device(v.info(), op, data);
+}
+
 caf::error replica_context::update(const variable& v, update_op op,
                                    const tensor& value) {
   if (!v.valid())

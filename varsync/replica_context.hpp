@@ -10,6 +10,7 @@
 #include "core/tensor.hpp"
 #include "devices/device_id.hpp"
 #include "sync/synchronization.hpp"
+#include "varsync/device_view.hpp"
 #include "varsync/variable.hpp"
 
 namespace varsync {
@@ -29,6 +30,10 @@ public:
   /// A scalar update without building a tensor where the policy allows.
   virtual caf::error update_scalar(const variable_info& v, update_op op,
                                    double value) = 0;
+  virtual caf::expected<device_view> device_pointer(const variable_info& v) = 0;
+  virtual stream_handle stream() const = 0;
+  virtual caf::error update_from_device(const variable_info& v, update_op op,
+                                        const void* data) = 0;
 };
 
 } // namespace detail
@@ -41,10 +46,31 @@ public:
   int num_replicas() const { return impl_->num_replicas(); }
   device_id device() const { return impl_->device(); }
 
-  /// The local component, without copying; valid until the step returns.
+  /// The local component as host memory; valid until the step returns.
+  /// Zero-copy on cpu:K replicas; on cuda:K replicas a host copy made for
+  /// this call (one device-to-host transfer: use device_pointer to stay on
+  /// the GPU).
   caf::expected<tensor_view> read(const variable& v) const;
   /// A copy of the local component.
   caf::expected<tensor> read_copy(const variable& v) const;
+
+  /// The local component where it lives (GPU memory on cuda:K replicas, host
+  /// memory on cpu:K), without copying; valid until the step returns. See
+  /// device_view for what may be written through it.
+  caf::expected<device_view> device_pointer(const variable& v) const;
+  /// The replica's stream (a cudaStream_t on cuda:K replicas, null on host
+  /// replicas; varsync/cuda_stream.hpp casts it). Work the step launches on
+  /// it is complete before the step's ON_WRITE collective reads or writes
+  /// any component, and before any later operation on this replica.
+  stream_handle stream() const;
+  /// update(v, op, value) with the value in the replica's device memory:
+  /// `data` holds as many elements of v's dtype as v has, on the replica's
+  /// device, written by work on stream() (or earlier). ON_READ and NONE: an
+  /// update kernel on the stream, no copy. ON_WRITE: the contribution is
+  /// copied to host memory when the call is made (the stream is waited for)
+  /// and joins the step's collective like any other contribution.
+  caf::error update_from_device(const variable& v, update_op op,
+                                const void* data);
 
   caf::error assign(const variable& v, const tensor& value);
   caf::error assign_add(const variable& v, const tensor& value);

@@ -11,6 +11,7 @@
 #include "actors/coordinator_actor.hpp"
 #include "core/logging.hpp"
 #include "messages/register_types.hpp"
+#include "sync/collective_path.hpp"
 #include "sync/distributed_reduce.hpp"
 #include "sync/sync_policy.hpp"
 #include "varsync/strategy_core.hpp"
@@ -276,7 +277,7 @@ make_strategy(std::unique_ptr<caf::actor_system_config> cfg,
   std::string description = "mirrored strategy over";
   for (auto& d : options.devices)
     description += " " + d;
-  description += "; bulk data: host one-pass shared-memory all-reduce";
+  description += "; bulk data: " + describe_collective(*devices);
   log()->info("{}", description);
   // The replicas, for actors bound to them (one blocking round trip at
   // creation; never on the hot path).

@@ -71,6 +71,7 @@ size_t pool_size(size_t nbytes) {
 struct cuda_device::impl {
   int index = 0;
   cudaStream_t stream = nullptr;
+  cudaEvent_t step_done = nullptr; // created by the first mark_step_done
   mutable std::mutex mtx; // guards the pool
   std::unordered_map<size_t, std::vector<void*>> free_lists;
   std::unordered_map<void*, size_t> live; // pointer -> pooled size
@@ -131,6 +132,8 @@ cuda_device::~cuda_device() {
   for (auto& [p, size] : impl_->live)
     cudaFree(p);
   impl_->live.clear();
+  if (impl_->step_done != nullptr)
+    cudaEventDestroy(impl_->step_done);
   if (impl_->stream != nullptr)
     cudaStreamDestroy(impl_->stream);
 }
@@ -287,6 +290,43 @@ caf::error cuda_device::split_assign(void* dst, const tensor& x, int rank,
       e != cudaSuccess)
     return impl_->fail("split_assign (kernel launch)", e);
   return impl_->sync("split_assign (cudaStreamSynchronize)");
+}
+
+caf::error cuda_device::apply_local(void* dst, update_op op, dtype type,
+                                   const void* y, int64_t count) {
+  if (count == 0)
+    return {};
+  cuda::device_guard guard{impl_->index};
+  if (guard.status() != cudaSuccess)
+    return impl_->fail("cudaSetDevice", guard.status());
+  if (auto e = cuda::launch_apply_update(op, type, dst, y, count,
+                                         impl_->stream);
+      e != cudaSuccess)
+    return impl_->fail("apply_local (update kernel launch)", e);
+  return {};
+}
+
+caf::error cuda_device::mark_step_done() {
+  cuda::device_guard guard{impl_->index};
+  if (guard.status() != cudaSuccess)
+    return impl_->fail("cudaSetDevice", guard.status());
+  if (impl_->step_done == nullptr) {
+    // Timing off: the event only orders work.
+    if (auto e = cudaEventCreateWithFlags(&impl_->step_done,
+                                          cudaEventDisableTiming);
+        e != cudaSuccess) {
+      impl_->step_done = nullptr;
+      return impl_->fail("mark_step_done (cudaEventCreateWithFlags)", e);
+    }
+  }
+  if (auto e = cudaEventRecord(impl_->step_done, impl_->stream);
+      e != cudaSuccess)
+    return impl_->fail("mark_step_done (cudaEventRecord)", e);
+  return {};
+}
+
+void* cuda_device::step_done_event() const {
+  return static_cast<void*>(impl_->step_done);
 }
 
 caf::error cuda_device::reduce(reduce_op op, dtype type, void* out,

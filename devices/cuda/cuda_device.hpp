@@ -50,6 +50,16 @@ public:
   caf::error apply(void* dst, update_op op, const tensor& y) override;
   caf::error split_assign(void* dst, const tensor& x, int rank,
                           int num_replicas) override;
+  /// Launches the update kernel on the stream and returns (asynchronous).
+  caf::error apply_local(void* dst, update_op op, dtype type, const void* y,
+                         int64_t count) override;
+
+  /// Records the step-done event on the stream (created on first use, then
+  /// re-recorded: a collective waits with cudaStreamWaitEvent, never the
+  /// host).
+  caf::error mark_step_done() override;
+  /// The cudaEvent_t of the last mark_step_done, or nullptr before the first.
+  void* step_done_event() const override;
 
   // -- device-memory operations for collectives (asynchronous on the stream;
   //    call synchronize() to wait; pointers are device memory of this GPU) --
@@ -73,7 +83,7 @@ public:
   /// The GPU ordinal K.
   int index() const;
   /// The cudaStream_t, as void* (cast in backend code).
-  void* native_stream() const;
+  void* native_stream() const override;
   /// Bytes handed out / bytes parked on the free lists.
   size_t live_bytes() const;
   size_t pooled_bytes() const;

@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
   const bool listing = cfg.listTests || cfg.listTestNamesOnly || cfg.listTags
                        || cfg.listReporters || cfg.showHelp;
   if (!listing && varsync::cuda_device_count() == 0) {
-    std::cout << "gpu_tests: SKIPPED: no CUDA GPU visible (or no driver); "
+    std::cout << (argc > 0 ? argv[0] : "gpu_tests")
+              << ": SKIPPED: no CUDA GPU visible (or no driver); "
                  "exiting with 77\n";
     return 77;
   }

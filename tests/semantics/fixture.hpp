@@ -1,21 +1,58 @@
 #pragma once
-// Shared helpers of the rule-table tests: strategies over host replicas and
-// snapshots of every component, to prove that failing calls change nothing.
+// Shared helpers of the rule-table tests: strategies over host replicas (or
+// GPUs, in the gpu-labelled build: test_devices) and snapshots of every
+// component, to prove that failing calls change nothing.
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "varsync/varsync.hpp"
+#ifdef VARSYNC_SEMANTICS_ON_GPU
+#include "devices/cuda/cuda_device.hpp"
+#endif
 
 namespace vs_test {
 
 using namespace varsync;
 using namespace std::chrono_literals;
+
+/// The devices of a rule-table strategy of `replicas` replicas: cpu:0 ..
+/// cpu:N-1. The gpu-labelled build of these sources (tests/gpu,
+/// VARSYNC_SEMANTICS_ON_GPU) puts them on GPUs instead, in the layout named by
+/// the environment variable VARSYNC_TEST_LAYOUT:
+///   one-gpu (default)  every replica on cuda:0: N logical replicas of one
+///                      GPU (the same-GPU path); N = 1 is plain cuda:0
+///   gpus               replica r on cuda:(r mod G), G = the visible GPUs (an
+///                      NCCL clique where N <= G)
+///   mixed              replica 0 on cpu:0, the others on cuda:0 (host
+///                      staging; N = 1 stays on cuda:0)
+inline std::vector<std::string> test_devices(int replicas) {
+  std::vector<std::string> out;
+#ifdef VARSYNC_SEMANTICS_ON_GPU
+  const char* env = std::getenv("VARSYNC_TEST_LAYOUT");
+  const std::string layout = env != nullptr && *env ? env : "one-gpu";
+  int gpus = std::max(1, varsync::cuda_device_count());
+  for (int r = 0; r < replicas; ++r) {
+    if (layout == "gpus")
+      out.push_back("cuda:" + std::to_string(r % gpus));
+    else if (layout == "mixed" && r == 0 && replicas > 1)
+      out.push_back("cpu:0");
+    else
+      out.push_back("cuda:0");
+  }
+#else
+  for (int r = 0; r < replicas; ++r)
+    out.push_back("cpu:" + std::to_string(r));
+#endif
+  return out;
+}
 
 inline strategy make_strategy(int replicas,
                               std::chrono::milliseconds timeout = 20s,
@@ -23,9 +60,7 @@ inline strategy make_strategy(int replicas,
                               = on_step_exception::stop_replica) {
   strategy_options options;
   options.step_exception = step_exception;
-  options.devices.clear();
-  for (int r = 0; r < replicas; ++r)
-    options.devices.push_back("cpu:" + std::to_string(r));
+  options.devices = test_devices(replicas);
   options.timeout = timeout;
   options.scheduler_threads = 2;
   auto s = strategy::create(options);

@@ -1,0 +1,376 @@
+// GPU all-reduce benchmark (CUDA backend only; never run yet: written on a
+// machine without a GPU, see docs/cuda.md).
+//
+// Sizes 1 KiB .. 1 GiB (x4 steps) of float32, sum, in this order:
+//
+// 1. copy bandwidth B: cudaMemcpyAsync device-to-device of the largest size
+//    on GPU 0, B = 2 * S / t (bytes read + bytes written), best of 10.
+// 2. same-GPU path, N logical replicas of GPU 0 (--replicas, default 2 and
+//    4): same_device_all_reduce with N separate contribution buffers and N
+//    component buffers (the step update of N replicas sharing one GPU). Its
+//    HBM bound is 2 * N * S bytes at B; reported: time, achieved bytes/s,
+//    fraction of the bound (target >= 80% from 64 MiB).
+// 3. NCCL path over every visible GPU (a clique of one on a one-GPU machine):
+//    nccl::clique::all_reduce (varsync's path: argument checks, its group,
+//    its streams) against a bare ncclAllReduce group on the same buffers and
+//    communicators of the same kind (ncclCommInitAll); reported: both times,
+//    algbw / busbw (nccl-tests' definitions) and varsync's overhead (target
+//    <= 5% from 1 MiB).
+// 4. whole strategy, N = 2 logical replicas of cuda:0: one replica step whose
+//    every replica contributes a device buffer to an ON_WRITE sum update
+//    (update_from_device: staged through host memory today), up to
+//    --strategy-max (default 64 MiB): where the integration stands.
+//
+// Times are medians of wall-clock samples, each ending with the GPUs
+// synchronized. Nothing is asserted: targets print as pass/MISS. Exits 77
+// without a GPU.
+//
+//   gpu_allreduce [--quick] [--json FILE] [--max-bytes N] [--replicas N]...
+//                 [--strategy-max N] [--iters N]
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "../common.hpp"
+#include "devices/cuda/cuda_device.hpp"
+#include "sync/nccl/nccl_clique.hpp"
+#include "sync/nccl/same_device_reduce.hpp"
+#include "varsync/varsync.hpp"
+
+using namespace varsync;
+
+namespace {
+
+#define CHECK_CUDA(expr)                                                       \
+  do {                                                                         \
+    cudaError_t e_ = (expr);                                                   \
+    if (e_ != cudaSuccess) {                                                   \
+      std::fprintf(stderr, "%s: %s\n", #expr, cudaGetErrorString(e_));         \
+      std::exit(1);                                                            \
+    }                                                                          \
+  } while (false)
+
+#define CHECK_NCCL(expr)                                                       \
+  do {                                                                         \
+    ncclResult_t r_ = (expr);                                                  \
+    if (r_ != ncclSuccess) {                                                   \
+      std::fprintf(stderr, "%s: %s\n", #expr, ncclGetErrorString(r_));         \
+      std::exit(1);                                                            \
+    }                                                                          \
+  } while (false)
+
+void check(const caf::error& err, const char* what) {
+  if (err) {
+    std::fprintf(stderr, "%s: %s\n", what, describe(err).c_str());
+    std::exit(1);
+  }
+}
+
+int iterations_for(size_t bytes, int fixed) {
+  if (fixed > 0)
+    return fixed;
+  // ~256 MiB of payload per size, between 5 and 200 samples.
+  auto n = static_cast<long long>((size_t{256} << 20) / std::max<size_t>(bytes, 1));
+  return static_cast<int>(std::clamp<long long>(n, 5, 200));
+}
+
+double copy_bandwidth(size_t bytes) {
+  CHECK_CUDA(cudaSetDevice(0));
+  void* a = nullptr;
+  void* b = nullptr;
+  CHECK_CUDA(cudaMalloc(&a, bytes));
+  CHECK_CUDA(cudaMalloc(&b, bytes));
+  CHECK_CUDA(cudaMemset(a, 1, bytes));
+  cudaStream_t s;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaEvent_t t0, t1;
+  CHECK_CUDA(cudaEventCreate(&t0));
+  CHECK_CUDA(cudaEventCreate(&t1));
+  float best_ms = 1e30f;
+  for (int i = 0; i < 12; ++i) {
+    CHECK_CUDA(cudaEventRecord(t0, s));
+    CHECK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s));
+    CHECK_CUDA(cudaEventRecord(t1, s));
+    CHECK_CUDA(cudaEventSynchronize(t1));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, t0, t1));
+    if (i >= 2) // two warm-ups
+      best_ms = std::min(best_ms, ms);
+  }
+  cudaEventDestroy(t0);
+  cudaEventDestroy(t1);
+  cudaStreamDestroy(s);
+  cudaFree(a);
+  cudaFree(b);
+  return 2.0 * static_cast<double>(bytes) / (best_ms * 1e-3);
+}
+
+std::vector<size_t> sizes_up_to(size_t max_bytes) {
+  std::vector<size_t> out;
+  for (size_t s = 1024; s <= max_bytes; s *= 4)
+    out.push_back(s);
+  return out;
+}
+
+const char* mark(bool ok) { return ok ? "pass" : "MISS"; }
+
+// -- 2. same GPU ----------------------------------------------------------------
+
+void same_gpu(int replicas, const std::vector<size_t>& sizes, double bw,
+              int fixed_iters, bench::recorder& rec) {
+  auto dev = cuda_device::open(0);
+  if (!dev)
+    check(dev.error(), "cuda_device::open(0)");
+  std::printf("\nsame-GPU path, %d logical replicas of cuda:0 "
+              "(same_device_all_reduce, sum, assign)\n", replicas);
+  std::printf("%10s %12s %12s %12s %8s %s\n", "size", "median us",
+              "bound us", "GB/s", "of bound", "target (>=80% from 64 MiB)");
+  for (auto bytes : sizes) {
+    const auto count = static_cast<int64_t>(bytes / sizeof(float));
+    std::vector<void*> contrib, comps;
+    for (int r = 0; r < replicas; ++r) {
+      auto c = (*dev)->allocate(bytes);
+      auto d = (*dev)->allocate(bytes);
+      if (!c || !d) {
+        std::printf("%10s out of memory, stopping\n",
+                    bench::size_name(bytes).c_str());
+        for (auto* p : contrib) (*dev)->release(p);
+        for (auto* p : comps) (*dev)->release(p);
+        if (c) (*dev)->release(*c);
+        if (d) (*dev)->release(*d);
+        return;
+      }
+      CHECK_CUDA(cudaMemset(*c, 0, bytes));
+      CHECK_CUDA(cudaMemset(*d, 0, bytes));
+      contrib.push_back(*c);
+      comps.push_back(*d);
+    }
+    std::vector<const void*> in(contrib.begin(), contrib.end());
+    auto call = [&] {
+      check(same_device_all_reduce(**dev, reduce_op::sum, update_op::assign,
+                                   dtype::float32, in, comps, count),
+            "same_device_all_reduce");
+    };
+    auto st = bench::time_calls_us(iterations_for(bytes, fixed_iters), 2, call);
+    const double moved = 2.0 * replicas * static_cast<double>(bytes);
+    const double bound_us = moved / bw * 1e6;
+    const double frac = bound_us / st.median;
+    const bool gated = bytes >= (size_t{64} << 20);
+    std::printf("%10s %12.1f %12.1f %12.1f %7.1f%% %s\n",
+                bench::size_name(bytes).c_str(), st.median, bound_us,
+                moved / (st.median * 1e-6) / 1e9, 100 * frac,
+                gated ? mark(frac >= 0.8) : "-");
+    rec.latency("gpu.same_gpu.r" + std::to_string(replicas) + ".s"
+                  + std::to_string(bytes),
+                st, {{"bound_us", std::to_string(bound_us)}});
+    for (auto* p : contrib) (*dev)->release(p);
+    for (auto* p : comps) (*dev)->release(p);
+  }
+}
+
+// -- 3. NCCL ----------------------------------------------------------------------
+
+void nccl_path(int gpus, const std::vector<size_t>& sizes, int fixed_iters,
+               bench::recorder& rec) {
+  std::vector<int> ids;
+  for (int g = 0; g < gpus; ++g)
+    ids.push_back(g);
+  auto clique = nccl::clique::create(ids);
+  if (!clique)
+    check(clique.error(), "nccl::clique::create");
+  std::vector<ncclComm_t> comms(static_cast<size_t>(gpus));
+  CHECK_NCCL(ncclCommInitAll(comms.data(), gpus, ids.data()));
+  std::vector<cudaStream_t> streams(static_cast<size_t>(gpus));
+  for (int g = 0; g < gpus; ++g) {
+    CHECK_CUDA(cudaSetDevice(g));
+    CHECK_CUDA(cudaStreamCreateWithFlags(&streams[static_cast<size_t>(g)],
+                                         cudaStreamNonBlocking));
+  }
+  std::vector<void*> stream_handles(streams.begin(), streams.end());
+  std::printf("\nNCCL path over %d GPU(s): nccl::clique::all_reduce vs bare "
+              "ncclAllReduce (in place, sum, float32, same buffers and "
+              "streams)\n", gpus);
+  std::printf("%10s %12s %12s %10s %10s %9s %s\n", "size", "varsync us",
+              "bare us", "algbw GB/s", "busbw GB/s", "overhead",
+              "target (<=5% from 1 MiB)");
+  for (auto bytes : sizes) {
+    const auto count = static_cast<int64_t>(bytes / sizeof(float));
+    std::vector<void*> bufs(static_cast<size_t>(gpus));
+    bool oom = false;
+    for (int g = 0; g < gpus; ++g) {
+      CHECK_CUDA(cudaSetDevice(g));
+      if (cudaMalloc(&bufs[static_cast<size_t>(g)], bytes) != cudaSuccess) {
+        cudaGetLastError();
+        oom = true;
+        break;
+      }
+      CHECK_CUDA(cudaMemset(bufs[static_cast<size_t>(g)], 0, bytes));
+    }
+    if (oom) {
+      std::printf("%10s out of memory, stopping\n",
+                  bench::size_name(bytes).c_str());
+      for (auto* p : bufs)
+        if (p) cudaFree(p);
+      break;
+    }
+    std::vector<const void*> send(bufs.begin(), bufs.end());
+    auto ours = [&] {
+      check((*clique)->all_reduce(reduce_op::sum, dtype::float32, send, bufs,
+                                  count, stream_handles),
+            "clique::all_reduce");
+      check((*clique)->synchronize(stream_handles), "clique::synchronize");
+    };
+    auto bare = [&] {
+      CHECK_NCCL(ncclGroupStart());
+      for (int g = 0; g < gpus; ++g) {
+        auto i = static_cast<size_t>(g);
+        CHECK_NCCL(ncclAllReduce(bufs[i], bufs[i], static_cast<size_t>(count),
+                                 ncclFloat32, ncclSum, comms[i], streams[i]));
+      }
+      CHECK_NCCL(ncclGroupEnd());
+      for (int g = 0; g < gpus; ++g) {
+        CHECK_CUDA(cudaSetDevice(g));
+        CHECK_CUDA(cudaStreamSynchronize(streams[static_cast<size_t>(g)]));
+      }
+    };
+    const int n = iterations_for(bytes, fixed_iters);
+    // Interleaved halves, so that drift hits both alike.
+    auto a1 = bench::time_calls_us(n / 2 + 1, 2, ours);
+    auto b1 = bench::time_calls_us(n / 2 + 1, 2, bare);
+    auto a2 = bench::time_calls_us(n / 2 + 1, 0, ours);
+    auto b2 = bench::time_calls_us(n / 2 + 1, 0, bare);
+    const double t_ours = 0.5 * (a1.median + a2.median);
+    const double t_bare = 0.5 * (b1.median + b2.median);
+    const double overhead = t_ours / t_bare - 1.0;
+    const double algbw = static_cast<double>(bytes) / (t_ours * 1e-6) / 1e9;
+    const double busbw = gpus > 1 ? algbw * 2.0 * (gpus - 1) / gpus : algbw;
+    const bool gated = bytes >= (size_t{1} << 20);
+    std::printf("%10s %12.1f %12.1f %10.1f %10.1f %8.1f%% %s\n",
+                bench::size_name(bytes).c_str(), t_ours, t_bare, algbw, busbw,
+                100 * overhead, gated ? mark(overhead <= 0.05) : "-");
+    rec.record("gpu.nccl.g" + std::to_string(gpus) + ".s"
+                 + std::to_string(bytes),
+               t_ours, "us", {{"bare_us", t_bare}, {"overhead", overhead},
+                              {"busbw_gbs", busbw}});
+    for (auto* p : bufs)
+      cudaFree(p);
+  }
+  for (int g = 0; g < gpus; ++g) {
+    ncclCommDestroy(comms[static_cast<size_t>(g)]);
+    cudaStreamDestroy(streams[static_cast<size_t>(g)]);
+  }
+}
+
+// -- 4. whole strategy ---------------------------------------------------------------
+
+void strategy_path(const std::vector<size_t>& sizes, size_t max_bytes,
+                   double bw, int fixed_iters, bench::recorder& rec) {
+  strategy_options o;
+  o.devices = {"cuda:0", "cuda:0"};
+  o.timeout = std::chrono::seconds(120);
+  auto s = strategy::create(o);
+  if (!s)
+    check(s.error(), "strategy::create");
+  std::printf("\nwhole strategy: %s\n", s->description().c_str());
+  std::printf("%10s %12s %12s %8s\n", "size", "median us", "bound us",
+              "of bound");
+  for (auto bytes : sizes) {
+    if (bytes > max_bytes)
+      break;
+    const auto count = static_cast<int64_t>(bytes / sizeof(float));
+    auto v = s->create_variable("w" + std::to_string(bytes),
+                                tensor::zeros(dtype::float32, {count}),
+                                synchronization::on_write, aggregation::sum);
+    if (!v)
+      check(v.error(), "create_variable");
+    std::vector<void*> grads(2, nullptr);
+    CHECK_CUDA(cudaSetDevice(0));
+    for (auto& g : grads) {
+      CHECK_CUDA(cudaMalloc(&g, bytes));
+      CHECK_CUDA(cudaMemset(g, 0, bytes));
+    }
+    auto call = [&] {
+      check(s->run([&](replica_context& ctx) {
+        auto e = ctx.update_from_device(*v, update_op::assign_add,
+                                        grads[static_cast<size_t>(ctx.replica_id())]);
+        if (e)
+          throw std::runtime_error(describe(e));
+      }), "run");
+    };
+    auto st = bench::time_calls_us(iterations_for(bytes, fixed_iters), 1, call);
+    const double bound_us = 2.0 * 2 * static_cast<double>(bytes) / bw * 1e6;
+    std::printf("%10s %12.1f %12.1f %7.1f%%\n", bench::size_name(bytes).c_str(),
+                st.median, bound_us, 100 * bound_us / st.median);
+    rec.latency("gpu.strategy.r2.s" + std::to_string(bytes), st,
+                {{"bound_us", std::to_string(bound_us)}});
+    for (auto* g : grads)
+      cudaFree(g);
+    check(s->destroy(*v), "destroy");
+  }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  auto opts = bench::parse_options(argc, argv);
+  size_t max_bytes = opts.quick ? (size_t{64} << 20) : (size_t{1} << 30);
+  size_t strategy_max = size_t{64} << 20;
+  int fixed_iters = 0;
+  std::vector<int> replica_counts;
+  for (size_t i = 0; i < opts.rest.size(); ++i) {
+    const auto& a = opts.rest[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= opts.rest.size()) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return opts.rest[++i];
+    };
+    if (a == "--max-bytes")
+      max_bytes = std::strtoull(next().c_str(), nullptr, 10);
+    else if (a == "--strategy-max")
+      strategy_max = std::strtoull(next().c_str(), nullptr, 10);
+    else if (a == "--replicas")
+      replica_counts.push_back(std::atoi(next().c_str()));
+    else if (a == "--iters")
+      fixed_iters = std::atoi(next().c_str());
+    else {
+      std::fprintf(stderr,
+                   "usage: gpu_allreduce [--quick] [--json FILE] [--max-bytes "
+                   "N] [--replicas N]... [--strategy-max N] [--iters N]\n");
+      return 2;
+    }
+  }
+  if (replica_counts.empty())
+    replica_counts = {2, 4};
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus == 0) {
+    std::printf("gpu_allreduce: SKIPPED: no CUDA GPU visible (or no driver)\n");
+    return 77;
+  }
+  cudaDeviceProp prop{};
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  std::printf("gpu_allreduce: %d GPU(s), GPU 0: %s, %.1f GiB\n", gpus,
+              prop.name, static_cast<double>(prop.totalGlobalMem) / (1 << 30));
+  bench::recorder rec(opts.json);
+  auto sizes = sizes_up_to(max_bytes);
+  const double bw = copy_bandwidth(std::max<size_t>(max_bytes, size_t{64} << 20));
+  std::printf("device-to-device copy bandwidth (GPU 0, %s, read + write): "
+              "%.1f GB/s\n",
+              bench::size_name(std::max<size_t>(max_bytes, size_t{64} << 20)).c_str(),
+              bw / 1e9);
+  rec.record("gpu.copy_bandwidth", bw / 1e9, "GB/s",
+             {}, {{"gpu", prop.name}});
+  for (int n : replica_counts)
+    same_gpu(n, sizes, bw, fixed_iters, rec);
+  nccl_path(gpus, sizes, fixed_iters, rec);
+  strategy_path(sizes, strategy_max, bw, fixed_iters, rec);
+  return 0;
+}
