@@ -300,6 +300,15 @@ def build(t):
                   fmt_time(v(rec)), "OpenMPI MPI_Allreduce in place, %d ranks"
                   % n + t.skip_note("mpi"), fmt_time(v(mpi)),
                   ratio_of(v(rec), v(mpi)), target=target)
+    # The floor of T7: the plain two-thread kernel (no actors, no messages)
+    # against the same MPI figure.
+    for n in REPLICAS_BULK:
+        k = t.get("kernel.onepass.r%d.s%d" % (n, 64 << 20))
+        mpi = t.get("mpi.allreduce.r%d.s%d" % (n, 64 << 20))
+        t.add("floor: plain one-pass kernel 64 MiB, %d rep vs MPI" % n,
+              fmt_time(v(k)), "OpenMPI MPI_Allreduce in place, %d ranks"
+              % n + t.skip_note("mpi"), fmt_time(v(mpi)),
+              ratio_of(v(k), v(mpi)))
     for n in REPLICAS_BULK:
         for s in SIZES[:-1]:
             rec = t.get("bulk.r%d.s%d" % (n, s))
