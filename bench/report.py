@@ -602,7 +602,11 @@ def write_md(args, run, t, plot_error):
               "`memcpy` of S bytes taking t seconds is S / t (the memory "
               "traffic is 2·S / t: S read and S written). The 2-thread figure "
               "is two threads copying one half of the 256 MiB buffer each at "
-              "the same time, 256 MiB over the wall time.",
+              "the same time, 256 MiB over the wall time (Google Benchmark "
+              "prints, for threads:2, half of that wall time; the suite "
+              "multiplies it back; runs before 2026-11-22 03:00 UTC did not, "
+              "and overstated the 2-thread copy bandwidth and the one-pass "
+              "kernel's speed by 2x).",
               "- **memory-traffic bound** of a bulk step with N replicas and a "
               "variable of S bytes: 2·N·S / copy bandwidth (2 threads, the "
               "number of scheduler threads). A one-pass all-reduce reads N "
@@ -611,6 +615,15 @@ def write_md(args, run, t, plot_error):
               "copy bandwidth) that traffic would take N·S / copy bandwidth, "
               "half of this bound, so the bound as defined has a factor-2 "
               "allowance for the read-for-ownership of ordinary stores.",
+              "- **the host all-reduce kernel** of an ON_WRITE update: the "
+              "components are mirrors, so each element's new value is "
+              "computed once from component 0 and the N contributions and "
+              "stored to all N components in one fused pass: (N + 1)·S "
+              "read, N·S written, plus the read-for-ownership of the N - 1 "
+              "components that are only written. The plain one-pass kernel "
+              "row (no actors, no messages, the same loop written by hand, "
+              "2 threads) is the floor for the bulk rows and for the MPI "
+              "target.",
               "- **algorithm bandwidth** = S / step time.",
               "- **control plane**: sequential calls, one in flight; the actor "
               "API is an event-based actor's request to the coordinator; the "
