@@ -186,7 +186,10 @@ tensor tensor::empty(dtype type, tensor_shape shape) {
                                 + " has a negative extent or too many "
                                   "elements");
   // n x element size must not wrap (2^62 float32s would get 0 bytes).
-  if (static_cast<uint64_t>(n) > std::numeric_limits<size_t>::max() / size_of(type))
+  // (size_of is 0 for an invalid dtype, which validation reports later.)
+  auto element = size_of(type);
+  if (element != 0
+      && static_cast<uint64_t>(n) > std::numeric_limits<size_t>::max() / element)
     throw std::invalid_argument("tensor: shape " + to_string(shape)
                                 + " has too many bytes");
   auto bytes = allocate_host_bytes(static_cast<size_t>(n) * size_of(type));
