@@ -19,8 +19,8 @@
 # data race (hundreds of reports per test, most of them in varsync frames).
 # The tsan step therefore builds CAF's core library from the Debian source
 # package of the installed libcaf-dev (same upstream version) with
-# -fsanitize=thread into build-tsan/caf/install once (about 5 minutes on 2
-# cores; reused while it exists) and links build-tsan against it. The source
+# -fsanitize=thread into build-tsan/caf/install once (about 2-3 minutes on
+# 2 cores; reused while it exists) and links build-tsan against it. The source
 # comes through apt with a private deb-src list, so the machine needs no
 # deb-src entry of its own. VARSYNC_TSAN_CAF_PREFIX=<dir> uses an
 # instrumented CAF installed elsewhere (<dir>/include, <dir>/lib/libcaf_core.so).
