@@ -204,7 +204,9 @@ run_tsan() {
     -DCAF_INCLUDE_DIR="${caf_prefix}/include" \
     -DCAF_CORE_LIBRARY="${caf_prefix}/lib/libcaf_core.so"
   build build-tsan "${tsan_targets[@]}"
-  if ! ldd build-tsan/tests/semantics_tests | grep -q "${caf_prefix}/lib/libcaf_core"; then
+  local libs
+  libs="$(ldd build-tsan/tests/semantics_tests)"
+  if [[ "$libs" != *"${caf_prefix}/lib/libcaf_core"* ]]; then
     echo "test-sanitizers.sh: [tsan] the tests do not load ${caf_prefix}/lib/libcaf_core.so" >&2
     ldd build-tsan/tests/semantics_tests | grep caf >&2 || true
     status=1
@@ -212,8 +214,12 @@ run_tsan() {
   fi
   t1=$(date +%s)
   echo "test-sanitizers.sh: [tsan] tests matching '${tsan_tests}':"
-  ctest --test-dir build-tsan -N -R "$tsan_tests" | grep -E "Test +#" || true
-  if ! ctest --test-dir build-tsan -N -R "$tsan_tests" | grep -qE "Test +#"; then
+  # Listed into a variable first: `ctest | grep -q` fails under pipefail when
+  # grep exits at the first match and ctest gets SIGPIPE.
+  local listing
+  listing="$(ctest --test-dir build-tsan -N -R "$tsan_tests" | grep -E "Test +#" || true)"
+  echo "$listing"
+  if [[ -z "$listing" ]]; then
     echo "test-sanitizers.sh: [tsan] no test matches '${tsan_tests}'" >&2
     rc=1
   else
