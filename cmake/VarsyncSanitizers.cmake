@@ -64,13 +64,11 @@ if(NOT VARSYNC_SANITIZE STREQUAL "")
   add_link_options("$<$<LINK_LANGUAGE:CXX>:-fsanitize=${_varsync_san}>")
   if("undefined" IN_LIST _varsync_san_list)
     # Every UBSan finding aborts the process, so tests and fuzzers fail on it.
-    # Except the `null` check, which stays recoverable so that one runtime
-    # suppression can apply (a non-recoverable check aborts before looking at
-    # suppressions): CAF 0.17's spawn of a function actor without arguments
-    # binds a reference through a null std::shared_ptr<std::tuple<>>
-    # (caf/detail/init_fun_factory.hpp), see tests/sanitizers/ubsan.supp.
-    # Run with UBSAN_OPTIONS=halt_on_error=1 so that every other `null`
-    # report still ends the process (the scripts do).
+    # The `null` check stays recoverable so that a runtime suppression stays
+    # possible for CAF 0.17's function actors spawned without arguments
+    # (a reference bound through a null shared_ptr<tuple<>>, see
+    # tests/sanitizers/ubsan.supp; none is needed today). With
+    # UBSAN_OPTIONS=halt_on_error=1, as the scripts run, it aborts too.
     add_compile_options(
       "$<$<COMPILE_LANGUAGE:CXX>:-fno-sanitize-recover=undefined;-fsanitize-recover=null>")
     add_link_options(

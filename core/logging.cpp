@@ -45,4 +45,9 @@ bool set_log_level(std::string_view name) {
   return true;
 }
 
+bool is_log_level(std::string_view name) {
+  spdlog::level::level_enum level;
+  return parse_level(name, level);
+}
+
 } // namespace varsync

@@ -18,4 +18,7 @@ spdlog::logger* log();
 /// unknown name.
 bool set_log_level(std::string_view level);
 
+/// True if set_log_level accepts `level`.
+bool is_log_level(std::string_view level);
+
 } // namespace varsync

@@ -69,6 +69,9 @@ public:
   }
 
   static size_t class_size(size_t nbytes) {
+    // Above 2^63 bytes the doubling below would wrap to 0 and never end.
+    if (nbytes > std::numeric_limits<size_t>::max() / 2 + 1)
+      throw std::bad_alloc{};
     size_t size = min_pooled;
     while (size < nbytes)
       size <<= 1;
@@ -182,6 +185,13 @@ tensor tensor::empty(dtype type, tensor_shape shape) {
     throw std::invalid_argument("tensor: shape " + to_string(shape)
                                 + " has a negative extent or too many "
                                   "elements");
+  // n x element size must not wrap (2^62 float32s would get 0 bytes).
+  // (size_of is 0 for an invalid dtype, which validation reports later.)
+  auto element = size_of(type);
+  if (element != 0
+      && static_cast<uint64_t>(n) > std::numeric_limits<size_t>::max() / element)
+    throw std::invalid_argument("tensor: shape " + to_string(shape)
+                                + " has too many bytes");
   auto bytes = allocate_host_bytes(static_cast<size_t>(n) * size_of(type));
   return tensor{type, std::move(shape), n, std::move(bytes)};
 }

@@ -279,6 +279,29 @@ void seeds_safetensors() {
   write(t, "invalid_json", header(R"({"a":{"dtype":"F32","sha)", 0));
 }
 
+void seeds_config() {
+  const std::string t = "config";
+  // Byte 0: 0 a level name, 1 a config file, 2 command-line arguments.
+  auto level = [](const std::string& s) { return std::string(1, '\0') + s; };
+  auto file = [](const std::string& s) { return std::string(1, '\1') + s; };
+  auto cli = [](const std::string& s) { return std::string(1, '\2') + s; };
+  write(t, "level_debug", level("debug"));
+  write(t, "level_warning", level("warning"));
+  write(t, "level_invalid_upper", level("INFO"));
+  write(t, "file_valid",
+        file("[varsync]\ntimeout-ms=1500\nlog-level=\"info\"\n"));
+  write(t, "file_unknown_level", file("[varsync]\nlog-level=\"loud\"\n"));
+  write(t, "file_negative_timeout", file("[varsync]\ntimeout-ms=-1\n"));
+  write(t, "file_huge_timeout",
+        file("[varsync]\ntimeout-ms=9223372036854775807\n"));
+  write(t, "file_wrong_type", file("[varsync]\ntimeout-ms=\"soon\"\n"));
+  write(t, "file_other_sections",
+        file("[scheduler]\nmax-threads=2\n[logger]\nverbosity='quiet'\n"));
+  write(t, "cli_valid", cli("--varsync.timeout-ms=250\n--varsync.log-level=error"));
+  write(t, "cli_zero_timeout", cli("--varsync.timeout-ms=0"));
+  write(t, "cli_unknown_option", cli("--varsync.speed=3"));
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -294,6 +317,7 @@ int main(int argc, char** argv) {
     seeds_variable_spec();
     seeds_deserialize(sys);
     seeds_safetensors();
+    seeds_config();
   } catch (const std::exception& e) {
     std::cerr << "fuzz_seed_corpus: " << e.what() << '\n';
     return 1;

@@ -1,8 +1,10 @@
 #include "messages/register_types.hpp"
 
 #include <caf/actor_system_config.hpp>
+#include <caf/settings.hpp>
 
 #include "core/error.hpp"
+#include "core/logging.hpp"
 #include "messages/coordinator_interface.hpp"
 #include "messages/replica_interface.hpp"
 
@@ -52,6 +54,32 @@ void register_types(caf::actor_system_config& cfg) {
                            }
                            return out;
                          });
+}
+
+caf::expected<config_settings>
+read_config(const caf::actor_system_config& cfg) {
+  config_settings out;
+  const auto& content = caf::content(cfg);
+  if (auto* value = caf::get_if(&content, "varsync.log-level")) {
+    auto* name = caf::get_if<std::string>(value);
+    if (name == nullptr)
+      return make_error(errc::invalid_argument,
+                        "varsync.log-level must be a string");
+    if (is_log_level(*name))
+      out.log_level = *name;
+    else
+      out.unknown_log_level = *name;
+  }
+  if (auto* value = caf::get_if(&content, "varsync.timeout-ms")) {
+    // cfg.set() and config files check the type; cfg.content can be
+    // written directly, and get_or would then fall back to 30 s silently.
+    auto* ms = caf::get_if<int64_t>(value);
+    if (ms == nullptr || *ms <= 0)
+      return make_error(errc::invalid_argument,
+                        "varsync.timeout-ms must be a positive integer");
+    out.timeout = std::chrono::milliseconds{*ms};
+  }
+  return out;
 }
 
 } // namespace varsync

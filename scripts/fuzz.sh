@@ -4,10 +4,13 @@
 #
 #   scripts/fuzz.sh [seconds-per-target=60] [target...]
 #
-# Targets: parse_enums parse_device variable_spec deserialize safetensors
+# Targets: parse_enums parse_device variable_spec deserialize safetensors config
 # (default: all). Environment: FUZZ_PARALLEL (targets run at once, default 1),
 # JOBS (build parallelism, default nproc), FUZZ_ARGS (extra libFuzzer flags),
-# FUZZ_WORK (work directory, default build-fuzz/fuzz-work).
+# FUZZ_BUILD_DIR (a build directory already configured with
+# VARSYNC_BUILD_FUZZERS=ON, such as test-sanitizers.sh's build-asan, used
+# instead of configuring build-fuzz: CI builds the library once for both),
+# FUZZ_WORK (work directory, default <build dir>/fuzz-work).
 #
 # Each target runs with -max_total_time=<seconds> -rss_limit_mb=2048
 # -timeout=10 on FUZZ_WORK/<target>/corpus (the committed seeds of
@@ -25,7 +28,7 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [[ "$seconds" -lt 1 ]]; then
   echo "usage: $0 [seconds-per-target=60] [target...]" >&2
   exit 2
 fi
-all_targets=(parse_enums parse_device variable_spec deserialize safetensors)
+all_targets=(parse_enums parse_device variable_spec deserialize safetensors config)
 targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] || targets=("${all_targets[@]}")
 for t in "${targets[@]}"; do
@@ -37,33 +40,13 @@ done
 
 jobs="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
 parallel="${FUZZ_PARALLEL:-1}"
-work="${FUZZ_WORK:-build-fuzz/fuzz-work}"
+build_dir="${FUZZ_BUILD_DIR:-build-fuzz}"
+work="${FUZZ_WORK:-${build_dir}/fuzz-work}"
 read -r -a extra_args <<<"${FUZZ_ARGS:-}"
 
 # -- tools ---------------------------------------------------------------------
-bash scripts/setup.sh
 # libFuzzer ships in libclang-rt-14-dev, which Debian's clang only recommends.
-fuzz_packages=(clang libclang-rt-14-dev)
-missing=()
-for pkg in "${fuzz_packages[@]}"; do
-  status="$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)"
-  [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
-done
-if [[ ${#missing[@]} -gt 0 ]]; then
-  as_root=()
-  if [[ "$(id -u)" -ne 0 ]]; then
-    if command -v sudo >/dev/null 2>&1; then
-      as_root=(sudo)
-    else
-      echo "fuzz.sh: install as root: apt-get install -y --no-install-recommends ${missing[*]}" >&2
-      exit 1
-    fi
-  fi
-  echo "fuzz.sh: apt-get install -y --no-install-recommends ${missing[*]}"
-  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
-  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y --no-install-recommends "${missing[@]}"
-fi
+bash scripts/setup.sh clang libclang-rt-14-dev
 cxx="${FUZZ_CXX:-$(command -v clang++ || true)}"
 if [[ -z "$cxx" ]]; then
   echo "fuzz.sh: clang++ not found" >&2
@@ -71,17 +54,22 @@ if [[ -z "$cxx" ]]; then
 fi
 
 # -- build ---------------------------------------------------------------------
-echo "fuzz.sh: cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=${cxx} -DVARSYNC_BUILD_FUZZERS=ON -DVARSYNC_SANITIZE=address,undefined"
-cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_COMPILER="$cxx" -DVARSYNC_BUILD_FUZZERS=ON \
-  -DVARSYNC_SANITIZE=address,undefined -DVARSYNC_BUILD_TESTS=OFF \
-  -DVARSYNC_BUILD_EXAMPLES=OFF -DVARSYNC_BUILD_BENCH=OFF -DVARSYNC_CUDA=OFF
+if [[ -z "${FUZZ_BUILD_DIR:-}" ]]; then
+  echo "fuzz.sh: cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=${cxx} -DVARSYNC_BUILD_FUZZERS=ON -DVARSYNC_SANITIZE=address,undefined"
+  cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_COMPILER="$cxx" -DVARSYNC_BUILD_FUZZERS=ON \
+    -DVARSYNC_SANITIZE=address,undefined -DVARSYNC_BUILD_TESTS=OFF \
+    -DVARSYNC_BUILD_EXAMPLES=OFF -DVARSYNC_BUILD_BENCH=OFF -DVARSYNC_CUDA=OFF
+elif ! grep -q '^VARSYNC_BUILD_FUZZERS:BOOL=ON' "${build_dir}/CMakeCache.txt" 2>/dev/null; then
+  echo "fuzz.sh: FUZZ_BUILD_DIR=${build_dir} is not configured with VARSYNC_BUILD_FUZZERS=ON" >&2
+  exit 1
+fi
 build_targets=()
 for t in "${targets[@]}"; do
   build_targets+=(--target "${t}_fuzzer")
 done
-echo "fuzz.sh: cmake --build build-fuzz --parallel ${jobs} ${build_targets[*]}"
-cmake --build build-fuzz --parallel "$jobs" "${build_targets[@]}"
+echo "fuzz.sh: cmake --build ${build_dir} --parallel ${jobs} ${build_targets[*]}"
+cmake --build "$build_dir" --parallel "$jobs" "${build_targets[@]}"
 
 # -- run -----------------------------------------------------------------------
 # Symbolized reports; leaks are checked by libFuzzer after each input.
@@ -101,7 +89,7 @@ run_one() { # target -> exit status
               -print_final_stats=1 -artifact_prefix="${dir}/artifacts/")
   [[ -f "fuzz/${t}.dict" ]] && args+=(-dict="fuzz/${t}.dict")
   local rc=0
-  "build-fuzz/fuzz/${t}_fuzzer" "${args[@]}" "${extra_args[@]}" \
+  "${build_dir}/fuzz/${t}_fuzzer" "${args[@]}" "${extra_args[@]}" \
     "${dir}/corpus" >"${dir}/fuzz.log" 2>&1 || rc=$?
   echo "$rc" >"${dir}/status"
   return 0

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what building and testing varsync need on a fresh Debian 12
 # machine. Idempotent: a machine that has every package does no apt work and
-# needs no network.
+# needs no network. Extra package names given as arguments are installed too
+# (the sanitizer and fuzz scripts pass clang and libclang-rt-14-dev).
 set -euo pipefail
 
 packages=(g++ cmake ninja-build make libcaf-dev libspdlog-dev catch2
-          nlohmann-json3-dev ca-certificates git python3 python3-venv)
+          nlohmann-json3-dev ca-certificates git python3 python3-venv "$@")
 
 missing=()
 for pkg in "${packages[@]}"; do

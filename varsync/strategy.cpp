@@ -49,7 +49,14 @@ private:
   reply_fn<T> done_;
 };
 
+// Timeouts of 100 years or more mean "no deadline": converted to nanoseconds
+// and added to a clock reading they would overflow int64 (292 years).
+constexpr std::chrono::milliseconds no_deadline_from{
+  std::chrono::hours{24 * 365 * 100}};
+
 caf::timespan to_timespan(std::chrono::milliseconds ms) {
+  if (ms >= no_deadline_from)
+    return caf::timespan::max(); // the coordinator's "no deadline"
   return std::chrono::duration_cast<caf::timespan>(ms);
 }
 
@@ -118,6 +125,11 @@ public:
     });
   }
 
+  void wait() {
+    std::unique_lock<std::mutex> guard{mtx_};
+    cv_.wait(guard, [this] { return ready_.load(std::memory_order_acquire); });
+  }
+
   caf::expected<T> take() { return std::move(*value_); }
 
 private:
@@ -134,6 +146,10 @@ strategy_core::call(std::chrono::milliseconds timeout,
   auto slot = std::make_shared<blocking_slot<T>>();
   submit<T>(std::move(op),
             [slot](caf::expected<T> result) { slot->set(std::move(result)); });
+  if (timeout >= no_deadline_from) {
+    slot->wait();
+    return slot->take();
+  }
   // The coordinator enforces the deadline towards the replicas; the grace
   // period covers the hop back.
   auto deadline = std::chrono::steady_clock::now() + timeout
@@ -197,10 +213,16 @@ caf::error check_count(const char* what, size_t count, int num_replicas) {
   return {};
 }
 
-void apply_log_level_from(const caf::actor_system& sys) {
-  auto level = caf::get_or(sys.config(), "varsync.log-level", "");
-  if (!level.empty() && !set_log_level(level))
-    log()->warn("ignoring unknown varsync.log-level '{}'", level);
+caf::expected<config_settings> apply_config_from(const caf::actor_system& sys) {
+  auto settings = read_config(sys.config());
+  if (!settings)
+    return settings;
+  if (!settings->log_level.empty())
+    set_log_level(settings->log_level);
+  else if (!settings->unknown_log_level.empty())
+    log()->warn("ignoring unknown varsync.log-level '{}'",
+                settings->unknown_log_level);
+  return settings;
 }
 
 } // namespace
@@ -256,13 +278,11 @@ caf::expected<strategy>
 make_strategy(std::unique_ptr<caf::actor_system_config> cfg,
               std::unique_ptr<caf::actor_system> owned, caf::actor_system& sys,
               strategy_options options) {
-  apply_log_level_from(sys);
+  auto settings = apply_config_from(sys);
+  if (!settings)
+    return std::move(settings.error());
   if (options.timeout.count() == 0)
-    options.timeout = std::chrono::milliseconds{
-      caf::get_or(sys.config(), "varsync.timeout-ms", int64_t{30000})};
-  if (options.timeout.count() <= 0)
-    return make_error(errc::invalid_argument,
-                      "varsync.timeout-ms must be positive");
+    options.timeout = settings->timeout;
   auto devices = parse_devices(options.devices);
   if (!devices)
     return std::move(devices.error());

@@ -595,8 +595,10 @@ TEST_CASE_METHOD(coordinator_fixture,
   auto client = caf::actor_cast<caf::actor>(self);
   auto c = coord;
   auto id = v.id;
-  auto worker = sys.spawn([c, id, client](caf::event_based_actor* ev)
-                            -> caf::behavior {
+  // `client` is a spawn argument, not a capture: CAF 0.17 binds a reference
+  // through a null pointer when a function actor gets no arguments (UBSan).
+  auto worker = sys.spawn([c, id](caf::event_based_actor* ev,
+                                  caf::actor client) -> caf::behavior {
     auto fail = [ev, client](caf::error& err) {
       ev->send(client, err);
       ev->quit();
@@ -615,7 +617,7 @@ TEST_CASE_METHOD(coordinator_fixture,
         },
         fail);
     return {[](ok_atom) {}};
-  });
+  }, client);
   stop_at_end(worker);
   std::vector<int64_t> got;
   caf::error err;

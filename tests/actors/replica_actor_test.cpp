@@ -554,8 +554,10 @@ TEST_CASE_METHOD(replica_fixture,
   // An event-based actor bound to replica 1 reads its component and reports
   // the answer to this test.
   auto client = caf::actor_cast<caf::actor>(self);
-  auto reader = sys.spawn([r1, client](caf::event_based_actor* ev)
-                            -> caf::behavior {
+  // `client` is a spawn argument: CAF 0.17 binds a reference through a null
+  // pointer when a function actor gets no arguments (UBSan).
+  auto reader = sys.spawn([r1](caf::event_based_actor* ev,
+                               caf::actor client) -> caf::behavior {
     ev->request(r1, caf::infinite, local_read_atom::value, uint64_t{4})
       .then(
         [ev, client](tensor& t) {
@@ -567,7 +569,7 @@ TEST_CASE_METHOD(replica_fixture,
           ev->quit();
         });
     return {[](ok_atom) {}};
-  });
+  }, client);
   stop_at_end(reader);
 
   bool answered_early = false;

@@ -231,3 +231,15 @@ TEST_CASE("safetensors: corrupt inputs fail with checkpoint_corrupt",
     }
   }
 }
+
+// Regression (fuzz finding, fuzz/findings/README.md): the error message for
+// a bad shape used to dump the JSON value, which recursed once per level and
+// overflowed the stack for an array nested 100,000 deep.
+TEST_CASE("safetensors: a deeply nested shape fails without recursion",
+          "[safetensors]") {
+  const int depth = 100000;
+  std::string header = R"({"a":{"dtype":"F32","shape":[)" + std::string(depth, '[')
+                       + std::string(depth, ']')
+                       + R"(],"data_offsets":[0,0]}})";
+  check_corrupt(make_file(header, ""));
+}

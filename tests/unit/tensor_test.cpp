@@ -87,3 +87,19 @@ TEST_CASE("tensor: element counts that overflow int64 are invalid, not UB") {
                                                  int64_t{1} << 32}),
                   std::invalid_argument);
 }
+
+// Both were open findings (fuzz/findings/README.md): the byte count wrapped
+// (2^62 float32s got a 64-byte buffer) and the pool's size class never
+// ended for more than 2^63 bytes.
+TEST_CASE("tensor: byte counts that overflow size_t are refused") {
+  CHECK_THROWS_AS(tensor::empty(dtype::float32, {int64_t{1} << 62}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(tensor::empty(dtype::float64, {int64_t{1} << 61}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(tensor::zeros(dtype::int64, {int64_t{1} << 40, 1 << 22}),
+                  std::invalid_argument);
+  // Representable but above 2^63 bytes: refused by the allocator's size
+  // class instead of looping forever.
+  CHECK_THROWS_AS(tensor::empty(dtype::float32, {(int64_t{1} << 61) + 1}),
+                  std::bad_alloc);
+}
