@@ -214,15 +214,6 @@ void coordinator_state::on_deadline_tick() {
 
 // -- admission -----------------------------------------------------------------
 
-void coordinator_state::admit(std::function<void()> op) {
-  if (in_flight_ < max_in_flight && waiting_.empty()) {
-    ++in_flight_;
-    op();
-    return;
-  }
-  waiting_.emplace_back(std::move(op));
-}
-
 void coordinator_state::release_slot() {
   --in_flight_;
   if (draining_)

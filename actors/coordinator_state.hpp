@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <caf/expected.hpp>
@@ -55,8 +56,17 @@ public:
   /// responses in a flat map searched linearly, so thousands of operations
   /// in flight made each reply O(n) (measured: 85% of the time of a burst of
   /// 10,000 async creates). The operation must call release_slot() once
-  /// when it completes.
-  void admit(std::function<void()> op);
+  /// when it completes. A template so that an operation admitted at once
+  /// runs without being wrapped in a std::function (an allocation per call).
+  template <class F>
+  void admit(F&& op) {
+    if (in_flight_ < max_in_flight && waiting_.empty()) {
+      ++in_flight_;
+      op();
+      return;
+    }
+    waiting_.emplace_back(std::forward<F>(op));
+  }
   void release_slot();
   /// Wraps `done` so that it releases the operation's slot first.
   template <class T>

@@ -59,7 +59,7 @@ public:
     if (!c)
       return std::move(c.error());
     auto& comp = **c;
-    if (!device_->host_accessible()) {
+    if (!host_memory_) {
       // A host copy that lives until the step returns (device_pointer is the
       // zero-copy access on such devices).
       auto copy = device_->download(comp.data, comp.info.type, comp.info.shape);
@@ -134,7 +134,7 @@ public:
     auto& comp = **c;
     if (auto err = validate_scalar(comp.info, value))
       return record_failure(std::move(err));
-    if (comp.policy->collective_replica_updates() || !device_->host_accessible())
+    if (comp.policy->collective_replica_updates() || !host_memory_)
       return update(v, op, tensor::filled(comp.info.type, {}, value));
     // Local update of a host scalar: no tensor, no allocation.
     alignas(8) unsigned char y[8];
