@@ -9,15 +9,13 @@
 #include <caf/exit_reason.hpp>
 #include <caf/send.hpp>
 
+#include "actors/collective_driver.hpp"
 #include "actors/coordinator_state.hpp"
 #include "actors/replica_actor.hpp"
-#include "core/error.hpp"
+#include "varsync/error.hpp"
 #include "core/logging.hpp"
 #include "sync/collective_path.hpp"
 #include "sync/distributed_reduce.hpp"
-#ifdef VARSYNC_HAVE_CUDA
-#include "actors/cuda/collective_driver_actor.hpp"
-#endif
 
 namespace varsync {
 
@@ -716,7 +714,7 @@ void coordinator_state::shutdown() {
   self_->quit(caf::exit_reason::user_shutdown);
 }
 
-coordinator_actor::behavior_type coordinator_state::make_behavior() {
+coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
   for (auto& replica : replicas_)
     self_->monitor(replica);
   self_->set_down_handler([this](caf::down_msg& msg) {
@@ -827,14 +825,14 @@ coordinator_actor::behavior_type coordinator_state::make_behavior() {
 
 namespace {
 
-class coordinator_actor_impl : public coordinator_actor::base {
+class coordinator_actor_impl : public coordinator_internal_actor::base {
 public:
   coordinator_actor_impl(caf::actor_config& cfg, std::vector<device_id> devices,
                          std::vector<replica_actor> replicas,
                          caf::timespan timeout,
                          std::optional<collective_driver_actor> driver,
                          std::string collective)
-    : coordinator_actor::base(cfg),
+    : coordinator_internal_actor::base(cfg),
       state_(this, std::move(devices), std::move(replicas), timeout,
              std::move(driver), std::move(collective)) {
   }
@@ -847,7 +845,7 @@ private:
 
 } // namespace
 
-caf::expected<coordinator_actor> spawn_coordinator(caf::actor_system& sys,
+caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& sys,
                                                    coordinator_config cfg) {
   if (cfg.devices.empty())
     return make_error(errc::invalid_argument,
@@ -880,9 +878,8 @@ caf::expected<coordinator_actor> spawn_coordinator(caf::actor_system& sys,
   }
   std::optional<collective_driver_actor> driver;
   std::string collective = describe_collective(cfg.devices);
-#ifdef VARSYNC_HAVE_CUDA
   if (needs_device_collective(cfg.devices)) {
-    auto d = spawn_collective_driver(sys, cfg.devices);
+    auto d = spawn_device_collective_driver(sys, cfg.devices);
     if (!d) {
       stop_all();
       return std::move(d.error());
@@ -890,7 +887,6 @@ caf::expected<coordinator_actor> spawn_coordinator(caf::actor_system& sys,
     driver = d->actor;
     collective = d->description;
   }
-#endif
   auto coordinator = sys.spawn<coordinator_actor_impl>(
     cfg.devices, replicas, cfg.default_timeout, driver, collective);
   // The replicas (and the device collective driver) go down with their

@@ -7,10 +7,10 @@
 #include <caf/fwd.hpp>
 #include <caf/timespan.hpp>
 
-#include "actors/replica_fault.hpp"
-#include "devices/device_id.hpp"
+#include "varsync/replica_fault.hpp"
+#include "varsync/device_id.hpp"
 #include "messages/coordinator_interface.hpp"
-#include "messages/step_exception_policy.hpp"
+#include "varsync/step_exception_policy.hpp"
 
 namespace varsync {
 
@@ -27,7 +27,7 @@ struct coordinator_config {
 /// Spawns the replicas of `cfg.devices` and their coordinator. Fails with
 /// invalid_argument for an empty device list and device_error for a device
 /// that cannot be opened.
-caf::expected<coordinator_actor> spawn_coordinator(caf::actor_system& sys,
+caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& sys,
                                                    coordinator_config cfg);
 
 } // namespace varsync

@@ -20,7 +20,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/operation_deadlines.hpp"
-#include "devices/device_id.hpp"
+#include "varsync/device_id.hpp"
 #include "messages/collective_driver_interface.hpp"
 #include "messages/coordinator_interface.hpp"
 #include "sync/collective_plan.hpp"
@@ -33,7 +33,7 @@ using reply_fn = std::function<void(caf::expected<T>)>;
 
 class coordinator_state {
 public:
-  using self_pointer = coordinator_actor::pointer;
+  using self_pointer = coordinator_internal_actor::pointer;
 
   /// `driver`: the device collective driver of a strategy with CUDA
   /// replicas (it runs the work phase of every collective), or none: the
@@ -45,7 +45,7 @@ public:
                     std::optional<collective_driver_actor> driver = {},
                     std::string collective = {});
 
-  coordinator_actor::behavior_type make_behavior();
+  coordinator_internal_actor::behavior_type make_behavior();
 
   caf::timespan default_timeout() const { return default_timeout_; }
 

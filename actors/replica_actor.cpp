@@ -12,7 +12,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "core/error.hpp"
+#include "varsync/error.hpp"
 #include "core/logging.hpp"
 #include "devices/device.hpp"
 #include "devices/host_kernels.hpp"

@@ -10,10 +10,10 @@
 
 #include <vector>
 
-#include "actors/replica_fault.hpp"
-#include "devices/device_id.hpp"
+#include "varsync/replica_fault.hpp"
+#include "varsync/device_id.hpp"
 #include "messages/replica_interface.hpp"
-#include "messages/step_exception_policy.hpp"
+#include "varsync/step_exception_policy.hpp"
 
 namespace varsync {
 

@@ -8,7 +8,7 @@
 
 #include <caf/actor_system_config.hpp>
 
-#include "messages/register_types.hpp"
+#include "varsync/config.hpp"
 
 namespace bench {
 

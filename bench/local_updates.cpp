@@ -69,7 +69,7 @@ double bare_oneway_rate(caf::actor_system& sys, int64_t k) {
 }
 
 // An actor bound to a replica: `k` local_update requests, `window` in flight.
-double typed_rate(caf::actor_system& sys, replica_actor replica, uint64_t id,
+double typed_rate(caf::actor_system& sys, replica_local_actor replica, uint64_t id,
                   int64_t k, int window) {
   auto done = std::make_shared<std::promise<double>>();
   auto fut = done->get_future();

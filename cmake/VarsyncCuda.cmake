@@ -2,11 +2,11 @@
 # NCCL) are found, ON requires them, OFF never builds it. Without the backend
 # the host-only library is built exactly as before.
 #
-# With the backend, the varsync target gets the sources devices/cuda/*.cu,
-# devices/cuda/*.cpp, sync/nccl/*.cpp and actors/cuda/*.cpp, links CUDA::cudart and NCCL::nccl and
-# carries the compile definition VARSYNC_HAVE_CUDA=1 (PUBLIC, so that tests and
-# examples can test for it too). VARSYNC_HAVE_CUDA is also a CMake variable
-# (ON/OFF) visible to the rest of the build, e.g. tests/CMakeLists.txt.
+# With the backend, the library varsync::cuda holds devices/cuda/*.cu,
+# devices/cuda/*.cpp, sync/nccl/*.cpp and actors/cuda/*.cpp, links CUDA::cudart
+# and NCCL::nccl and carries the compile definition VARSYNC_HAVE_CUDA=1
+# (PUBLIC, so that tests and examples can test for it too). VARSYNC_HAVE_CUDA
+# is also a CMake variable (ON/OFF) visible to the rest of the build.
 include(CheckLanguage)
 
 set(VARSYNC_HAVE_CUDA OFF)
@@ -72,28 +72,40 @@ if(VARSYNC_HAVE_CUDA)
 endif()
 
 file(GLOB VARSYNC_CUDA_SOURCES CONFIGURE_DEPENDS
-  "${CMAKE_CURRENT_SOURCE_DIR}/devices/cuda/*.cu"
-  "${CMAKE_CURRENT_SOURCE_DIR}/devices/cuda/*.cpp"
-  "${CMAKE_CURRENT_SOURCE_DIR}/sync/nccl/*.cpp"
-  "${CMAKE_CURRENT_SOURCE_DIR}/actors/cuda/*.cpp")
+  "${PROJECT_SOURCE_DIR}/devices/cuda/*.cu"
+  "${PROJECT_SOURCE_DIR}/devices/cuda/*.cpp"
+  "${PROJECT_SOURCE_DIR}/sync/nccl/*.cpp"
+  "${PROJECT_SOURCE_DIR}/actors/cuda/*.cpp")
 
-
-function(varsync_add_cuda_backend target)
-  if(VARSYNC_HAVE_CUDA AND VARSYNC_CUDA_SOURCES)
-    target_sources(${target} PRIVATE ${VARSYNC_CUDA_SOURCES})
-    target_link_libraries(${target} PUBLIC CUDA::cudart NCCL::nccl)
-    target_compile_definitions(${target} PUBLIC VARSYNC_HAVE_CUDA=1)
-    # Bit-exact agreement with the host kernels: no fused multiply-add, IEEE
-    # division and square root, no flushing of subnormals (nvcc's defaults
-    # except for contraction, which is turned off here).
-    target_compile_options(${target} PRIVATE
-      $<$<COMPILE_LANGUAGE:CUDA>:--fmad=false>)
-    message(STATUS "varsync: CUDA backend enabled (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, "
-                   "architectures ${CMAKE_CUDA_ARCHITECTURES}, NCCL ${NCCL_LIBRARY})")
-  elseif(VARSYNC_HAVE_CUDA)
-    set(VARSYNC_HAVE_CUDA OFF PARENT_SCOPE)
-    message(STATUS "varsync: nvcc found (${CMAKE_CUDA_COMPILER}); no CUDA backend sources, host backend only")
-  else()
-    message(STATUS "varsync: CUDA backend disabled, host backend only")
-  endif()
-endfunction()
+# varsync::cuda: the CUDA backend as its own library on top of varsync::varsync,
+# so that host-only programs never link libcudart or libnccl. It registers
+# itself with the host library when loaded (actors/cuda/cuda_backend.cpp); its
+# link interface keeps that object from being dropped.
+if(VARSYNC_HAVE_CUDA AND VARSYNC_CUDA_SOURCES)
+  add_library(varsync_cuda ${VARSYNC_CUDA_SOURCES})
+  add_library(varsync::cuda ALIAS varsync_cuda)
+  varsync_layer_include_root(cuda cuda_root ${VARSYNC_LAYERS})
+  target_include_directories(varsync_cuda PRIVATE "${cuda_root}")
+  target_link_libraries(varsync_cuda PUBLIC varsync CUDA::cudart
+                        PRIVATE NCCL::nccl spdlog::spdlog)
+  target_compile_definitions(varsync_cuda PUBLIC VARSYNC_HAVE_CUDA=1)
+  target_link_options(varsync_cuda INTERFACE
+    "LINKER:--undefined=varsync_cuda_backend_anchor")
+  set_target_properties(varsync_cuda PROPERTIES
+    VERSION ${PROJECT_VERSION}
+    SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR}
+    EXPORT_NAME cuda)
+  # Bit-exact agreement with the host kernels: no fused multiply-add, IEEE
+  # division and square root, no flushing of subnormals (nvcc's defaults
+  # except for contraction, which is turned off here).
+  target_compile_options(varsync_cuda PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:--fmad=false>
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic>)
+  message(STATUS "varsync: CUDA backend varsync::cuda enabled (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, "
+                 "architectures ${CMAKE_CUDA_ARCHITECTURES}, NCCL ${NCCL_LIBRARY})")
+elseif(VARSYNC_HAVE_CUDA)
+  set(VARSYNC_HAVE_CUDA OFF)
+  message(STATUS "varsync: nvcc found (${CMAKE_CUDA_COMPILER}); no CUDA backend sources, host backend only")
+else()
+  message(STATUS "varsync: CUDA backend disabled, host backend only")
+endif()

@@ -1,4 +1,4 @@
-#include "core/dtype.hpp"
+#include "varsync/dtype.hpp"
 
 namespace varsync {
 

@@ -1,4 +1,4 @@
-#include "core/error.hpp"
+#include "varsync/error.hpp"
 
 #include <caf/make_message.hpp>
 #include <caf/message.hpp>

@@ -1,4 +1,4 @@
-#include "core/tensor.hpp"
+#include "varsync/tensor.hpp"
 
 #include <cstdlib>
 #include <limits>
@@ -10,7 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "core/half.hpp"
+#include "varsync/half.hpp"
 
 namespace varsync {
 

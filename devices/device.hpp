@@ -8,9 +8,9 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
-#include "core/tensor.hpp"
-#include "devices/device_id.hpp"
-#include "sync/synchronization.hpp"
+#include "varsync/tensor.hpp"
+#include "varsync/device_id.hpp"
+#include "varsync/synchronization.hpp"
 
 namespace varsync {
 
@@ -59,8 +59,17 @@ public:
   virtual void* step_done_event() const { return nullptr; }
 };
 
-/// The device object for `id` (host devices; cuda:K once the CUDA backend
-/// is built, device_error otherwise).
+/// The device object for `id`: host devices always; other kinds through the
+/// factory their backend registered (varsync::cuda registers cuda:K when it
+/// is linked), device_error otherwise.
 caf::expected<std::unique_ptr<device>> make_device(const device_id& id);
+
+/// Makes the device of one kind with index K. The host library carries no
+/// device backend but the host one, so that host-only programs never link
+/// CUDA; a backend library registers its factory when it is loaded.
+using device_factory = caf::expected<std::unique_ptr<device>> (*)(int index);
+
+/// Registers (or, with nullptr, removes) the factory for `kind`.
+void register_device_factory(device_kind kind, device_factory factory);
 
 } // namespace varsync

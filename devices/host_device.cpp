@@ -1,13 +1,11 @@
 #include "devices/host_device.hpp"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
-#include "core/error.hpp"
+#include "varsync/error.hpp"
 #include "devices/host_kernels.hpp"
-#ifdef VARSYNC_HAVE_CUDA
-#include "devices/cuda/cuda_device.hpp"
-#endif
 
 namespace varsync {
 
@@ -57,17 +55,30 @@ caf::error host_device::apply_local(void* dst, update_op op, dtype type,
   return {};
 }
 
+namespace {
+
+// Written once by a backend's load-time registration, read at replica
+// creation.
+std::atomic<device_factory> cuda_factory{nullptr};
+
+} // namespace
+
+void register_device_factory(device_kind kind, device_factory factory) {
+  if (kind == device_kind::cuda)
+    cuda_factory.store(factory);
+}
+
 caf::expected<std::unique_ptr<device>> make_device(const device_id& id) {
   if (id.kind == device_kind::host)
     return std::unique_ptr<device>{new host_device(id.index)};
-#ifdef VARSYNC_HAVE_CUDA
   if (id.kind == device_kind::cuda)
-    return make_cuda_device(id.index);
-#endif
+    if (auto factory = cuda_factory.load())
+      return factory(id.index);
   return make_error(errc::device_error,
                     "device " + to_string(id)
-                      + " needs the CUDA backend, which this build of "
-                        "varsync does not include");
+                      + " needs the CUDA backend: link varsync::cuda "
+                        "(find_package(varsync COMPONENTS cuda)), built with "
+                        "VARSYNC_CUDA=ON");
 }
 
 } // namespace varsync

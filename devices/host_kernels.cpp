@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "core/half.hpp"
+#include "varsync/half.hpp"
 
 namespace varsync::host {
 

@@ -16,8 +16,8 @@
 #include <cstdint>
 #include <span>
 
-#include "core/dtype.hpp"
-#include "sync/synchronization.hpp"
+#include "varsync/dtype.hpp"
+#include "varsync/synchronization.hpp"
 
 namespace varsync::host {
 

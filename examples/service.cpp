@@ -72,7 +72,7 @@ double limit_for(int64_t requests_per_tick) {
 
 // -- request handler: one per replica ------------------------------------------
 
-caf::behavior handler(caf::event_based_actor* self, replica_actor replica,
+caf::behavior handler(caf::event_based_actor* self, replica_local_actor replica,
                       uint64_t served_id, uint64_t limit_id) {
   return {
     [=](request_atom, int64_t, int64_t size) {

@@ -25,10 +25,10 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/settings.hpp>
 
-#include "core/error.hpp"
+#include "varsync/error.hpp"
 #include "core/logging.hpp"
 #include "fuzz_check.hpp"
-#include "messages/register_types.hpp"
+#include "varsync/config.hpp"
 
 using namespace varsync;
 

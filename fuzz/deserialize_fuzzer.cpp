@@ -39,13 +39,13 @@
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
 
-#include "core/error.hpp"
-#include "core/tensor.hpp"
+#include "varsync/error.hpp"
+#include "varsync/tensor.hpp"
 #include "fuzz_check.hpp"
-#include "messages/register_types.hpp"
-#include "messages/step.hpp"
-#include "messages/tensor_inspect.hpp"
-#include "messages/variable_info.hpp"
+#include "varsync/config.hpp"
+#include "varsync/step.hpp"
+#include "varsync/tensor_inspect.hpp"
+#include "varsync/variable_info.hpp"
 #include "sync/sync_policy.hpp"
 
 using namespace varsync;

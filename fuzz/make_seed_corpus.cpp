@@ -19,11 +19,11 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/binary_serializer.hpp>
 
-#include "core/tensor.hpp"
-#include "messages/register_types.hpp"
-#include "messages/step.hpp"
-#include "messages/tensor_inspect.hpp"
-#include "messages/variable_info.hpp"
+#include "varsync/tensor.hpp"
+#include "varsync/config.hpp"
+#include "varsync/step.hpp"
+#include "varsync/tensor_inspect.hpp"
+#include "varsync/variable_info.hpp"
 #include "sync/safetensors_format.hpp"
 
 using namespace varsync;

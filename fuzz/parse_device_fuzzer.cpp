@@ -10,8 +10,8 @@
 #include <string>
 #include <string_view>
 
-#include "core/error.hpp"
-#include "devices/device_id.hpp"
+#include "varsync/error.hpp"
+#include "varsync/device_id.hpp"
 #include "fuzz_check.hpp"
 
 using namespace varsync;

@@ -17,10 +17,10 @@
 
 #include <fuzzer/FuzzedDataProvider.h>
 
-#include "core/dtype.hpp"
-#include "core/error.hpp"
+#include "varsync/dtype.hpp"
+#include "varsync/error.hpp"
 #include "fuzz_check.hpp"
-#include "sync/synchronization.hpp"
+#include "varsync/synchronization.hpp"
 
 using namespace varsync;
 

@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <span>
 
-#include "core/error.hpp"
-#include "core/tensor.hpp"
+#include "varsync/error.hpp"
+#include "varsync/tensor.hpp"
 #include "fuzz_check.hpp"
 #include "sync/safetensors_format.hpp"
 

@@ -19,10 +19,10 @@
 
 #include <fuzzer/FuzzedDataProvider.h>
 
-#include "core/error.hpp"
-#include "core/tensor.hpp"
+#include "varsync/error.hpp"
+#include "varsync/tensor.hpp"
 #include "fuzz_check.hpp"
-#include "messages/variable_info.hpp"
+#include "varsync/variable_info.hpp"
 #include "sync/sync_policy.hpp"
 
 using namespace varsync;

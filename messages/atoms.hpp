@@ -1,25 +1,18 @@
 #pragma once
-// Every atom of varsync's actor protocol (CAF 0.17: at most 10 characters).
+// The internal atoms of varsync's actor protocol, beside the public ones
+// (CAF 0.17: at most 10 characters).
 
 #include <caf/atom.hpp>
 
+#include "varsync/atoms.hpp"
+
 namespace varsync {
 
-// Coordinator requests.
-using create_atom = caf::atom_constant<caf::atom("vs_create")>;
-using lookup_atom = caf::atom_constant<caf::atom("vs_lookup")>;
-using list_atom = caf::atom_constant<caf::atom("vs_list")>;
-using destroy_atom = caf::atom_constant<caf::atom("vs_destroy")>;
-using read_atom = caf::atom_constant<caf::atom("vs_read")>;
-using update_atom = caf::atom_constant<caf::atom("vs_update")>;
-using values_atom = caf::atom_constant<caf::atom("vs_values")>;
-using run_atom = caf::atom_constant<caf::atom("vs_run")>;
-using allreduce_atom = caf::atom_constant<caf::atom("vs_allred")>;
-using describe_atom = caf::atom_constant<caf::atom("vs_desc")>;
+// Coordinator: internal requests.
 using replicas_atom = caf::atom_constant<caf::atom("vs_replica")>;
 using client_atom = caf::atom_constant<caf::atom("vs_client")>;
 using shutdown_atom = caf::atom_constant<caf::atom("vs_stop")>;
-/// Internal: the coordinator's timer tick for operation deadlines.
+/// The coordinator's timer tick for operation deadlines.
 using deadline_atom = caf::atom_constant<caf::atom("vs_dline")>;
 
 // Replica requests: components (sent by the coordinator).
@@ -35,14 +28,7 @@ using collective_enter_atom = caf::atom_constant<caf::atom("vs_center")>;
 using collective_work_atom = caf::atom_constant<caf::atom("vs_cwork")>;
 using collective_leave_atom = caf::atom_constant<caf::atom("vs_cleave")>;
 
-// Replica requests from actors bound to that replica (replica context
-// outside a step): local reads and local updates.
-using local_read_atom = caf::atom_constant<caf::atom("vs_lread")>;
-using local_update_atom = caf::atom_constant<caf::atom("vs_lupdate")>;
-
-/// Internal: a delayed replica resumes its next deferred operation.
+/// A delayed replica resumes its next deferred operation (fault injection).
 using resume_atom = caf::atom_constant<caf::atom("vs_resume")>;
-
-using ok_atom = caf::atom_constant<caf::atom("vs_ok")>;
 
 } // namespace varsync

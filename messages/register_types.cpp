@@ -1,9 +1,9 @@
-#include "messages/register_types.hpp"
+#include "varsync/config.hpp"
 
 #include <caf/actor_system_config.hpp>
 #include <caf/settings.hpp>
 
-#include "core/error.hpp"
+#include "varsync/error.hpp"
 #include "core/logging.hpp"
 #include "messages/coordinator_interface.hpp"
 #include "messages/replica_interface.hpp"

@@ -1,10 +1,7 @@
 #include "sync/collective_path.hpp"
 
 #include <algorithm>
-
-#ifdef VARSYNC_HAVE_CUDA
-#include "sync/nccl/cuda_collective.hpp"
-#endif
+#include <atomic>
 
 namespace varsync {
 
@@ -14,11 +11,22 @@ bool needs_device_collective(std::span<const device_id> devices) {
   });
 }
 
+namespace {
+
+std::atomic<device_collective_describer> device_describer{nullptr};
+
+} // namespace
+
+void register_device_collective_describer(device_collective_describer fn) {
+  device_describer.store(fn);
+}
+
 std::string describe_collective(std::span<const device_id> devices) {
-#ifdef VARSYNC_HAVE_CUDA
-  if (needs_device_collective(devices))
-    return describe_device_collective(plan_cuda_collective(devices));
-#endif
+  if (needs_device_collective(devices)) {
+    if (auto describe = device_describer.load())
+      return describe(devices);
+    return "none: device replicas need the CUDA backend (varsync::cuda)";
+  }
   return "host one-pass shared-memory all-reduce ("
          + std::to_string(devices.size()) + " in-process replicas)";
 }

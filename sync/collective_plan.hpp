@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/tensor.hpp"
-#include "sync/synchronization.hpp"
+#include "varsync/tensor.hpp"
+#include "varsync/synchronization.hpp"
 
 namespace varsync {
 

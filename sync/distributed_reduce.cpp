@@ -5,8 +5,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/error.hpp"
-#include "core/half.hpp"
+#include "varsync/error.hpp"
+#include "varsync/half.hpp"
 #include "devices/host_kernels.hpp"
 
 namespace varsync {

@@ -8,8 +8,8 @@
 
 #include <caf/expected.hpp>
 
-#include "core/tensor.hpp"
-#include "sync/synchronization.hpp"
+#include "varsync/tensor.hpp"
+#include "varsync/synchronization.hpp"
 
 namespace varsync {
 

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "core/error.hpp"
+#include "varsync/error.hpp"
 
 namespace varsync {
 

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/error.hpp"
+#include "varsync/error.hpp"
 
 namespace varsync::safetensors {
 

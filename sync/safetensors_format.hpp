@@ -20,7 +20,7 @@
 
 #include <caf/expected.hpp>
 
-#include "core/tensor.hpp"
+#include "varsync/tensor.hpp"
 
 namespace varsync::safetensors {
 

@@ -4,7 +4,7 @@
 #include <limits>
 #include <string>
 
-#include "core/error.hpp"
+#include "varsync/error.hpp"
 #include "sync/none_policy.hpp"
 #include "sync/on_read_policy.hpp"
 #include "sync/on_write_policy.hpp"

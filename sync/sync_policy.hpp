@@ -10,9 +10,9 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
-#include "core/tensor.hpp"
-#include "messages/variable_info.hpp"
-#include "sync/synchronization.hpp"
+#include "varsync/tensor.hpp"
+#include "varsync/variable_info.hpp"
+#include "varsync/synchronization.hpp"
 
 namespace varsync {
 

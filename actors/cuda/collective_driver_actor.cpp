@@ -6,7 +6,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "core/error.hpp"
+#include "varsync/error.hpp"
 #include "core/logging.hpp"
 #include "sync/collective_plan.hpp"
 #include "sync/nccl/cuda_collective.hpp"

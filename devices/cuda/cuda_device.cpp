@@ -6,9 +6,9 @@
 #include <utility>
 #include <vector>
 
-#include "core/error.hpp"
+#include "varsync/error.hpp"
 #include "devices/cuda/cuda_device_internal.hpp"
-#include "sync/synchronization.hpp"
+#include "varsync/synchronization.hpp"
 
 namespace varsync {
 

@@ -19,7 +19,7 @@
 
 #include <cuda_runtime.h>
 
-#include "core/dtype.hpp"
+#include "varsync/dtype.hpp"
 
 namespace varsync {
 

@@ -5,7 +5,7 @@
 
 #include <cuda_runtime.h>
 
-#include "core/error.hpp"
+#include "varsync/error.hpp"
 #include "devices/cuda/cuda_device.hpp"
 #include "devices/cuda/cuda_device_internal.hpp"
 #include "devices/host_kernels.hpp"

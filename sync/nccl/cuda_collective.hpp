@@ -46,7 +46,7 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
-#include "devices/device_id.hpp"
+#include "varsync/device_id.hpp"
 #include "sync/collective_plan.hpp"
 #include "sync/nccl/same_device_reduce.hpp"
 

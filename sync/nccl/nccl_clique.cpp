@@ -9,7 +9,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include "core/error.hpp"
+#include "varsync/error.hpp"
 #include "devices/cuda/cuda_device_internal.hpp"
 
 namespace varsync::nccl {

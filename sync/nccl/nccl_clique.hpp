@@ -26,8 +26,8 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
-#include "core/dtype.hpp"
-#include "sync/synchronization.hpp"
+#include "varsync/dtype.hpp"
+#include "varsync/synchronization.hpp"
 
 namespace varsync::nccl {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "core/error.hpp"
+#include "varsync/error.hpp"
 #include "devices/cuda/cuda_device.hpp"
 
 namespace varsync {

@@ -16,9 +16,9 @@
 
 #include <caf/error.hpp>
 
-#include "core/dtype.hpp"
-#include "devices/device_id.hpp"
-#include "sync/synchronization.hpp"
+#include "varsync/dtype.hpp"
+#include "varsync/device_id.hpp"
+#include "varsync/synchronization.hpp"
 
 namespace varsync {
 

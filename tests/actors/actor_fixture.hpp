@@ -21,9 +21,9 @@
 #include <caf/expected.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "core/error.hpp"
-#include "core/tensor.hpp"
-#include "messages/register_types.hpp"
+#include "varsync/error.hpp"
+#include "varsync/tensor.hpp"
+#include "varsync/config.hpp"
 
 namespace varsync::test {
 

@@ -21,13 +21,13 @@
 
 #include "actor_fixture.hpp"
 #include "actors/coordinator_actor.hpp"
-#include "core/error.hpp"
-#include "core/tensor.hpp"
+#include "varsync/error.hpp"
+#include "varsync/tensor.hpp"
 #include "messages/atoms.hpp"
 #include "messages/coordinator_interface.hpp"
-#include "messages/step.hpp"
-#include "messages/strategy_description.hpp"
-#include "messages/variable_info.hpp"
+#include "varsync/step.hpp"
+#include "varsync/strategy_description.hpp"
+#include "varsync/variable_info.hpp"
 #include "varsync/actor_api.hpp"
 #include "varsync/replica_context.hpp"
 #include "varsync/strategy.hpp"
@@ -41,7 +41,7 @@ namespace {
 constexpr int num_devices = 4;
 
 struct coordinator_fixture : actor_fixture {
-  coordinator_actor coord;
+  coordinator_internal_actor coord;
 
   explicit coordinator_fixture(
     caf::timespan timeout = std::chrono::seconds(5)) {

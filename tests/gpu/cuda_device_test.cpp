@@ -11,7 +11,7 @@
 #include "devices/device.hpp"
 #include "devices/host_kernels.hpp"
 #include "sync/nccl/same_device_reduce.hpp"
-#include "sync/synchronization.hpp"
+#include "varsync/synchronization.hpp"
 
 using namespace varsync;
 using namespace gpu_test;

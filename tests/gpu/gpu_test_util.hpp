@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.hpp"
-#include "core/error.hpp"
-#include "core/tensor.hpp"
+#include "varsync/dtype.hpp"
+#include "varsync/error.hpp"
+#include "varsync/tensor.hpp"
 #include "devices/cuda/cuda_device.hpp"
 
 namespace gpu_test {

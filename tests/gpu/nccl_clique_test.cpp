@@ -12,7 +12,7 @@
 
 #include "devices/host_kernels.hpp"
 #include "sync/nccl/nccl_clique.hpp"
-#include "sync/synchronization.hpp"
+#include "varsync/synchronization.hpp"
 
 using namespace varsync;
 using namespace gpu_test;

@@ -3,7 +3,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
-#include "messages/register_types.hpp"
+#include "varsync/config.hpp"
 #include "varsync/testing.hpp"
 
 using namespace vs_test;

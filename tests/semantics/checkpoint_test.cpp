@@ -16,7 +16,7 @@
 #include "varsync/checkpoint_actor.hpp"
 #include "sync/safetensors_format.hpp"
 #include "varsync/checkpoint.hpp"
-#include "varsync/strategy_core.hpp"
+#include "api/strategy_core.hpp"
 
 using namespace vs_test;
 namespace fs = std::filesystem;

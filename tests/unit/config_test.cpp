@@ -8,8 +8,8 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/settings.hpp>
 
-#include "core/error.hpp"
-#include "messages/register_types.hpp"
+#include "varsync/error.hpp"
+#include "varsync/config.hpp"
 #include "varsync/strategy.hpp"
 
 using namespace varsync;

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.hpp"
-#include "core/error.hpp"
-#include "core/tensor.hpp"
+#include "varsync/dtype.hpp"
+#include "varsync/error.hpp"
+#include "varsync/tensor.hpp"
 #include "sync/distributed_reduce.hpp"
-#include "sync/synchronization.hpp"
+#include "varsync/synchronization.hpp"
 
 using namespace varsync;
 

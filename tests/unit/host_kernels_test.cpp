@@ -13,10 +13,10 @@
 #include <utility>
 #include <vector>
 
-#include "core/dtype.hpp"
-#include "core/half.hpp"
+#include "varsync/dtype.hpp"
+#include "varsync/half.hpp"
 #include "devices/host_kernels.hpp"
-#include "sync/synchronization.hpp"
+#include "varsync/synchronization.hpp"
 
 using namespace varsync;
 

@@ -4,7 +4,7 @@
 #include <caf/actor_system_config.hpp>
 
 #include "core/logging.hpp"
-#include "messages/register_types.hpp"
+#include "varsync/config.hpp"
 #include "varsync/strategy.hpp"
 
 using namespace varsync;

@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/error.hpp"
-#include "core/tensor.hpp"
+#include "varsync/error.hpp"
+#include "varsync/tensor.hpp"
 #include "sync/safetensors_format.hpp"
 
 using namespace varsync;

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "core/tensor.hpp"
+#include "varsync/tensor.hpp"
 
 using namespace varsync;
 

@@ -14,7 +14,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/dtype.hpp"
+#include "varsync/dtype.hpp"
 
 namespace varsync {
 

@@ -17,13 +17,13 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
-#include "core/error.hpp"
-#include "actors/replica_fault.hpp"
-#include "core/tensor.hpp"
-#include "messages/step.hpp"
-#include "messages/step_exception_policy.hpp"
-#include "messages/strategy_description.hpp"
-#include "messages/variable_info.hpp"
+#include "varsync/error.hpp"
+#include "varsync/replica_fault.hpp"
+#include "varsync/tensor.hpp"
+#include "varsync/step.hpp"
+#include "varsync/step_exception_policy.hpp"
+#include "varsync/strategy_description.hpp"
+#include "varsync/variable_info.hpp"
 #include "varsync/distributed_values.hpp"
 #include "varsync/replica_context.hpp"
 #include "varsync/variable.hpp"

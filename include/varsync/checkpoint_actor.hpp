@@ -1,10 +1,10 @@
 #pragma once
 // An actor that saves and restores a strategy's variables on request
-// (messages/checkpoint_interface.hpp). It never blocks: each request is
+// (varsync/actor_protocol.hpp). It never blocks: each request is
 // delegated to a short-lived detached worker that does the file I/O and the
 // blocking strategy calls, and replies to the requester directly.
 
-#include "messages/checkpoint_interface.hpp"
+#include "varsync/actor_protocol.hpp"
 #include "varsync/strategy.hpp"
 
 namespace varsync {

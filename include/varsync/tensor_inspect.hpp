@@ -13,7 +13,7 @@
 #include <caf/meta/load_callback.hpp>
 #include <caf/sec.hpp>
 
-#include "core/tensor.hpp"
+#include "varsync/tensor.hpp"
 
 namespace varsync {
 

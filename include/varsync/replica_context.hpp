@@ -7,9 +7,9 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
-#include "core/tensor.hpp"
-#include "devices/device_id.hpp"
-#include "sync/synchronization.hpp"
+#include "varsync/tensor.hpp"
+#include "varsync/device_id.hpp"
+#include "varsync/synchronization.hpp"
 #include "varsync/device_view.hpp"
 #include "varsync/variable.hpp"
 

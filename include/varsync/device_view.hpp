@@ -8,9 +8,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/dtype.hpp"
-#include "core/tensor.hpp"
-#include "devices/device_id.hpp"
+#include "varsync/dtype.hpp"
+#include "varsync/tensor.hpp"
+#include "varsync/device_id.hpp"
 
 namespace varsync {
 

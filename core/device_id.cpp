@@ -1,8 +1,8 @@
-#include "devices/device_id.hpp"
+#include "varsync/device_id.hpp"
 
 #include <charconv>
 
-#include "core/error.hpp"
+#include "varsync/error.hpp"
 
 namespace varsync {
 

@@ -9,9 +9,9 @@
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/meta/type_name.hpp>
 
-#include "core/tensor.hpp"
-#include "messages/tensor_inspect.hpp"
-#include "sync/synchronization.hpp"
+#include "varsync/tensor.hpp"
+#include "varsync/tensor_inspect.hpp"
+#include "varsync/synchronization.hpp"
 
 namespace varsync {
 

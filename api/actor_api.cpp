@@ -1,6 +1,6 @@
 #include "varsync/actor_api.hpp"
 
-#include "varsync/strategy_core.hpp"
+#include "api/strategy_core.hpp"
 
 namespace varsync {
 
@@ -8,10 +8,10 @@ coordinator_actor coordinator_of(const strategy& s) {
   return s.core()->coordinator();
 }
 
-replica_actor replica_of(const strategy& s, int r) {
+replica_local_actor replica_of(const strategy& s, int r) {
   auto& replicas = s.core()->replicas();
   if (r < 0 || static_cast<size_t>(r) >= replicas.size())
-    return replica_actor{};
+    return replica_local_actor{};
   return replicas[static_cast<size_t>(r)];
 }
 

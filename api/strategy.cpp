@@ -10,11 +10,11 @@
 
 #include "actors/coordinator_actor.hpp"
 #include "core/logging.hpp"
-#include "messages/register_types.hpp"
+#include "varsync/config.hpp"
 #include "sync/collective_path.hpp"
 #include "sync/distributed_reduce.hpp"
 #include "sync/sync_policy.hpp"
-#include "varsync/strategy_core.hpp"
+#include "api/strategy_core.hpp"
 
 namespace varsync {
 
@@ -65,7 +65,7 @@ caf::timespan to_timespan(std::chrono::milliseconds ms) {
 strategy_core::strategy_core(std::unique_ptr<caf::actor_system_config> cfg,
                              std::unique_ptr<caf::actor_system> owned,
                              caf::actor_system& sys,
-                             coordinator_actor coordinator,
+                             coordinator_internal_actor coordinator,
                              std::vector<replica_actor> replicas,
                              std::vector<std::string> devices,
                              std::string description)

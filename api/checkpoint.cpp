@@ -14,9 +14,9 @@
 
 #include <filesystem>
 
-#include "core/error.hpp"
+#include "varsync/error.hpp"
 #include "sync/safetensors_format.hpp"
-#include "sync/synchronization.hpp"
+#include "varsync/synchronization.hpp"
 
 namespace varsync {
 

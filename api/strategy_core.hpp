@@ -23,13 +23,13 @@ class strategy_core {
 public:
   strategy_core(std::unique_ptr<caf::actor_system_config> cfg,
                 std::unique_ptr<caf::actor_system> owned, caf::actor_system& sys,
-                coordinator_actor coordinator,
+                coordinator_internal_actor coordinator,
                 std::vector<replica_actor> replicas,
                 std::vector<std::string> devices, std::string description);
   ~strategy_core();
 
   caf::actor_system& system() { return *sys_; }
-  const coordinator_actor& coordinator() const { return coordinator_; }
+  const coordinator_internal_actor& coordinator() const { return coordinator_; }
   const std::vector<replica_actor>& replicas() const { return replicas_; }
   const std::vector<std::string>& devices() const { return devices_; }
   const std::string& description() const { return description_; }
@@ -54,7 +54,7 @@ private:
   std::unique_ptr<caf::actor_system_config> cfg_;
   std::unique_ptr<caf::actor_system> owned_;
   caf::actor_system* sys_;
-  coordinator_actor coordinator_;
+  coordinator_internal_actor coordinator_;
   std::vector<replica_actor> replicas_;
   std::vector<std::string> devices_;
   std::string description_;

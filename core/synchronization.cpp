@@ -1,4 +1,4 @@
-#include "sync/synchronization.hpp"
+#include "varsync/synchronization.hpp"
 
 #include <algorithm>
 #include <array>
@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "core/error.hpp"
+#include "varsync/error.hpp"
 
 namespace varsync {
 

@@ -1,6 +1,6 @@
 #include "varsync/replica_context.hpp"
 
-#include "core/error.hpp"
+#include "varsync/error.hpp"
 #include "sync/sync_policy.hpp"
 
 namespace varsync {

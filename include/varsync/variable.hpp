@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "messages/variable_info.hpp"
+#include "varsync/variable_info.hpp"
 
 namespace varsync {
 

@@ -6,9 +6,9 @@
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "core/error.hpp"
+#include "varsync/error.hpp"
 #include "varsync/checkpoint.hpp"
-#include "varsync/strategy_core.hpp"
+#include "api/strategy_core.hpp"
 
 namespace varsync {
 

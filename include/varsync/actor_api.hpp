@@ -1,0 +1,20 @@
+#pragma once
+// For callers that are actors (the asynchronous path a service uses): the
+// coordinator's typed interface and, for actors bound to a replica (replica
+// context outside a step), that replica's local interface. Including this
+// header pulls in CAF's typed actor headers; varsync/varsync.hpp does not.
+
+#include "varsync/actor_protocol.hpp"
+#include "varsync/config.hpp"
+#include "varsync/strategy.hpp"
+
+namespace varsync {
+
+/// The coordinator of `s`: send it create/lookup/read/update/run requests.
+coordinator_actor coordinator_of(const strategy& s);
+
+/// Replica `r` of `s` as seen by an actor bound to it: local_read /
+/// local_update only. An invalid handle when `r` is out of range.
+replica_local_actor replica_of(const strategy& s, int r);
+
+} // namespace varsync

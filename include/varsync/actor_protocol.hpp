@@ -1,0 +1,60 @@
+#pragma once
+// The typed actor interfaces that callers which are actors use
+// (docs/actor-protocol.md): the coordinator of a strategy, a replica as seen
+// by an actor bound to it, and the checkpoint actor. They are the public
+// subsets of the interfaces the implementation speaks; a handle of one of
+// these types cannot send an internal message.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "varsync/atoms.hpp"
+#include "varsync/step.hpp"
+#include "varsync/strategy_description.hpp"
+#include "varsync/synchronization.hpp"
+#include "varsync/tensor.hpp"
+#include "varsync/tensor_inspect.hpp"
+#include "varsync/variable_info.hpp"
+
+namespace varsync {
+
+/// A strategy's coordinator. Variables are addressed by the id that create /
+/// lookup return.
+using coordinator_actor = caf::typed_actor<
+  caf::replies_to<create_atom, variable_spec>::with<variable_info>,
+  caf::replies_to<lookup_atom, std::string>::with<variable_info>,
+  caf::replies_to<list_atom>::with<std::vector<variable_info>>,
+  caf::replies_to<destroy_atom, uint64_t>::with<ok_atom>,
+  // Cross-replica context.
+  caf::replies_to<read_atom, uint64_t>::with<tensor>,
+  caf::replies_to<update_atom, uint64_t, update_op, tensor>::with<ok_atom>,
+  caf::replies_to<values_atom, uint64_t>::with<std::vector<tensor>>,
+  // A replica step; per-replica results stay in the step object.
+  caf::replies_to<run_atom, replica_step_ptr>::with<ok_atom>,
+  // Batch all-reduce of per-replica values: inner vectors hold N values.
+  caf::replies_to<allreduce_atom, reduce_op,
+                  std::vector<std::vector<tensor>>>::with<std::vector<tensor>>,
+  caf::replies_to<describe_atom>::with<strategy_description>>;
+
+/// One replica as seen by an actor bound to it: replica-context reads and
+/// updates of that replica's components outside a step (R1, N1; ON_WRITE
+/// variables refuse local updates).
+using replica_local_actor = caf::typed_actor<
+  caf::replies_to<local_read_atom, uint64_t>::with<tensor>,
+  caf::replies_to<local_update_atom, uint64_t, update_op,
+                  tensor>::with<ok_atom>>;
+
+/// The checkpoint actor (varsync/checkpoint_actor.hpp): save / restore of the
+/// named variables (an empty list selects every variable) to a file path.
+/// Both reply ok_atom or an error (varsync/checkpoint.hpp).
+using checkpoint_actor = caf::typed_actor<
+  caf::replies_to<checkpoint_save_atom, std::string,
+                  std::vector<std::string>>::with<ok_atom>,
+  caf::replies_to<checkpoint_restore_atom, std::string,
+                  std::vector<std::string>>::with<ok_atom>>;
+
+} // namespace varsync

@@ -1,0 +1,32 @@
+#pragma once
+// The atoms of varsync's public actor protocol (CAF 0.17 atoms: at most 10
+// characters). Internal atoms live beside the implementation.
+
+#include <caf/atom.hpp>
+
+namespace varsync {
+
+// Coordinator requests.
+using create_atom = caf::atom_constant<caf::atom("vs_create")>;
+using lookup_atom = caf::atom_constant<caf::atom("vs_lookup")>;
+using list_atom = caf::atom_constant<caf::atom("vs_list")>;
+using destroy_atom = caf::atom_constant<caf::atom("vs_destroy")>;
+using read_atom = caf::atom_constant<caf::atom("vs_read")>;
+using update_atom = caf::atom_constant<caf::atom("vs_update")>;
+using values_atom = caf::atom_constant<caf::atom("vs_values")>;
+using run_atom = caf::atom_constant<caf::atom("vs_run")>;
+using allreduce_atom = caf::atom_constant<caf::atom("vs_allred")>;
+using describe_atom = caf::atom_constant<caf::atom("vs_desc")>;
+
+// Requests of actors bound to one replica (replica context outside a step).
+using local_read_atom = caf::atom_constant<caf::atom("vs_lread")>;
+using local_update_atom = caf::atom_constant<caf::atom("vs_lupdate")>;
+
+// Checkpoint actor requests.
+using checkpoint_save_atom = caf::atom_constant<caf::atom("vs_cksave")>;
+using checkpoint_restore_atom = caf::atom_constant<caf::atom("vs_ckrest")>;
+
+/// The reply of requests that return nothing else.
+using ok_atom = caf::atom_constant<caf::atom("vs_ok")>;
+
+} // namespace varsync
