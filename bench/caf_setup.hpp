@@ -1,7 +1,7 @@
 #pragma once
 // The actor system every benchmark uses: varsync's message types, two
-// scheduler threads (the development machines have 2 cores; see
-// ARCHITECTURE.md), CAF's logger quiet.
+// scheduler threads (the development machines have 2 cores, and CAF's default
+// scheduler would start 4 threads on them), CAF's logger quiet.
 
 #include <string>
 #include <vector>

@@ -1,5 +1,5 @@
 #pragma once
-// The rule table of SEMANTICS.md, one policy per synchronization mode
+// The rule table of docs/semantics.md, one policy per synchronization mode
 // (compare TensorFlow's OnWritePolicy / OnReadPolicy). Actors ask the policy of
 // a variable what an operation means and execute the answer; they never switch
 // on the synchronization themselves.

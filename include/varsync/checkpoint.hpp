@@ -1,6 +1,6 @@
 #pragma once
 // Checkpoints: save / restore a strategy's variables to / from a file in the
-// safetensors layout (docs/checkpoints.md, rules K1-K4 of SEMANTICS.md).
+// safetensors layout (docs/checkpoints.md; rules K1-K4 of docs/semantics.md).
 //
 // Save (K1) writes, per variable: on_write -> the primary component; on_read
 // with sum / mean / only_first_replica -> the cross-replica read value; on_read

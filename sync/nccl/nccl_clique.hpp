@@ -4,7 +4,8 @@
 // host thread (one place, e.g. the strategy's collective driver), which issues
 // the call of every rank inside one ncclGroupStart / ncclGroupEnd. Issuing
 // NCCL calls one rank at a time from actors that share scheduler threads can
-// deadlock (docs: ARCHITECTURE.md, rule 4).
+// deadlock: each rank's call waits for the others, which may be queued
+// behind it on the same threads.
 //
 // NCCL refuses two ranks on one GPU (ncclCommInitAll over a device list with
 // a duplicate fails with ncclInvalidUsage). A strategy that lists cuda:0 twice

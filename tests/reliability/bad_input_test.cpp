@@ -1,5 +1,5 @@
 // Reliability: every invalid call fails with its exact error code and changes
-// nothing (SEMANTICS.md, "Errors" and V2), plus the documented handling of
+// nothing (docs/semantics.md, "Errors" and V2), plus the documented handling of
 // edge-case inputs that are *valid* (zero-element tensors, NaN, infinities).
 //
 // The matrix below is table driven: each row is {name, expected code, call}.
