@@ -715,8 +715,12 @@ void coordinator_state::shutdown() {
 }
 
 coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
-  for (auto& replica : replicas_)
+  for (auto& replica : replicas_) {
     self_->monitor(replica);
+    // First message to each replica: from now on it takes component, step
+    // and collective messages from this coordinator only.
+    self_->send(replica, bind_atom::value);
+  }
   self_->set_down_handler([this](caf::down_msg& msg) {
     for (size_t i = 0; i < replicas_.size(); ++i) {
       if (replicas_[i].address() != msg.source)

@@ -47,6 +47,8 @@ public:
   }
 
   replica_actor::behavior_type make_behavior();
+  /// An error unless the current message comes from the coordinator.
+  caf::error refuse_unless_coordinator(const char* what) const;
 
   // -- replica_access (replica steps) ----------------------------------------
 
@@ -393,6 +395,8 @@ private:
   std::unique_ptr<varsync::device> device_;
   /// device_->host_accessible(), asked once.
   bool host_memory_ = true;
+  /// The sender of the first bind_atom: the strategy's coordinator.
+  caf::actor_addr coordinator_;
   std::unordered_map<uint64_t, component> components_;
   bool quiesced_ = false;
   bool resume_pending_ = false;
@@ -405,40 +409,73 @@ private:
   std::vector<tensor> step_copies_;
 };
 
+caf::error replica_state::refuse_unless_coordinator(const char* what) const {
+  auto& sender = self_->current_sender();
+  if (coordinator_ && sender && sender->address() == coordinator_)
+    return {};
+  return make_error(errc::invalid_argument,
+                    "replica " + std::to_string(cfg_.rank) + " ("
+                      + to_string(cfg_.device) + "): " + what
+                      + " is accepted only from the strategy's coordinator; "
+                        "actors bound to a replica send local_read / "
+                        "local_update (replica_of), everything else goes "
+                        "through the coordinator (coordinator_of)");
+}
+
 replica_actor::behavior_type replica_state::make_behavior() {
   return {
+    [this](bind_atom) {
+      if (!coordinator_ && self_->current_sender())
+        coordinator_ = self_->current_sender()->address();
+    },
     [this](component_create_atom, const variable_info& info,
            const tensor& initial) -> caf::result<ok_atom> {
+      if (auto err = refuse_unless_coordinator("component_create"))
+        return err;
       return run_or_defer<ok_atom>(
         [this, info, initial] { return create(info, initial); });
     },
     [this](component_destroy_atom, uint64_t id) -> caf::result<ok_atom> {
+      if (auto err = refuse_unless_coordinator("component_destroy"))
+        return err;
       return run_or_defer<ok_atom>([this, id] { return destroy(id); });
     },
     [this](component_read_atom, uint64_t id) -> caf::result<tensor> {
+      if (auto err = refuse_unless_coordinator("component_read"))
+        return err;
       return run_or_defer<tensor>([this, id] { return download(id); });
     },
     [this](component_update_atom, uint64_t id, update_op op,
            const tensor& x) -> caf::result<ok_atom> {
+      if (auto err = refuse_unless_coordinator("component_update"))
+        return err;
       return run_or_defer<ok_atom>(
         [this, id, op, x] { return apply(id, op, x); });
     },
     [this](component_split_atom, uint64_t id,
            const tensor& x) -> caf::result<ok_atom> {
+      if (auto err = refuse_unless_coordinator("component_split"))
+        return err;
       return run_or_defer<ok_atom>([this, id, x] { return split(id, x); });
     },
     [this](step_atom, const replica_step_ptr& step) -> caf::result<step_report> {
+      if (auto err = refuse_unless_coordinator("step"))
+        return err;
       return run_or_defer<step_report>(
         [this, step] { return run_step(step); });
     },
     [this](collective_enter_atom,
            const collective_plan_ptr& plan) -> caf::result<int64_t> {
+      if (auto err = refuse_unless_coordinator("collective_enter"))
+        return err;
       if (inject_faults() == fault_outcome::failed)
         return failed_error();
       return caf::result<int64_t>{enter(*plan)};
     },
     [this](collective_work_atom,
            const collective_plan_ptr& plan) -> caf::result<ok_atom> {
+      if (auto err = refuse_unless_coordinator("collective_work"))
+        return err;
       if (!host_memory_) // the device collective driver does this work
         return make_error(errc::device_error,
                           "replica " + std::to_string(cfg_.rank) + " ("
@@ -447,7 +484,10 @@ replica_actor::behavior_type replica_state::make_behavior() {
       allreduce_one_pass(*plan, cfg_.rank, cfg_.num_replicas);
       return ok_atom::value;
     },
-    [this](collective_leave_atom) { leave(); },
+    [this](collective_leave_atom) {
+      if (!refuse_unless_coordinator("collective_leave"))
+        leave();
+    },
     [this](local_read_atom, uint64_t id) -> caf::result<tensor> {
       return run_or_defer<tensor>([this, id] { return download(id); });
     },
@@ -456,7 +496,11 @@ replica_actor::behavior_type replica_state::make_behavior() {
       return run_or_defer<ok_atom>(
         [this, id, op, x] { return local_update(id, op, x); });
     },
-    [this](resume_atom) { resume(); },
+    [this](resume_atom) {
+      auto& sender = self_->current_sender();
+      if (sender && sender->address() == self_->address())
+        resume();
+    },
   };
 }
 

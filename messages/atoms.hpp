@@ -15,6 +15,10 @@ using shutdown_atom = caf::atom_constant<caf::atom("vs_stop")>;
 /// The coordinator's timer tick for operation deadlines.
 using deadline_atom = caf::atom_constant<caf::atom("vs_dline")>;
 
+// Replica: the coordinator binds its replicas first; afterwards a replica
+// accepts component, step and collective messages from it alone.
+using bind_atom = caf::atom_constant<caf::atom("vs_bind")>;
+
 // Replica requests: components (sent by the coordinator).
 using component_create_atom = caf::atom_constant<caf::atom("vs_ccreate")>;
 using component_destroy_atom = caf::atom_constant<caf::atom("vs_cdrop")>;

@@ -1,7 +1,9 @@
 #pragma once
 // A replica actor's full interface: the public replica_local_actor (local
 // reads and updates of actors bound to the replica) plus the component,
-// step and collective messages that only the coordinator sends.
+// step and collective messages that only the coordinator sends: the replica
+// refuses them from any other sender (the first bind_atom names the
+// coordinator).
 
 #include <cstdint>
 
@@ -15,6 +17,7 @@
 namespace varsync {
 
 using replica_actor = replica_local_actor::extend<
+  caf::reacts_to<bind_atom>,
   caf::replies_to<component_create_atom, variable_info, tensor>::with<ok_atom>,
   caf::replies_to<component_destroy_atom, uint64_t>::with<ok_atom>,
   caf::replies_to<component_read_atom, uint64_t>::with<tensor>,

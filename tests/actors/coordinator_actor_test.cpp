@@ -674,3 +674,56 @@ TEST_CASE_METHOD(actor_fixture,
   REQUIRE_FALSE(after);
   CHECK(has_code(after.error(), errc::shut_down));
 }
+
+// -- the narrow replica handle (issue: direct component messages) ----------------
+
+static_assert(std::is_same_v<decltype(replica_of(std::declval<const strategy&>(), 0)),
+                             replica_local_actor>,
+              "replica_of exposes only the local interface");
+
+TEST_CASE_METHOD(actor_fixture,
+                 "W7: a replica refuses component messages that do not come "
+                 "from its coordinator, so a bound actor cannot break W7 or "
+                 "the registry",
+                 "[coordinator][replica][W7]") {
+  strategy_options opts;
+  opts.devices = {"cpu:0", "cpu:1"};
+  opts.timeout = std::chrono::milliseconds(10000);
+  auto s = strategy::create(sys, opts);
+  REQUIRE(s);
+  stop_at_end(coordinator_of(*s));
+  auto v = s->create_variable("w", tensor::from_vector<float>({2}, {1.f, 1.f}),
+                              synchronization::on_write, aggregation::sum);
+  REQUIRE(v);
+  // What an actor can do with the handle replica_of gives it, cast to an
+  // untyped handle: component update and destroy are refused.
+  auto raw = caf::actor_cast<caf::actor>(replica_of(*s, 1));
+  REQUIRE(raw);
+  auto updated = ask<ok_atom>(raw, component_update_atom::value, v->id(),
+                              update_op::assign,
+                              tensor::from_vector<float>({2}, {1.f, 666.f}));
+  REQUIRE_FALSE(updated);
+  CHECK(has_code(updated.error(), errc::invalid_argument));
+  CHECK_THAT(describe_result(updated.error()),
+             Catch::Contains("only from the strategy's coordinator"));
+  auto destroyed = ask<ok_atom>(raw, component_destroy_atom::value, v->id());
+  REQUIRE_FALSE(destroyed);
+  CHECK(has_code(destroyed.error(), errc::invalid_argument));
+  // Every component unchanged (W7) and the registry still true.
+  auto values = s->local_values(*v);
+  REQUIRE(values);
+  for (auto& c : *values)
+    CHECK(c.to_vector<float>() == std::vector<float>{1.f, 1.f});
+  auto added = s->assign_add(*v, tensor::from_vector<float>({2}, {1.f, 1.f}));
+  INFO(describe_result(added));
+  REQUIRE_FALSE(added);
+  auto after = s->local_values(*v);
+  REQUIRE(after);
+  for (auto& c : *after)
+    CHECK(c.to_vector<float>() == std::vector<float>{2.f, 2.f});
+  // Local reads through the narrow handle still work.
+  auto local = ask<tensor>(replica_of(*s, 1), local_read_atom::value, v->id());
+  REQUIRE(local);
+  CHECK(local->to_vector<float>() == std::vector<float>{2.f, 2.f});
+  s->shutdown();
+}

@@ -46,6 +46,8 @@ struct replica_fixture : actor_fixture {
                                  step_exception});
     REQUIRE(r);
     stop_at_end(*r);
+    // The test plays the coordinator.
+    self->send(*r, bind_atom::value);
     return *r;
   }
 
@@ -722,4 +724,51 @@ TEST_CASE_METHOD(replica_fixture,
   REQUIRE_FALSE(report);
   CHECK(has_code(report.error(), errc::replica_failed));
   CHECK(read(r, 1).bitwise_equal(x));
+}
+
+// -- who may send component messages -------------------------------------------
+
+TEST_CASE_METHOD(replica_fixture,
+                 "replica actor: component, step and collective messages are "
+                 "accepted only from the actor that bound it",
+                 "[replica]") {
+  auto r = spawn(0, 1); // bound to `self`
+  auto x = tensor::scalar<float>(1.f);
+  create(r, info_of(1, "w", x), x);
+  // Another actor: refused, the component unchanged.
+  caf::scoped_actor other{sys};
+  caf::expected<ok_atom> res{ok_atom::value};
+  other->request(r, test::reply_deadline, component_update_atom::value,
+                 uint64_t{1}, update_op::assign, tensor::scalar<float>(5.f))
+    .receive([&](ok_atom) {}, [&](caf::error& err) { res = err; });
+  REQUIRE_FALSE(res);
+  CHECK(has_code(res.error(), errc::invalid_argument));
+  // A second bind does not take the replica over.
+  other->send(r, bind_atom::value);
+  caf::expected<tensor> read_by_other{tensor{}};
+  other->request(r, test::reply_deadline, component_read_atom::value,
+                 uint64_t{1})
+    .receive([&](tensor&) {}, [&](caf::error& err) { read_by_other = err; });
+  REQUIRE_FALSE(read_by_other);
+  CHECK(has_code(read_by_other.error(), errc::invalid_argument));
+  CHECK(read(r, 1).to_vector<float>() == std::vector<float>{1.f});
+  // Local operations stay open to anyone.
+  caf::expected<tensor> local{make_error(errc::timeout, "no reply")};
+  other->request(r, test::reply_deadline, local_read_atom::value, uint64_t{1})
+    .receive([&](tensor& t) { local = std::move(t); },
+             [&](caf::error& err) { local = err; });
+  REQUIRE(local);
+}
+
+TEST_CASE_METHOD(replica_fixture,
+                 "replica actor: an unbound replica refuses component messages",
+                 "[replica]") {
+  auto r = spawn_replica(sys, {0, 1, device_id{device_kind::host, 0}, {},
+                               on_step_exception::stop_replica});
+  REQUIRE(r);
+  stop_at_end(*r);
+  auto x = tensor::scalar<float>(1.f);
+  auto res = ask<ok_atom>(*r, component_create_atom::value, info_of(1, "w", x), x);
+  REQUIRE_FALSE(res);
+  CHECK(has_code(res.error(), errc::invalid_argument));
 }
