@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "varsync/error.hpp"
 #include "varsync/half.hpp"
 
 namespace varsync {
@@ -232,6 +233,25 @@ void* tensor::mutable_raw() {
 
 double tensor::as_double(int64_t i) const {
   return load_double(type_, data_.get(), i);
+}
+
+caf::error tensor::check_dtype(dtype expected, const char* what) const {
+  if (expected == type_)
+    return {};
+  return make_error(errc::dtype_mismatch,
+                    std::string{"tensor::"} + what + ": expected dtype "
+                      + std::string{to_string(expected)} + " but the tensor is "
+                      + std::string{to_string(type_)} + " " + to_string(shape_));
+}
+
+caf::error tensor::check_single(const char* what) const {
+  if (size_ == 1)
+    return {};
+  return make_error(errc::shape_mismatch,
+                    std::string{"tensor::"} + what
+                      + ": expected exactly one element but the tensor has shape "
+                      + to_string(shape_) + " (" + std::to_string(size_)
+                      + " elements)");
 }
 
 bool tensor::bitwise_equal(const tensor& other) const {
