@@ -106,6 +106,18 @@ public:
   // -- cross-replica context --------------------------------------------------
 
   caf::expected<tensor> read(const variable& v) const;
+  /// The cross-replica read of a one-element variable as T: exact for T's
+  /// dtype, converted from another dtype only when the value is exactly
+  /// representable as T (dtype_mismatch otherwise); shape_mismatch unless
+  /// the variable holds exactly one element. T: float, double, int32_t or
+  /// int64_t.
+  template <class T>
+  caf::expected<T> read_scalar(const variable& v) const {
+    auto x = read(v);
+    if (!x)
+      return std::move(x.error());
+    return scalar_as<T>(*x, read_scalar_context(v));
+  }
   caf::error assign(const variable& v, const tensor& value) const;
   caf::error assign_add(const variable& v, const tensor& value) const;
   caf::error assign_sub(const variable& v, const tensor& value) const;
@@ -205,6 +217,12 @@ private:
     std::vector<std::optional<R>> results;
   };
 
+  /// What errors of read_scalar start with.
+  static std::string read_scalar_context(const variable& v) {
+    return v.valid() ? "read_scalar of variable '" + v.name() + "'"
+                     : std::string{"read_scalar"};
+  }
+
   caf::error run_step(replica_step_ptr step) const;
 
   std::shared_ptr<detail::strategy_core> core_;
@@ -220,6 +238,16 @@ public:
   void lookup(const std::string& name, callback<variable> done) const;
   void destroy(const variable& v, done_callback done) const;
   void read(const variable& v, callback<tensor> done) const;
+  /// See strategy::read_scalar.
+  template <class T>
+  void read_scalar(const variable& v, callback<T> done) const {
+    read(v, [what = strategy::read_scalar_context(v),
+             done = std::move(done)](caf::expected<tensor> x) {
+      if (!x)
+        return done(std::move(x.error()));
+      done(scalar_as<T>(*x, what));
+    });
+  }
   void update(const variable& v, update_op op, tensor value,
               done_callback done) const;
   void assign(const variable& v, tensor value, done_callback done) const {

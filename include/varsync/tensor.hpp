@@ -177,6 +177,23 @@ private:
   std::shared_ptr<void> data_;
 };
 
+/// The single element of `x` as T: exact for T's own dtype, converted from
+/// any other dtype only when the value survives the conversion unchanged
+/// (dtype_mismatch otherwise, e.g. 2.5 as int32 or 2^40 as int32);
+/// shape_mismatch unless `x` holds exactly one element. Errors start with
+/// `what`. Defined for float, double, int32_t and int64_t.
+template <class T>
+caf::expected<T> scalar_as(const tensor& x, const std::string& what);
+
+extern template caf::expected<float> scalar_as<float>(const tensor&,
+                                                      const std::string&);
+extern template caf::expected<double> scalar_as<double>(const tensor&,
+                                                        const std::string&);
+extern template caf::expected<int32_t> scalar_as<int32_t>(const tensor&,
+                                                          const std::string&);
+extern template caf::expected<int64_t> scalar_as<int64_t>(const tensor&,
+                                                          const std::string&);
+
 /// Aligned host allocation used by tensors and host components.
 std::shared_ptr<void> allocate_host_bytes(size_t nbytes);
 

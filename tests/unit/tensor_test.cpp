@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <cstring>
 #include <stdexcept>
 
@@ -169,4 +171,60 @@ TEST_CASE("tensor: item of a tensor without exactly one element is a shape_misma
   CHECK(message_of(v.error()).find("[2, 3]") != std::string::npos);
   auto empty = tensor::zeros(dtype::float32, {0});
   CHECK(has_code(empty.item<float>().error(), errc::shape_mismatch));
+}
+
+TEST_CASE("scalar_as: the own dtype exactly, other dtypes only without loss") {
+  CHECK(*scalar_as<float>(tensor::scalar<float>(0.1f), "x") == 0.1f);
+  CHECK(*scalar_as<double>(tensor::scalar<float>(0.1f), "x")
+        == static_cast<double>(0.1f));
+  CHECK(*scalar_as<int32_t>(tensor::scalar<double>(-7.0), "x") == -7);
+  CHECK(*scalar_as<int64_t>(tensor::scalar<float>(1e10f), "x")
+        == int64_t{10000000000});
+  CHECK(*scalar_as<double>(tensor::scalar<int64_t>(int64_t{1} << 53), "x")
+        == 9007199254740992.0);
+  CHECK(*scalar_as<int32_t>(tensor::scalar<int64_t>(-5), "x") == -5);
+  CHECK(std::isnan(*scalar_as<float>(
+    tensor::scalar<double>(std::numeric_limits<double>::quiet_NaN()), "x")));
+  CHECK(std::isinf(*scalar_as<float>(
+    tensor::scalar<double>(std::numeric_limits<double>::infinity()), "x")));
+  // Any rank with one element.
+  CHECK(*scalar_as<float>(tensor::from_vector<float>({1, 1}, {3}), "x") == 3);
+}
+
+TEST_CASE("scalar_as: a lossy conversion is a dtype_mismatch naming the value "
+          "and both dtypes") {
+  auto r = scalar_as<int32_t>(tensor::scalar<double>(2.5), "reading w");
+  REQUIRE_FALSE(r);
+  CHECK(has_code(r.error(), errc::dtype_mismatch));
+  auto text = message_of(r.error());
+  CHECK(text.rfind("reading w", 0) == 0);
+  CHECK(text.find("2.5") != std::string::npos);
+  CHECK(text.find("float64") != std::string::npos);
+  CHECK(text.find("int32") != std::string::npos);
+  auto lossy = [](auto r) {
+    return !r && has_code(r.error(), errc::dtype_mismatch);
+  };
+  CHECK(lossy(scalar_as<float>(tensor::scalar<double>(0.1), "x")));
+  CHECK(lossy(scalar_as<float>(tensor::scalar<double>(1e300), "x")));
+  CHECK(lossy(scalar_as<int32_t>(tensor::scalar<double>(2147483648.0), "x")));
+  CHECK(lossy(scalar_as<int32_t>(tensor::scalar<int64_t>(int64_t{1} << 31), "x")));
+  CHECK(lossy(scalar_as<int64_t>(tensor::scalar<double>(9223372036854775808.0), "x")));
+  CHECK(lossy(scalar_as<int64_t>(
+    tensor::scalar<double>(std::numeric_limits<double>::infinity()), "x")));
+  CHECK(lossy(scalar_as<int32_t>(
+    tensor::scalar<float>(std::numeric_limits<float>::quiet_NaN()), "x")));
+  CHECK(lossy(scalar_as<double>(
+    tensor::scalar<int64_t>((int64_t{1} << 53) + 1), "x")));
+  CHECK(lossy(scalar_as<double>(
+    tensor::scalar<int64_t>(std::numeric_limits<int64_t>::max()), "x")));
+  CHECK(lossy(scalar_as<float>(tensor::scalar<int64_t>((int64_t{1} << 24) + 1), "x")));
+}
+
+TEST_CASE("scalar_as: a tensor without exactly one element is a shape_mismatch") {
+  auto r = scalar_as<float>(tensor::zeros(dtype::float32, {3}), "x");
+  REQUIRE_FALSE(r);
+  CHECK(has_code(r.error(), errc::shape_mismatch));
+  CHECK(message_of(r.error()).find("[3]") != std::string::npos);
+  CHECK(has_code(scalar_as<float>(tensor::zeros(dtype::float32, {0}), "x").error(),
+                 errc::shape_mismatch));
 }
