@@ -18,6 +18,7 @@
 #include <caf/expected.hpp>
 
 #include "varsync/error.hpp"
+#include "varsync/function_step.hpp"
 #include "varsync/replica_fault.hpp"
 #include "varsync/tensor.hpp"
 #include "varsync/step.hpp"
@@ -59,6 +60,12 @@ class async_strategy;
 template <class T>
 using callback = std::function<void(caf::expected<T>)>;
 using done_callback = std::function<void(caf::error)>;
+
+/// What async_strategy::run(fn, done) calls back with: the error of the step
+/// for a void fn, the per-replica results otherwise.
+template <class R>
+using run_callback = std::conditional_t<std::is_void_v<R>, done_callback,
+                                        callback<per_replica<R>>>;
 
 class strategy {
 public:
@@ -137,22 +144,22 @@ public:
 
   /// Runs fn(replica_context&) on every replica; ON_WRITE updates of the
   /// step are applied together when every replica has finished. Returns the
-  /// per-replica results (or nothing for a void fn).
-  template <class F>
+  /// per-replica results (or the error only, for a void fn).
+  template <step_function F>
   auto run(F fn) const {
-    using result_type = std::invoke_result_t<F&, replica_context&>;
+    using result_type = step_result_t<F>;
     if constexpr (std::is_void_v<result_type>) {
-      auto step = std::make_shared<void_step<F>>(std::move(fn));
-      return run_step(step);
+      return run_step(make_step(std::move(fn), num_replicas()));
     } else {
-      auto step = std::make_shared<value_step<result_type, F>>(
-        std::move(fn), num_replicas());
+      auto made = make_step(std::move(fn), num_replicas());
       using out = caf::expected<per_replica<result_type>>;
-      if (auto err = run_step(step))
+      if (auto err = run_step(std::move(made.step)))
         return out{std::move(err)};
-      return out{step->take()};
+      return out{made.results->take()};
     }
   }
+  /// Runs a hand-written step (results, if any, stay in the step object).
+  caf::error run(replica_step_ptr step) const { return run_step(std::move(step)); }
 
   // -- distributed values ---------------------------------------------------------
 
@@ -193,30 +200,6 @@ private:
   strategy(std::shared_ptr<detail::strategy_core> core,
            std::chrono::milliseconds timeout);
 
-  template <class F>
-  struct void_step final : replica_step {
-    explicit void_step(F f) : fn(std::move(f)) {}
-    void run(replica_context& ctx) override { fn(ctx); }
-    F fn;
-  };
-
-  template <class R, class F>
-  struct value_step final : replica_step {
-    value_step(F f, int n) : fn(std::move(f)), results(static_cast<size_t>(n)) {}
-    void run(replica_context& ctx) override {
-      results[static_cast<size_t>(ctx.replica_id())].emplace(fn(ctx));
-    }
-    per_replica<R> take() {
-      std::vector<R> out;
-      out.reserve(results.size());
-      for (auto& r : results)
-        out.push_back(std::move(*r));
-      return per_replica<R>{std::move(out)};
-    }
-    F fn;
-    std::vector<std::optional<R>> results;
-  };
-
   /// What errors of read_scalar start with.
   static std::string read_scalar_context(const variable& v) {
     return v.valid() ? "read_scalar of variable '" + v.name() + "'"
@@ -233,6 +216,8 @@ private:
 class async_strategy {
 public:
   explicit async_strategy(strategy s) : s_(std::move(s)) {}
+
+  int num_replicas() const { return s_.num_replicas(); }
 
   void create_variable(variable_spec spec, callback<variable> done) const;
   void lookup(const std::string& name, callback<variable> done) const;
@@ -264,6 +249,24 @@ public:
   /// Runs a step; `done` gets the error of the step, if any. Results of a
   /// value-returning step are reachable through `step` itself.
   void run(replica_step_ptr step, done_callback done) const;
+  /// Runs fn(replica_context&) on every replica, as strategy::run(fn) does;
+  /// `done` gets the per-replica results (callback<per_replica<R>>), or the
+  /// error only for a void fn (done_callback).
+  template <step_function F>
+  void run(F fn, run_callback<step_result_t<F>> done) const {
+    if constexpr (std::is_void_v<step_result_t<F>>) {
+      run(make_step(std::move(fn), num_replicas()), std::move(done));
+    } else {
+      auto made = make_step(std::move(fn), num_replicas());
+      run(std::move(made.step),
+          [results = std::move(made.results),
+           done = std::move(done)](caf::error err) {
+            if (err)
+              return done(std::move(err));
+            done(results->take());
+          });
+    }
+  }
   void all_reduce(reduce_op op, std::vector<per_replica<tensor>> values,
                   callback<std::vector<mirrored<tensor>>> done) const;
 

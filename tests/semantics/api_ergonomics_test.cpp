@@ -1,4 +1,5 @@
-// The conveniences of the public API: read_scalar (blocking and async).
+// The conveniences of the public API: read_scalar (blocking and async) and
+// lambdas for the async run.
 
 #include "fixture.hpp"
 
@@ -15,6 +16,17 @@ caf::expected<T> wait_for(Start start) {
   auto p = std::make_shared<std::promise<caf::expected<T>>>();
   auto f = p->get_future();
   start([p](caf::expected<T> x) { p->set_value(std::move(x)); });
+  if (f.wait_for(30s) != std::future_status::ready)
+    FAIL("the async callback was not called within 30 s");
+  return f.get();
+}
+
+/// The same for operations that call back with a caf::error.
+template <class Start>
+caf::error wait_done(Start start) {
+  auto p = std::make_shared<std::promise<caf::error>>();
+  auto f = p->get_future();
+  start([p](caf::error err) { p->set_value(std::move(err)); });
   if (f.wait_for(30s) != std::future_status::ready)
     FAIL("the async callback was not called within 30 s");
   return f.get();
@@ -108,4 +120,64 @@ TEST_CASE("async read_scalar: the same value and the same errors as the "
     [&](auto done) { api.read_scalar<float>(variable{}, std::move(done)); });
   REQUIRE_FALSE(none);
   VS_CHECK_CODE(none.error(), invalid_argument);
+}
+
+// -- lambdas for the async run ------------------------------------------------------
+
+TEST_CASE("async run: a lambda returning a value gives the per-replica "
+          "results to the callback") {
+  auto s = make_strategy(3);
+  auto w = make_var(s, "w", tensor::scalar<double>(0),
+                    synchronization::on_write, aggregation::sum);
+  auto r = wait_for<per_replica<int>>([&](auto done) {
+    s.async().run(
+      [w](replica_context& ctx) {
+        VS_STEP_OK(ctx.assign_add(w, 1.0));
+        return ctx.replica_id() * 10;
+      },
+      std::move(done));
+  });
+  REQUIRE(r);
+  CHECK(r->values() == std::vector<int>{0, 10, 20});
+  CHECK(read_scalar(s, w) == 3.0);
+}
+
+TEST_CASE("async run: a void lambda applies its updates and calls back "
+          "without error") {
+  auto s = make_strategy(2);
+  auto w = make_var(s, "w", tensor::scalar<float>(1),
+                    synchronization::on_write, aggregation::mean);
+  auto err = wait_done([&](done_callback done) {
+    s.async().run(
+      [w](replica_context& ctx) {
+        VS_STEP_OK(ctx.assign_add(w, double(ctx.replica_id() + 1)));
+      },
+      std::move(done));
+  });
+  VS_REQUIRE_OK(err);
+  CHECK(read_scalar(s, w) == 2.5); // 1 + mean(1, 2)
+}
+
+TEST_CASE("async run: a lambda step that fails gives the error and no "
+          "results") {
+  auto s = make_strategy(2, 20s, on_step_exception::fail_step);
+  auto r = wait_for<per_replica<int>>([&](auto done) {
+    s.async().run(
+      [](replica_context& ctx) -> int {
+        if (ctx.replica_id() == 1)
+          throw std::runtime_error("boom");
+        return 1;
+      },
+      std::move(done));
+  });
+  REQUIRE_FALSE(r);
+  VS_CHECK_CODE(r.error(), replica_failed);
+}
+
+TEST_CASE("run: the blocking API also takes a hand-written step") {
+  auto s = make_strategy(2);
+  auto made = make_step([](replica_context& ctx) { return ctx.replica_id(); },
+                        s.num_replicas());
+  VS_REQUIRE_OK(s.run(made.step));
+  CHECK(made.results->take().values() == std::vector<int>{0, 1});
 }
