@@ -212,16 +212,45 @@ private:
   std::chrono::milliseconds timeout_;
 };
 
-/// The callback API for callers that are not actors.
+/// The callback API for callers that are not actors: the operations of the
+/// blocking API, each taking a callback last. Callbacks run on the
+/// coordinator's thread (keep them short, never block in them), except for
+/// errors found before anything is sent and for the local computations
+/// (reduce, gather), which call back at once on the calling thread.
 class async_strategy {
 public:
   explicit async_strategy(strategy s) : s_(std::move(s)) {}
 
   int num_replicas() const { return s_.num_replicas(); }
+  /// See strategy::stats.
+  void stats(callback<strategy_description> done) const;
+
+  // -- variables ---------------------------------------------------------------
 
   void create_variable(variable_spec spec, callback<variable> done) const;
+  void create_variable(std::string name, tensor initial_value,
+                       callback<variable> done) const {
+    create_variable(std::move(name), std::move(initial_value),
+                    synchronization::auto_, aggregation::none, std::nullopt,
+                    std::move(done));
+  }
+  void create_variable(std::string name, tensor initial_value,
+                       synchronization sync, aggregation agg,
+                       callback<variable> done) const {
+    create_variable(std::move(name), std::move(initial_value), sync, agg,
+                    std::nullopt, std::move(done));
+  }
+  void create_variable(std::string name, tensor initial_value,
+                       synchronization sync, aggregation agg,
+                       std::optional<bool> trainable,
+                       callback<variable> done) const;
   void lookup(const std::string& name, callback<variable> done) const;
+  /// All variables, sorted by name.
+  void variables(callback<std::vector<variable>> done) const;
   void destroy(const variable& v, done_callback done) const;
+
+  // -- cross-replica context ----------------------------------------------------
+
   void read(const variable& v, callback<tensor> done) const;
   /// See strategy::read_scalar.
   template <class T>
@@ -244,8 +273,26 @@ public:
   void assign_sub(const variable& v, tensor value, done_callback done) const {
     update(v, update_op::assign_sub, std::move(value), std::move(done));
   }
+  /// Scalar overloads: `value` converted to the variable's dtype.
+  void update(const variable& v, update_op op, double value,
+              done_callback done) const;
+  void assign(const variable& v, double value, done_callback done) const {
+    update(v, update_op::assign, value, std::move(done));
+  }
+  void assign_add(const variable& v, double value, done_callback done) const {
+    update(v, update_op::assign_add, value, std::move(done));
+  }
+  void assign_sub(const variable& v, double value, done_callback done) const {
+    update(v, update_op::assign_sub, value, std::move(done));
+  }
   void local_values(const variable& v,
                     callback<std::vector<tensor>> done) const;
+  /// See strategy::survivor_values.
+  void survivor_values(const variable& v,
+                       callback<std::vector<std::optional<tensor>>> done) const;
+
+  // -- replica steps ------------------------------------------------------------
+
   /// Runs a step; `done` gets the error of the step, if any. Results of a
   /// value-returning step are reachable through `step` itself.
   void run(replica_step_ptr step, done_callback done) const;
@@ -267,8 +314,30 @@ public:
           });
     }
   }
+
+  // -- distributed values -------------------------------------------------------
+
+  /// D3, D4 and D5 (see strategy::reduce): computed on the calling thread.
+  void reduce(reduce_op op, const per_replica<tensor>& values,
+              callback<tensor> done) const;
+  void reduce(reduce_op op, const per_replica<tensor>& values, int64_t axis,
+              callback<tensor> done) const;
+  void reduce(reduce_op op, const mirrored<tensor>& value,
+              callback<tensor> done) const;
+  /// D7 (see strategy::gather): computed on the calling thread.
+  void gather(const per_replica<tensor>& values, int64_t axis,
+              callback<tensor> done) const;
+  /// D8: the reduction, present on every replica.
+  void all_reduce(reduce_op op, per_replica<tensor> values,
+                  callback<mirrored<tensor>> done) const;
+  /// D8 for many tensors in one fused collective.
+  void batch_all_reduce(reduce_op op, std::vector<per_replica<tensor>> values,
+                        callback<std::vector<mirrored<tensor>>> done) const;
+  /// The batch form under its old name: prefer batch_all_reduce.
   void all_reduce(reduce_op op, std::vector<per_replica<tensor>> values,
-                  callback<std::vector<mirrored<tensor>>> done) const;
+                  callback<std::vector<mirrored<tensor>>> done) const {
+    batch_all_reduce(op, std::move(values), std::move(done));
+  }
 
 private:
   strategy s_;

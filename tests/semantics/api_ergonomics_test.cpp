@@ -1,10 +1,12 @@
-// The conveniences of the public API: read_scalar (blocking and async) and
-// lambdas for the async run.
+// The conveniences of the public API: read_scalar, lambdas for the async
+// run, and the async counterparts of the blocking operations. Each async
+// operation is checked against what the blocking one returns.
 
 #include "fixture.hpp"
 
 #include <cmath>
 #include <future>
+#include <limits>
 
 using namespace vs_test;
 
@@ -30,6 +32,14 @@ caf::error wait_done(Start start) {
   if (f.wait_for(30s) != std::future_status::ready)
     FAIL("the async callback was not called within 30 s");
   return f.get();
+}
+
+per_replica<tensor> floats(std::vector<std::vector<float>> rows) {
+  std::vector<tensor> values;
+  for (auto& row : rows)
+    values.push_back(tensor::from_vector<float>(
+      {static_cast<int64_t>(row.size())}, row));
+  return per_replica<tensor>{std::move(values)};
 }
 
 } // namespace
@@ -180,4 +190,157 @@ TEST_CASE("run: the blocking API also takes a hand-written step") {
                         s.num_replicas());
   VS_REQUIRE_OK(s.run(made.step));
   CHECK(made.results->take().values() == std::vector<int>{0, 1});
+}
+
+// -- the async counterparts of the blocking operations -------------------------------
+
+TEST_CASE("async stats: the coordinator's description, as stats() gives it") {
+  auto s = make_strategy(2);
+  auto d = wait_for<strategy_description>(
+    [&](auto done) { s.async().stats(std::move(done)); });
+  REQUIRE(d);
+  auto blocking = VS_VALUE(s.stats());
+  CHECK(d->devices == blocking.devices);
+  CHECK(d->collective == blocking.collective);
+}
+
+TEST_CASE("async create_variable: the name, value, sync, agg and trainable "
+          "forms") {
+  auto s = make_strategy(2);
+  auto api = s.async();
+  auto a = wait_for<variable>([&](auto done) {
+    api.create_variable("a", tensor::scalar<float>(1), std::move(done));
+  });
+  REQUIRE(a);
+  CHECK(a->synchronization() == synchronization::on_write); // auto (C1)
+  auto b = wait_for<variable>([&](auto done) {
+    api.create_variable("b", tensor::scalar<int64_t>(0),
+                        synchronization::on_read, aggregation::sum,
+                        std::move(done));
+  });
+  REQUIRE(b);
+  CHECK(b->synchronization() == synchronization::on_read);
+  CHECK(b->aggregation() == aggregation::sum);
+  auto c = wait_for<variable>([&](auto done) {
+    api.create_variable("c", tensor::scalar<float>(0),
+                        synchronization::on_write, aggregation::mean, false,
+                        std::move(done));
+  });
+  REQUIRE(c);
+  CHECK_FALSE(c->trainable());
+  // Bad input: a clear error, nothing created.
+  auto dup = wait_for<variable>([&](auto done) {
+    api.create_variable("a", tensor::scalar<float>(1), std::move(done));
+  });
+  REQUIRE_FALSE(dup);
+  VS_CHECK_CODE(dup.error(), already_exists);
+  CHECK(VS_VALUE(s.variables()).size() == 3);
+}
+
+TEST_CASE("async variables: every variable, sorted by name") {
+  auto s = make_strategy(2);
+  make_var(s, "zeta", tensor::scalar<float>(0), synchronization::on_write,
+           aggregation::mean);
+  make_var(s, "alpha", tensor::scalar<float>(0), synchronization::on_write,
+           aggregation::mean);
+  auto vs = wait_for<std::vector<variable>>(
+    [&](auto done) { s.async().variables(std::move(done)); });
+  REQUIRE(vs);
+  REQUIRE(vs->size() == 2);
+  CHECK((*vs)[0].name() == "alpha");
+  CHECK((*vs)[1].name() == "zeta");
+}
+
+TEST_CASE("async survivor_values: every component while no replica failed") {
+  auto s = make_strategy(3);
+  auto w = make_var(s, "w", tensor::scalar<float>(7),
+                    synchronization::on_write, aggregation::mean);
+  auto sv = wait_for<std::vector<std::optional<tensor>>>(
+    [&](auto done) { s.async().survivor_values(w, std::move(done)); });
+  REQUIRE(sv);
+  REQUIRE(sv->size() == 3);
+  for (auto& x : *sv) {
+    REQUIRE(x.has_value());
+    CHECK(x->as_double(0) == 7.0);
+  }
+  auto none = wait_for<std::vector<std::optional<tensor>>>(
+    [&](auto done) { s.async().survivor_values(variable{}, std::move(done)); });
+  REQUIRE_FALSE(none);
+  VS_CHECK_CODE(none.error(), invalid_argument);
+}
+
+TEST_CASE("async assign, assign_add, assign_sub: scalar overloads convert to "
+          "the variable's dtype") {
+  auto s = make_strategy(2);
+  auto api = s.async();
+  auto n = make_var(s, "n", tensor::scalar<int64_t>(0),
+                    synchronization::on_write, aggregation::only_first_replica);
+  VS_REQUIRE_OK(wait_done([&](done_callback d) { api.assign(n, 10.0, d); }));
+  VS_REQUIRE_OK(wait_done([&](done_callback d) { api.assign_add(n, 5.0, d); }));
+  VS_REQUIRE_OK(wait_done([&](done_callback d) { api.assign_sub(n, 3.0, d); }));
+  CHECK(VS_VALUE(s.read_scalar<int64_t>(n)) == 12);
+  // 0.5 is no int64: refused, nothing changes.
+  auto err = wait_done([&](done_callback d) { api.assign(n, 0.5, d); });
+  CHECK(err);
+  CHECK(VS_VALUE(s.read_scalar<int64_t>(n)) == 12);
+}
+
+TEST_CASE("async reduce: the three forms give what the blocking reduce gives") {
+  auto s = make_strategy(2);
+  auto api = s.async();
+  auto values = floats({{1, 2}, {3, 4}});
+  auto sum = wait_for<tensor>(
+    [&](auto done) { api.reduce(reduce_op::sum, values, std::move(done)); });
+  REQUIRE(sum);
+  CHECK(sum->to_vector<float>() == std::vector<float>{4, 6});
+  auto axis = wait_for<tensor>([&](auto done) {
+    api.reduce(reduce_op::sum, values, int64_t{0}, std::move(done));
+  });
+  REQUIRE(axis);
+  CHECK(axis->bitwise_equal(VS_VALUE(s.reduce(reduce_op::sum, values, 0))));
+  mirrored<tensor> m{tensor::scalar<float>(3), 2};
+  auto msum = wait_for<tensor>(
+    [&](auto done) { api.reduce(reduce_op::sum, m, std::move(done)); });
+  REQUIRE(msum);
+  CHECK(msum->as_double(0) == 6.0);
+  // Bad input: the count check of the blocking form.
+  auto bad = wait_for<tensor>([&](auto done) {
+    api.reduce(reduce_op::sum, floats({{1}}), std::move(done));
+  });
+  REQUIRE_FALSE(bad);
+  VS_CHECK_CODE(bad.error(), invalid_argument);
+}
+
+TEST_CASE("async gather: concatenation along the axis") {
+  auto s = make_strategy(2);
+  auto g = wait_for<tensor>([&](auto done) {
+    s.async().gather(floats({{1, 2}, {3}}), 0, std::move(done));
+  });
+  REQUIRE(g);
+  CHECK(g->to_vector<float>() == std::vector<float>{1, 2, 3});
+}
+
+TEST_CASE("async all_reduce and batch_all_reduce: mirrored reductions") {
+  auto s = make_strategy(2);
+  auto api = s.async();
+  auto one = wait_for<mirrored<tensor>>([&](auto done) {
+    api.all_reduce(reduce_op::sum, floats({{1, 2}, {3, 4}}), std::move(done));
+  });
+  REQUIRE(one);
+  CHECK(one->num_replicas() == 2);
+  CHECK(one->value().to_vector<float>() == std::vector<float>{4, 6});
+  auto many = wait_for<std::vector<mirrored<tensor>>>([&](auto done) {
+    api.batch_all_reduce(reduce_op::max,
+                         {floats({{1}, {5}}), floats({{7, 0}, {2, 9}})},
+                         std::move(done));
+  });
+  REQUIRE(many);
+  REQUIRE(many->size() == 2);
+  CHECK((*many)[0].value().to_vector<float>() == std::vector<float>{5});
+  CHECK((*many)[1].value().to_vector<float>() == std::vector<float>{7, 9});
+  auto bad = wait_for<mirrored<tensor>>([&](auto done) {
+    api.all_reduce(reduce_op::sum, floats({{1}}), std::move(done));
+  });
+  REQUIRE_FALSE(bad);
+  VS_CHECK_CODE(bad.error(), invalid_argument);
 }
