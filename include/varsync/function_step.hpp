@@ -92,8 +92,9 @@ struct step_with_results {
   std::shared_ptr<step_results<R>> results;
 };
 
-/// A step running `fn` on each of `num_replicas` replicas: for a void fn, a
-/// replica_step_ptr; otherwise {step, results}:
+/// A step running `fn` on each of `num_replicas` replicas (the strategy's
+/// replica count: a replica whose id has no result slot fails the step):
+/// for a void fn, a replica_step_ptr; otherwise {step, results}:
 ///   auto [step, results] = make_step(fn, n);
 ///   request(coordinator, timeout, run_atom::value, step)
 ///     .then([results](ok_atom) { auto values = results->take(); ... });
