@@ -139,13 +139,12 @@ private:
   std::optional<caf::expected<T>> value_;
 };
 
-template <class T>
-caf::expected<T>
-strategy_core::call(std::chrono::milliseconds timeout,
-                    std::function<void(coordinator_state&, reply_fn<T>)> op) {
+template <class T, class Start>
+caf::expected<T> strategy_core::await(std::chrono::milliseconds timeout,
+                                      Start&& start) {
   auto slot = std::make_shared<blocking_slot<T>>();
-  submit<T>(std::move(op),
-            [slot](caf::expected<T> result) { slot->set(std::move(result)); });
+  start(reply_fn<T>{
+    [slot](caf::expected<T> result) { slot->set(std::move(result)); }});
   if (timeout >= no_deadline_from) {
     slot->wait();
     return slot->take();
@@ -159,6 +158,15 @@ strategy_core::call(std::chrono::milliseconds timeout,
                                        + std::to_string(timeout.count())
                                        + " ms");
   return slot->take();
+}
+
+template <class T>
+caf::expected<T>
+strategy_core::call(std::chrono::milliseconds timeout,
+                    std::function<void(coordinator_state&, reply_fn<T>)> op) {
+  return await<T>(timeout, [&](reply_fn<T> done) {
+    submit<T>(std::move(op), std::move(done));
+  });
 }
 
 } // namespace detail
@@ -318,6 +326,34 @@ make_strategy(std::unique_ptr<caf::actor_system_config> cfg,
 
 // -- properties -------------------------------------------------------------------
 
+namespace {
+
+// A blocking call is its async operation plus a wait: every operation is
+// written once, in async_strategy.
+template <class T, class Start>
+caf::expected<T> blocking(const strategy& s, Start start) {
+  auto api = s.async();
+  return s.core()->await<T>(s.timeout(),
+                            [&](callback<T> done) { start(api, std::move(done)); });
+}
+
+caf::error blocking_done(const strategy& s,
+                         std::function<void(const async_strategy&,
+                                            done_callback)> start) {
+  auto r = blocking<ok_atom>(s, [&](const async_strategy& api,
+                                    callback<ok_atom> done) {
+    start(api, [done = std::move(done)](caf::error err) {
+      if (err)
+        done(std::move(err));
+      else
+        done(ok_atom::value);
+    });
+  });
+  return to_error(std::move(r));
+}
+
+} // namespace
+
 strategy strategy::with_timeout(std::chrono::milliseconds timeout) const {
   return strategy{core_, timeout.count() > 0 ? timeout : timeout_};
 }
@@ -335,11 +371,9 @@ std::string strategy::description() const {
 }
 
 caf::expected<strategy_description> strategy::stats() const {
-  return core_->call<strategy_description>(
-    timeout_,
-    [](coordinator_state& c, reply_fn<strategy_description> done) {
-      c.describe(std::move(done));
-    });
+  return blocking<strategy_description>(*this, [](auto& api, auto done) {
+    api.stats(std::move(done));
+  });
 }
 
 async_strategy strategy::async() const {
@@ -353,89 +387,52 @@ void strategy::shutdown() const {
 // -- variables --------------------------------------------------------------------
 
 caf::expected<variable> strategy::create_variable(variable_spec spec) const {
-  auto ts = to_timespan(timeout_);
-  auto r = core_->call<variable_info>(
-    timeout_, [ts, spec = std::move(spec)](coordinator_state& c,
-                                           reply_fn<variable_info> done) mutable {
-      c.create(ts, std::move(spec), std::move(done));
-    });
-  if (!r)
-    return std::move(r.error());
-  return variable{std::move(*r)};
+  return blocking<variable>(*this, [&](auto& api, auto done) {
+    api.create_variable(std::move(spec), std::move(done));
+  });
 }
 
 caf::expected<variable>
 strategy::create_variable(std::string name, tensor initial_value,
                           synchronization sync, aggregation agg,
                           std::optional<bool> trainable) const {
-  variable_spec spec;
-  spec.name = std::move(name);
-  spec.initial_value = std::move(initial_value);
-  spec.sync = sync;
-  spec.agg = agg;
-  spec.trainable = trainable;
-  return create_variable(std::move(spec));
+  return blocking<variable>(*this, [&](auto& api, auto done) {
+    api.create_variable(std::move(name), std::move(initial_value), sync, agg,
+                        trainable, std::move(done));
+  });
 }
 
 caf::expected<variable> strategy::lookup(const std::string& name) const {
-  auto r = core_->call<variable_info>(
-    timeout_, [name](coordinator_state& c, reply_fn<variable_info> done) {
-      c.lookup(name, std::move(done));
-    });
-  if (!r)
-    return std::move(r.error());
-  return variable{std::move(*r)};
+  return blocking<variable>(*this, [&](auto& api, auto done) {
+    api.lookup(name, std::move(done));
+  });
 }
 
 caf::expected<std::vector<variable>> strategy::variables() const {
-  auto r = core_->call<std::vector<variable_info>>(
-    timeout_,
-    [](coordinator_state& c, reply_fn<std::vector<variable_info>> done) {
-      c.list(std::move(done));
-    });
-  if (!r)
-    return std::move(r.error());
-  std::vector<variable> out;
-  for (auto& info : *r)
-    out.emplace_back(std::move(info));
-  return out;
+  return blocking<std::vector<variable>>(*this, [](auto& api, auto done) {
+    api.variables(std::move(done));
+  });
 }
 
 caf::error strategy::destroy(const variable& v) const {
-  if (auto err = require_handle(v))
-    return err;
-  auto ts = to_timespan(timeout_);
-  auto id = v.id();
-  return to_error(core_->call<ok_atom>(
-    timeout_, [ts, id](coordinator_state& c, reply_fn<ok_atom> done) {
-      c.destroy(ts, id, std::move(done));
-    }));
+  return blocking_done(*this, [&](auto& api, done_callback done) {
+    api.destroy(v, std::move(done));
+  });
 }
 
 // -- cross-replica context --------------------------------------------------------
 
 caf::expected<tensor> strategy::read(const variable& v) const {
-  if (auto err = require_handle(v))
-    return err;
-  auto ts = to_timespan(timeout_);
-  auto id = v.id();
-  return core_->call<tensor>(
-    timeout_, [ts, id](coordinator_state& c, reply_fn<tensor> done) {
-      c.read(ts, id, std::move(done));
-    });
+  return blocking<tensor>(*this, [&](auto& api, auto done) {
+    api.read(v, std::move(done));
+  });
 }
 
 caf::error strategy::update(const variable& v, update_op op,
                             const tensor& value) const {
-  if (auto err = require_handle(v))
-    return err;
-  auto ts = to_timespan(timeout_);
-  auto id = v.id();
-  return to_error(core_->call<ok_atom>(
-    timeout_,
-    [ts, id, op, value](coordinator_state& c, reply_fn<ok_atom> done) {
-      c.update(ts, id, op, value, std::move(done));
-    }));
+  return blocking_done(*this, [&](auto& api, done_callback done) {
+    api.update(v, op, value, std::move(done));
+  });
 }
 
 caf::error strategy::assign(const variable& v, const tensor& x) const {
@@ -454,12 +451,9 @@ namespace {
 
 caf::error scalar_update(const strategy& s, const variable& v, update_op op,
                          double value) {
-  if (auto err = require_handle(v))
-    return err;
-  auto x = scalar_for(v.info(), value);
-  if (!x)
-    return std::move(x.error());
-  return s.update(v, op, *x);
+  return blocking_done(s, [&](auto& api, done_callback done) {
+    api.update(v, op, value, std::move(done));
+  });
 }
 
 } // namespace
@@ -478,40 +472,25 @@ caf::error strategy::assign_sub(const variable& v, double x) const {
 
 caf::expected<std::vector<tensor>>
 strategy::local_values(const variable& v) const {
-  if (auto err = require_handle(v))
-    return err;
-  auto ts = to_timespan(timeout_);
-  auto id = v.id();
-  return core_->call<std::vector<tensor>>(
-    timeout_,
-    [ts, id](coordinator_state& c, reply_fn<std::vector<tensor>> done) {
-      c.local_values(ts, id, std::move(done));
-    });
+  return blocking<std::vector<tensor>>(*this, [&](auto& api, auto done) {
+    api.local_values(v, std::move(done));
+  });
 }
 
 caf::expected<std::vector<std::optional<tensor>>>
 strategy::survivor_values(const variable& v) const {
-  if (auto err = require_handle(v))
-    return err;
-  auto ts = to_timespan(timeout_);
-  auto id = v.id();
-  return core_->call<std::vector<std::optional<tensor>>>(
-    timeout_, [ts, id](coordinator_state& c,
-                       reply_fn<std::vector<std::optional<tensor>>> done) {
-      c.survivor_values(ts, id, std::move(done));
+  return blocking<std::vector<std::optional<tensor>>>(
+    *this, [&](auto& api, auto done) {
+      api.survivor_values(v, std::move(done));
     });
 }
 
 // -- replica steps ------------------------------------------------------------------
 
 caf::error strategy::run_step(replica_step_ptr step) const {
-  auto ts = to_timespan(timeout_);
-  return to_error(core_->call<ok_atom>(
-    timeout_,
-    [ts, step = std::move(step)](coordinator_state& c,
-                                 reply_fn<ok_atom> done) {
-      c.run(ts, step, std::move(done));
-    }));
+  return blocking_done(*this, [&](auto& api, done_callback done) {
+    api.run(std::move(step), std::move(done));
+  });
 }
 
 // -- distributed values ---------------------------------------------------------------
@@ -565,11 +544,21 @@ caf::expected<tensor> strategy::gather(const per_replica<tensor>& values,
 
 caf::expected<mirrored<tensor>>
 strategy::all_reduce(reduce_op op, const per_replica<tensor>& values) const {
-  auto r = batch_all_reduce(op, {values});
-  if (!r)
-    return std::move(r.error());
-  return std::move(r->front());
+  return blocking<mirrored<tensor>>(*this, [&](auto& api, auto done) {
+    api.all_reduce(op, values, std::move(done));
+  });
 }
+
+caf::expected<std::vector<mirrored<tensor>>>
+strategy::batch_all_reduce(reduce_op op,
+                           const std::vector<per_replica<tensor>>& values) const {
+  return blocking<std::vector<mirrored<tensor>>>(
+    *this, [&](auto& api, auto done) {
+      api.batch_all_reduce(op, values, std::move(done));
+    });
+}
+
+// -- async API ----------------------------------------------------------------------------
 
 namespace {
 
@@ -592,30 +581,30 @@ collective_inputs(reduce_op op, const std::vector<per_replica<tensor>>& values,
   return inputs;
 }
 
-} // namespace
-
-caf::expected<std::vector<mirrored<tensor>>>
-strategy::batch_all_reduce(reduce_op op,
-                           const std::vector<per_replica<tensor>>& values) const {
-  auto inputs = collective_inputs(op, values, num_replicas());
-  if (!inputs)
-    return std::move(inputs.error());
-  auto ts = to_timespan(timeout_);
-  auto r = core_->call<std::vector<tensor>>(
-    timeout_, [ts, op, inputs = std::move(*inputs)](
-                coordinator_state& c,
-                reply_fn<std::vector<tensor>> done) mutable {
-      c.all_reduce(ts, op, std::move(inputs), std::move(done));
-    });
-  if (!r)
-    return std::move(r.error());
-  std::vector<mirrored<tensor>> out;
-  for (auto& x : *r)
-    out.emplace_back(std::move(x), num_replicas());
-  return out;
+reply_fn<ok_atom> as_done(done_callback done) {
+  return [done = std::move(done)](caf::expected<ok_atom> r) {
+    done(r ? caf::error{} : std::move(r.error()));
+  };
 }
 
-// -- async API ----------------------------------------------------------------------------
+reply_fn<variable_info> as_variable(callback<variable> done) {
+  return [done = std::move(done)](caf::expected<variable_info> r) {
+    if (r)
+      done(variable{std::move(*r)});
+    else
+      done(std::move(r.error()));
+  };
+}
+
+} // namespace
+
+void async_strategy::stats(callback<strategy_description> done) const {
+  s_.core_->submit<strategy_description>(
+    [](coordinator_state& c, reply_fn<strategy_description> d) {
+      c.describe(std::move(d));
+    },
+    std::move(done));
+}
 
 void async_strategy::create_variable(variable_spec spec,
                                      callback<variable> done) const {
@@ -625,12 +614,20 @@ void async_strategy::create_variable(variable_spec spec,
                                  reply_fn<variable_info> d) mutable {
       c.create(ts, std::move(spec), std::move(d));
     },
-    [done = std::move(done)](caf::expected<variable_info> r) {
-      if (r)
-        done(variable{std::move(*r)});
-      else
-        done(std::move(r.error()));
-    });
+    as_variable(std::move(done)));
+}
+
+void async_strategy::create_variable(std::string name, tensor initial_value,
+                                     synchronization sync, aggregation agg,
+                                     std::optional<bool> trainable,
+                                     callback<variable> done) const {
+  variable_spec spec;
+  spec.name = std::move(name);
+  spec.initial_value = std::move(initial_value);
+  spec.sync = sync;
+  spec.agg = agg;
+  spec.trainable = trainable;
+  create_variable(std::move(spec), std::move(done));
 }
 
 void async_strategy::lookup(const std::string& name,
@@ -639,23 +636,24 @@ void async_strategy::lookup(const std::string& name,
     [name](coordinator_state& c, reply_fn<variable_info> d) {
       c.lookup(name, std::move(d));
     },
-    [done = std::move(done)](caf::expected<variable_info> r) {
-      if (r)
-        done(variable{std::move(*r)});
-      else
-        done(std::move(r.error()));
+    as_variable(std::move(done)));
+}
+
+void async_strategy::variables(callback<std::vector<variable>> done) const {
+  s_.core_->submit<std::vector<variable_info>>(
+    [](coordinator_state& c, reply_fn<std::vector<variable_info>> d) {
+      c.list(std::move(d));
+    },
+    [done = std::move(done)](caf::expected<std::vector<variable_info>> r) {
+      if (!r)
+        return done(std::move(r.error()));
+      std::vector<variable> out;
+      out.reserve(r->size());
+      for (auto& info : *r)
+        out.emplace_back(std::move(info));
+      done(std::move(out));
     });
 }
-
-namespace {
-
-reply_fn<ok_atom> as_done(done_callback done) {
-  return [done = std::move(done)](caf::expected<ok_atom> r) {
-    done(r ? caf::error{} : std::move(r.error()));
-  };
-}
-
-} // namespace
 
 void async_strategy::destroy(const variable& v, done_callback done) const {
   if (auto err = require_handle(v))
@@ -695,6 +693,16 @@ void async_strategy::update(const variable& v, update_op op, tensor value,
     as_done(std::move(done)));
 }
 
+void async_strategy::update(const variable& v, update_op op, double value,
+                            done_callback done) const {
+  if (auto err = require_handle(v))
+    return done(std::move(err));
+  auto x = scalar_for(v.info(), value);
+  if (!x)
+    return done(std::move(x.error()));
+  update(v, op, std::move(*x), std::move(done));
+}
+
 void async_strategy::local_values(const variable& v,
                                   callback<std::vector<tensor>> done) const {
   if (auto err = require_handle(v))
@@ -708,6 +716,20 @@ void async_strategy::local_values(const variable& v,
     std::move(done));
 }
 
+void async_strategy::survivor_values(
+  const variable& v, callback<std::vector<std::optional<tensor>>> done) const {
+  if (auto err = require_handle(v))
+    return done(std::move(err));
+  auto ts = to_timespan(s_.timeout_);
+  auto id = v.id();
+  s_.core_->submit<std::vector<std::optional<tensor>>>(
+    [ts, id](coordinator_state& c,
+             reply_fn<std::vector<std::optional<tensor>>> d) {
+      c.survivor_values(ts, id, std::move(d));
+    },
+    std::move(done));
+}
+
 void async_strategy::run(replica_step_ptr step, done_callback done) const {
   auto ts = to_timespan(s_.timeout_);
   s_.core_->submit<ok_atom>(
@@ -717,7 +739,40 @@ void async_strategy::run(replica_step_ptr step, done_callback done) const {
     as_done(std::move(done)));
 }
 
-void async_strategy::all_reduce(
+void async_strategy::reduce(reduce_op op, const per_replica<tensor>& values,
+                            callback<tensor> done) const {
+  done(s_.reduce(op, values));
+}
+
+void async_strategy::reduce(reduce_op op, const per_replica<tensor>& values,
+                            int64_t axis, callback<tensor> done) const {
+  done(s_.reduce(op, values, axis));
+}
+
+void async_strategy::reduce(reduce_op op, const mirrored<tensor>& value,
+                            callback<tensor> done) const {
+  done(s_.reduce(op, value));
+}
+
+void async_strategy::gather(const per_replica<tensor>& values, int64_t axis,
+                            callback<tensor> done) const {
+  done(s_.gather(values, axis));
+}
+
+void async_strategy::all_reduce(reduce_op op, per_replica<tensor> values,
+                                callback<mirrored<tensor>> done) const {
+  std::vector<per_replica<tensor>> batch;
+  batch.push_back(std::move(values));
+  batch_all_reduce(op, std::move(batch),
+                   [done = std::move(done)](
+                     caf::expected<std::vector<mirrored<tensor>>> r) {
+                     if (!r)
+                       return done(std::move(r.error()));
+                     done(std::move(r->front()));
+                   });
+}
+
+void async_strategy::batch_all_reduce(
   reduce_op op, std::vector<per_replica<tensor>> values,
   callback<std::vector<mirrored<tensor>>> done) const {
   auto n = s_.num_replicas();

@@ -41,6 +41,11 @@ public:
   void submit(std::function<void(coordinator_state&, reply_fn<T>)> op,
               reply_fn<T> done);
 
+  /// Calls start(done) and waits up to `timeout` for done's outcome: a
+  /// blocking call made of an asynchronous one.
+  template <class T, class Start>
+  caf::expected<T> await(std::chrono::milliseconds timeout, Start&& start);
+
   /// submit() and wait up to `timeout` for the outcome.
   template <class T>
   caf::expected<T>

@@ -1,6 +1,9 @@
 #include "varsync/tensor.hpp"
 
+#include <cmath>
 #include <cstdlib>
+#include <optional>
+#include <type_traits>
 #include <limits>
 #include <mutex>
 #include <unordered_map>
@@ -10,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "varsync/error.hpp"
 #include "varsync/half.hpp"
 
 namespace varsync {
@@ -232,6 +236,110 @@ void* tensor::mutable_raw() {
 
 double tensor::as_double(int64_t i) const {
   return load_double(type_, data_.get(), i);
+}
+
+namespace {
+
+// 2^63: the first double above every int64.
+constexpr double two_pow_63 = 9223372036854775808.0;
+
+// v as T if the conversion is exact; nullopt otherwise.
+template <class T>
+std::optional<T> exact_from_double(double v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(v) || std::isinf(v))
+      return static_cast<T>(v);
+    if (std::fabs(v) > static_cast<double>(std::numeric_limits<T>::max()))
+      return std::nullopt;
+    auto out = static_cast<T>(v);
+    if (static_cast<double>(out) != v)
+      return std::nullopt;
+    return out;
+  } else {
+    if (!std::isfinite(v) || std::trunc(v) != v)
+      return std::nullopt;
+    if (v < static_cast<double>(std::numeric_limits<T>::min())
+        || v >= (std::is_same_v<T, int64_t>
+                   ? two_pow_63
+                   : static_cast<double>(std::numeric_limits<T>::max()) + 1))
+      return std::nullopt;
+    return static_cast<T>(v);
+  }
+}
+
+template <class T>
+std::optional<T> exact_from_int64(int64_t v) {
+  if constexpr (std::is_same_v<T, int64_t>) {
+    return v;
+  } else if constexpr (std::is_same_v<T, int32_t>) {
+    if (v < std::numeric_limits<int32_t>::min()
+        || v > std::numeric_limits<int32_t>::max())
+      return std::nullopt;
+    return static_cast<int32_t>(v);
+  } else {
+    // Large int64 values round in a float: convert and check the way back.
+    auto out = static_cast<T>(v);
+    auto back = static_cast<double>(out);
+    if (back >= two_pow_63 || static_cast<int64_t>(back) != v)
+      return std::nullopt;
+    return out;
+  }
+}
+
+} // namespace
+
+template <class T>
+caf::expected<T> scalar_as(const tensor& x, const std::string& what) {
+  if (x.size() != 1)
+    return make_error(errc::shape_mismatch,
+                      what + ": expected exactly one element but the value has "
+                        "shape " + to_string(x.shape()) + " ("
+                        + std::to_string(x.size()) + " elements)");
+  if (x.type() == dtype_of_v<T>)
+    return *x.data<T>();
+  auto out = x.type() == dtype::int64
+               ? exact_from_int64<T>(*x.data<int64_t>())
+               : exact_from_double<T>(x.as_double(0));
+  if (!out) {
+    std::ostringstream value;
+    if (x.type() == dtype::int64)
+      value << *x.data<int64_t>();
+    else
+      value << x.as_double(0);
+    return make_error(errc::dtype_mismatch,
+                      what + ": the " + std::string{to_string(x.type())}
+                        + " value " + value.str() + " is not representable as "
+                        + std::string{to_string(dtype_of_v<T>)});
+  }
+  return *out;
+}
+
+template caf::expected<float> scalar_as<float>(const tensor&,
+                                               const std::string&);
+template caf::expected<double> scalar_as<double>(const tensor&,
+                                                 const std::string&);
+template caf::expected<int32_t> scalar_as<int32_t>(const tensor&,
+                                                   const std::string&);
+template caf::expected<int64_t> scalar_as<int64_t>(const tensor&,
+                                                   const std::string&);
+
+caf::error tensor::check_dtype(dtype expected, const char* what) const {
+  if (expected == type_)
+    return {};
+  return make_error(errc::dtype_mismatch,
+                    std::string{"tensor::"} + what + ": expected dtype "
+                      + std::string{to_string(expected)} + " but the tensor is "
+                      + std::string{to_string(type_)} + " " + to_string(shape_));
+}
+
+caf::error tensor::check_single(const char* what) const {
+  if (size_ == 1)
+    return {};
+  return make_error(errc::shape_mismatch,
+                    std::string{"tensor::"} + what
+                      + ": expected exactly one element but the tensor has shape "
+                      + to_string(shape_) + " (" + std::to_string(size_)
+                      + " elements)");
 }
 
 bool tensor::bitwise_equal(const tensor& other) const {

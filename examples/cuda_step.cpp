@@ -13,7 +13,8 @@
 //
 //   cuda_step [--smoke] [--devices cuda:0,cuda:0] [--steps K] [--size N]
 //
-// Exits with 77 (skipped) when no GPU is visible.
+// Exits with 77 (skipped) when no GPU is visible. Options are CAF options
+// (--long-help lists them; --name value or --name=value).
 
 #include <algorithm>
 #include <cmath>
@@ -26,7 +27,12 @@
 
 #include <cuda_runtime.h>
 
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+
 #include "cuda_step_kernels.hpp"
+#include "example_main.hpp"
+#include "varsync/config.hpp"
 #include "varsync/cuda_stream.hpp"
 #include "varsync/varsync.hpp"
 
@@ -52,29 +58,34 @@ int fail(const char* what, const caf::error& err) {
   return 1;
 }
 
-} // namespace
+struct cuda_step_options : caf::actor_system_config {
+  bool smoke = false;
+  std::string devices = "cuda:0,cuda:0";
+  int steps = 0;      // 0: 5, or 3 with --smoke
+  int64_t size = 0;   // 0: 1 << 20, or 4096 with --smoke
 
-int main(int argc, char** argv) {
-  std::vector<std::string> devices{"cuda:0", "cuda:0"};
-  int steps = 5;
-  int64_t n = 1 << 20;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--smoke") {
-      steps = 3;
-      n = 4096;
-    } else if (a == "--devices" && i + 1 < argc) {
-      devices = split(argv[++i]);
-    } else if (a == "--steps" && i + 1 < argc) {
-      steps = std::atoi(argv[++i]);
-    } else if (a == "--size" && i + 1 < argc) {
-      n = std::atoll(argv[++i]);
-    } else {
-      std::fprintf(stderr,
-                   "usage: cuda_step [--smoke] [--devices cuda:0,cuda:0] "
-                   "[--steps K] [--size N]\n");
-      return 2;
-    }
+  cuda_step_options() {
+    register_types(*this);
+    set("logger.verbosity", caf::atom("quiet"));
+    opt_group{custom_options_, "global"}
+      .add(smoke, "smoke", "a short run: 3 steps over 4096 elements")
+      .add(devices, "devices", "comma-separated replica devices")
+      .add(steps, "steps", "number of steps (default 5)")
+      .add(size, "size", "elements per variable (default 1 << 20)");
+  }
+};
+
+using config = examples::config<cuda_step_options>;
+
+int run_example(caf::actor_system& sys, const config& cfg) {
+  std::vector<std::string> devices = split(cfg.devices);
+  int steps = cfg.steps > 0 ? cfg.steps : cfg.smoke ? 3 : 5;
+  int64_t n = cfg.size > 0 ? cfg.size : cfg.smoke ? 4096 : int64_t{1} << 20;
+  if (cfg.steps < 0 || cfg.size < 0 || !cfg.remainder.empty()) {
+    std::fprintf(stderr,
+                 "usage: cuda_step [--smoke] [--devices cuda:0,cuda:0] "
+                 "[--steps K] [--size N]\n");
+    return 2;
   }
   int gpus = 0;
   if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus == 0) {
@@ -84,7 +95,7 @@ int main(int argc, char** argv) {
   strategy_options options;
   options.devices = devices;
   options.timeout = std::chrono::seconds(60);
-  auto s = strategy::create(options);
+  auto s = strategy::create(sys, options);
   if (!s)
     return fail("strategy::create", s.error());
   std::printf("%s\n", s->description().c_str());
@@ -185,3 +196,11 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(stats->collectives_run));
   return bad == 0 ? 0 : 1;
 }
+
+} // namespace
+
+void caf_main(caf::actor_system& sys, const config& cfg) {
+  examples::exit_status = run_example(sys, cfg);
+}
+
+EXAMPLE_MAIN()

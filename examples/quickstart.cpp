@@ -4,6 +4,9 @@
 // Every result is checked; the exit status is non-zero if anything is off.
 //
 //   quickstart [--smoke]
+//
+// Options are CAF options (--long-help lists them; caf-application.ini in
+// the working directory can set them under [global]).
 
 #include <chrono>
 #include <cmath>
@@ -14,6 +17,11 @@
 #include <utility>
 #include <vector>
 
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+
+#include "example_main.hpp"
+#include "varsync/config.hpp"
 #include "varsync/varsync.hpp"
 
 using namespace varsync;
@@ -87,15 +95,28 @@ void expect_error(const char* what, const caf::error& err, errc code) {
   }
 }
 
+struct quickstart_options : caf::actor_system_config {
+  bool smoke = false;
+
+  quickstart_options() {
+    register_types(*this);
+    set("logger.verbosity", caf::atom("quiet"));
+    opt_group{custom_options_, "global"}.add(
+      smoke, "smoke", "a short run (fewer counting steps), as in the tests");
+  }
+};
+
+using config = examples::config<quickstart_options>;
+
 } // namespace
 
-int main(int argc, char** argv) {
-  bool smoke = argc > 1 && std::strcmp(argv[1], "--smoke") == 0;
+void caf_main(caf::actor_system& sys, const config& cfg) {
+  const bool smoke = cfg.smoke;
 
   strategy_options opts;
   opts.devices = {"cpu:0", "cpu:1", "cpu:2", "cpu:3"};
   opts.timeout = std::chrono::seconds(10);
-  auto s = must(strategy::create(opts), "create strategy");
+  auto s = must(strategy::create(sys, opts), "create strategy");
   const int n = s.num_replicas();
   std::printf("%s (%d replicas)\n\n", s.description().c_str(), n);
 
@@ -278,8 +299,10 @@ int main(int argc, char** argv) {
   s.shutdown();
   if (failures > 0) {
     std::printf("\nquickstart: %d check(s) FAILED\n", failures);
-    return 1;
+    examples::exit_status = 1;
+    return;
   }
   std::printf("\nquickstart: all checks passed\n");
-  return 0;
 }
+
+EXAMPLE_MAIN()

@@ -21,6 +21,9 @@
 // pushed rate_limit. Exits non-zero otherwise; a watchdog ends a hung run.
 //
 //   service [--smoke]
+//
+// Options are CAF options (--long-help lists them; caf-application.ini in
+// the working directory can set them under [global]).
 
 #include <algorithm>
 #include <chrono>
@@ -32,6 +35,7 @@
 
 #include <caf/all.hpp>
 
+#include "example_main.hpp"
 #include "varsync/actor_api.hpp"
 #include "varsync/varsync.hpp"
 
@@ -242,11 +246,24 @@ T must(caf::expected<T> x, const char* what) {
   return std::move(*x);
 }
 
+struct service_options : caf::actor_system_config {
+  bool smoke = false;
+
+  service_options() {
+    register_types(*this);
+    set("scheduler.max-threads", 2);
+    set("logger.verbosity", caf::atom("quiet"));
+    opt_group{custom_options_, "global"}.add(
+      smoke, "smoke", "a short run (400 requests instead of 4000)");
+  }
+};
+
+using config = examples::config<service_options>;
+
 } // namespace
 
-int main(int argc, char** argv) {
-  bool smoke = argc > 1 && std::strcmp(argv[1], "--smoke") == 0;
-  const int64_t total = smoke ? 400 : 4000;
+void caf_main(caf::actor_system& sys, const config& cfg) {
+  const int64_t total = cfg.smoke ? 400 : 4000;
 
   // Whatever happens (even a hung actor system destructor), never hang.
   std::thread([] {
@@ -256,12 +273,6 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     std::_Exit(3);
   }).detach();
-
-  caf::actor_system_config cfg;
-  register_types(cfg);
-  cfg.set("scheduler.max-threads", 2);
-  cfg.set("logger.verbosity", caf::atom("quiet"));
-  caf::actor_system sys{cfg};
 
   strategy_options opts;
   opts.devices = {"cpu:0", "cpu:1", "cpu:2", "cpu:3"};
@@ -389,5 +400,7 @@ int main(int argc, char** argv) {
   s.shutdown();
 
   std::printf(failures ? "service: FAILED\n" : "service: all checks passed\n");
-  return failures ? 1 : 0;
+  examples::exit_status = failures ? 1 : 0;
 }
+
+EXAMPLE_MAIN()

@@ -25,6 +25,10 @@
 //   --resume PATH          restore from PATH, continue after its last epoch
 //   --stop-after-epoch K   stop (exit 0) once K epochs are done, as if killed
 //   --print-weights        print the final w and b as hexfloats on one line
+//
+// Options are CAF options: --name value or --name=value; --long-help lists
+// them and caf-application.ini in the working directory can set them under
+// [global].
 
 #include <algorithm>
 #include <chrono>
@@ -36,7 +40,12 @@
 #include <string>
 #include <vector>
 
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+
+#include "example_main.hpp"
 #include "varsync/checkpoint.hpp"
+#include "varsync/config.hpp"
 #include "varsync/varsync.hpp"
 
 using namespace varsync;
@@ -127,72 +136,71 @@ void must(const caf::error& err, const char* what) {
   }
 }
 
-struct options {
+// An integer option not given (the values given must be positive).
+constexpr int unset = -1;
+
+struct training_options : caf::actor_system_config {
   bool smoke = false;
-  int epochs = 0; // 0: the default for the mode
+  int epochs = unset; // unset: the default for the mode
   std::string checkpoint;
   std::string resume;
-  int stop_after = 0; // 0: never
+  int stop_after = unset; // unset: never
   bool print_weights = false;
+
+  training_options() {
+    register_types(*this);
+    set("logger.verbosity", caf::atom("quiet"));
+    opt_group{custom_options_, "global"}
+      .add(smoke, "smoke", "a short run (8 epochs unless --epochs is given)")
+      .add(epochs, "epochs", "number of epochs (default: 30, 8 with --smoke)")
+      .add(checkpoint, "checkpoint",
+           "save every variable to this path after each epoch")
+      .add(resume, "resume",
+           "restore from this path and continue after its last epoch")
+      .add(stop_after, "stop-after-epoch",
+           "stop (exit 0) once this many epochs are done, as if killed")
+      .add(print_weights, "print-weights",
+           "print the final w and b as hexfloats on one line");
+  }
 };
 
-[[noreturn]] void usage(const char* msg) {
+using config = examples::config<training_options>;
+
+bool usage(const char* msg) {
   std::fprintf(stderr,
                "training: %s\n"
                "usage: training [--smoke] [--epochs N] [--checkpoint PATH] "
-               "[--resume PATH] [--stop-after-epoch K] [--print-weights]\n",
+               "[--resume PATH] [--stop-after-epoch K] [--print-weights] "
+               "(--long-help lists every option)\n",
                msg);
-  std::exit(2);
+  examples::exit_status = 2;
+  return false;
 }
 
-int positive_int(const char* flag, const char* text) {
-  char* end = nullptr;
-  long v = std::strtol(text, &end, 10);
-  if (*text == '\0' || *end != '\0' || v < 1 || v > 1000000)
-    usage((std::string(flag) + " needs a positive integer").c_str());
-  return int(v);
-}
-
-options parse_args(int argc, char** argv) {
-  options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> const char* {
-      if (i + 1 >= argc)
-        usage((a + " needs a value").c_str());
-      return argv[++i];
-    };
-    if (a == "--smoke")
-      o.smoke = true;
-    else if (a == "--epochs")
-      o.epochs = positive_int("--epochs", value());
-    else if (a == "--checkpoint")
-      o.checkpoint = value();
-    else if (a == "--resume")
-      o.resume = value();
-    else if (a == "--stop-after-epoch")
-      o.stop_after = positive_int("--stop-after-epoch", value());
-    else if (a == "--print-weights")
-      o.print_weights = true;
-    else
-      usage(("unknown argument " + a).c_str());
-  }
-  if (o.epochs == 0)
-    o.epochs = o.smoke ? 8 : 30;
-  return o;
+// The values CAF parsed, checked the way the hand-written parser did.
+bool check_options(const config& cfg) {
+  auto bad = [](int v) { return v != unset && (v < 1 || v > 1000000); };
+  if (bad(cfg.epochs))
+    return usage("--epochs needs a positive integer");
+  if (bad(cfg.stop_after))
+    return usage("--stop-after-epoch needs a positive integer");
+  if (!cfg.remainder.empty())
+    return usage(("unknown argument " + cfg.remainder.front()).c_str());
+  return true;
 }
 
 } // namespace
 
-int main(int argc, char** argv) {
-  const auto opt = parse_args(argc, argv);
-  const int epochs = opt.epochs;
+void caf_main(caf::actor_system& sys, const config& opt) {
+  if (!check_options(opt))
+    return;
+  const int epochs = opt.epochs != unset ? opt.epochs : opt.smoke ? 8 : 30;
   const auto data = make_dataset();
 
   strategy_options opts;
   opts.devices = {"cpu:0", "cpu:1", "cpu:2", "cpu:3"};
   opts.timeout = std::chrono::seconds(10);
-  auto s = must(strategy::create(opts), "create strategy");
+  auto s = must(strategy::create(sys, opts), "create strategy");
   const int n = s.num_replicas();
 
   auto w = must(s.create_variable("w", tensor::zeros(dtype::float32, {num_features}),
@@ -279,7 +287,7 @@ int main(int argc, char** argv) {
     if (opt.stop_after > 0 && epoch > opt.stop_after) {
       std::printf("stopped after epoch %d\n", epoch - 1);
       s.shutdown();
-      return 0;
+      return;
     }
     for (step = 0; step < steps_per_epoch; ++step, ++steps_run)
       must(s.run(train_step), "training step");
@@ -336,5 +344,7 @@ int main(int argc, char** argv) {
 
   s.shutdown();
   std::printf(failures ? "training: FAILED\n" : "training: converged, all checks passed\n");
-  return failures ? 1 : 0;
+  examples::exit_status = failures ? 1 : 0;
 }
+
+EXAMPLE_MAIN()

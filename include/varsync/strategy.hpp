@@ -18,6 +18,7 @@
 #include <caf/expected.hpp>
 
 #include "varsync/error.hpp"
+#include "varsync/function_step.hpp"
 #include "varsync/replica_fault.hpp"
 #include "varsync/tensor.hpp"
 #include "varsync/step.hpp"
@@ -59,6 +60,12 @@ class async_strategy;
 template <class T>
 using callback = std::function<void(caf::expected<T>)>;
 using done_callback = std::function<void(caf::error)>;
+
+/// What async_strategy::run(fn, done) calls back with: the error of the step
+/// for a void fn, the per-replica results otherwise.
+template <class R>
+using run_callback = std::conditional_t<std::is_void_v<R>, done_callback,
+                                        callback<per_replica<R>>>;
 
 class strategy {
 public:
@@ -106,6 +113,18 @@ public:
   // -- cross-replica context --------------------------------------------------
 
   caf::expected<tensor> read(const variable& v) const;
+  /// The cross-replica read of a one-element variable as T: exact for T's
+  /// dtype, converted from another dtype only when the value is exactly
+  /// representable as T (dtype_mismatch otherwise); shape_mismatch unless
+  /// the variable holds exactly one element. T: float, double, int32_t or
+  /// int64_t.
+  template <class T>
+  caf::expected<T> read_scalar(const variable& v) const {
+    auto x = read(v);
+    if (!x)
+      return std::move(x.error());
+    return scalar_as<T>(*x, read_scalar_context(v));
+  }
   caf::error assign(const variable& v, const tensor& value) const;
   caf::error assign_add(const variable& v, const tensor& value) const;
   caf::error assign_sub(const variable& v, const tensor& value) const;
@@ -125,22 +144,22 @@ public:
 
   /// Runs fn(replica_context&) on every replica; ON_WRITE updates of the
   /// step are applied together when every replica has finished. Returns the
-  /// per-replica results (or nothing for a void fn).
-  template <class F>
+  /// per-replica results (or the error only, for a void fn).
+  template <step_function F>
   auto run(F fn) const {
-    using result_type = std::invoke_result_t<F&, replica_context&>;
+    using result_type = step_result_t<F>;
     if constexpr (std::is_void_v<result_type>) {
-      auto step = std::make_shared<void_step<F>>(std::move(fn));
-      return run_step(step);
+      return run_step(make_step(std::move(fn), num_replicas()));
     } else {
-      auto step = std::make_shared<value_step<result_type, F>>(
-        std::move(fn), num_replicas());
+      auto made = make_step(std::move(fn), num_replicas());
       using out = caf::expected<per_replica<result_type>>;
-      if (auto err = run_step(step))
+      if (auto err = run_step(std::move(made.step)))
         return out{std::move(err)};
-      return out{step->take()};
+      return out{made.results->take()};
     }
   }
+  /// Runs a hand-written step (results, if any, stay in the step object).
+  caf::error run(replica_step_ptr step) const { return run_step(std::move(step)); }
 
   // -- distributed values ---------------------------------------------------------
 
@@ -181,29 +200,11 @@ private:
   strategy(std::shared_ptr<detail::strategy_core> core,
            std::chrono::milliseconds timeout);
 
-  template <class F>
-  struct void_step final : replica_step {
-    explicit void_step(F f) : fn(std::move(f)) {}
-    void run(replica_context& ctx) override { fn(ctx); }
-    F fn;
-  };
-
-  template <class R, class F>
-  struct value_step final : replica_step {
-    value_step(F f, int n) : fn(std::move(f)), results(static_cast<size_t>(n)) {}
-    void run(replica_context& ctx) override {
-      results[static_cast<size_t>(ctx.replica_id())].emplace(fn(ctx));
-    }
-    per_replica<R> take() {
-      std::vector<R> out;
-      out.reserve(results.size());
-      for (auto& r : results)
-        out.push_back(std::move(*r));
-      return per_replica<R>{std::move(out)};
-    }
-    F fn;
-    std::vector<std::optional<R>> results;
-  };
+  /// What errors of read_scalar start with.
+  static std::string read_scalar_context(const variable& v) {
+    return v.valid() ? "read_scalar of variable '" + v.name() + "'"
+                     : std::string{"read_scalar"};
+  }
 
   caf::error run_step(replica_step_ptr step) const;
 
@@ -211,15 +212,56 @@ private:
   std::chrono::milliseconds timeout_;
 };
 
-/// The callback API for callers that are not actors.
+/// The callback API for callers that are not actors: the operations of the
+/// blocking API, each taking a callback last. Callbacks run on the
+/// coordinator's thread (keep them short, never block in them), except for
+/// errors found before anything is sent and for the local computations
+/// (reduce, gather), which call back at once on the calling thread.
 class async_strategy {
 public:
   explicit async_strategy(strategy s) : s_(std::move(s)) {}
 
+  int num_replicas() const { return s_.num_replicas(); }
+  /// See strategy::stats.
+  void stats(callback<strategy_description> done) const;
+
+  // -- variables ---------------------------------------------------------------
+
   void create_variable(variable_spec spec, callback<variable> done) const;
+  void create_variable(std::string name, tensor initial_value,
+                       callback<variable> done) const {
+    create_variable(std::move(name), std::move(initial_value),
+                    synchronization::auto_, aggregation::none, std::nullopt,
+                    std::move(done));
+  }
+  void create_variable(std::string name, tensor initial_value,
+                       synchronization sync, aggregation agg,
+                       callback<variable> done) const {
+    create_variable(std::move(name), std::move(initial_value), sync, agg,
+                    std::nullopt, std::move(done));
+  }
+  void create_variable(std::string name, tensor initial_value,
+                       synchronization sync, aggregation agg,
+                       std::optional<bool> trainable,
+                       callback<variable> done) const;
   void lookup(const std::string& name, callback<variable> done) const;
+  /// All variables, sorted by name.
+  void variables(callback<std::vector<variable>> done) const;
   void destroy(const variable& v, done_callback done) const;
+
+  // -- cross-replica context ----------------------------------------------------
+
   void read(const variable& v, callback<tensor> done) const;
+  /// See strategy::read_scalar.
+  template <class T>
+  void read_scalar(const variable& v, callback<T> done) const {
+    read(v, [what = strategy::read_scalar_context(v),
+             done = std::move(done)](caf::expected<tensor> x) {
+      if (!x)
+        return done(std::move(x.error()));
+      done(scalar_as<T>(*x, what));
+    });
+  }
   void update(const variable& v, update_op op, tensor value,
               done_callback done) const;
   void assign(const variable& v, tensor value, done_callback done) const {
@@ -231,13 +273,71 @@ public:
   void assign_sub(const variable& v, tensor value, done_callback done) const {
     update(v, update_op::assign_sub, std::move(value), std::move(done));
   }
+  /// Scalar overloads: `value` converted to the variable's dtype.
+  void update(const variable& v, update_op op, double value,
+              done_callback done) const;
+  void assign(const variable& v, double value, done_callback done) const {
+    update(v, update_op::assign, value, std::move(done));
+  }
+  void assign_add(const variable& v, double value, done_callback done) const {
+    update(v, update_op::assign_add, value, std::move(done));
+  }
+  void assign_sub(const variable& v, double value, done_callback done) const {
+    update(v, update_op::assign_sub, value, std::move(done));
+  }
   void local_values(const variable& v,
                     callback<std::vector<tensor>> done) const;
+  /// See strategy::survivor_values.
+  void survivor_values(const variable& v,
+                       callback<std::vector<std::optional<tensor>>> done) const;
+
+  // -- replica steps ------------------------------------------------------------
+
   /// Runs a step; `done` gets the error of the step, if any. Results of a
   /// value-returning step are reachable through `step` itself.
   void run(replica_step_ptr step, done_callback done) const;
+  /// Runs fn(replica_context&) on every replica, as strategy::run(fn) does;
+  /// `done` gets the per-replica results (callback<per_replica<R>>), or the
+  /// error only for a void fn (done_callback).
+  template <step_function F>
+  void run(F fn, run_callback<step_result_t<F>> done) const {
+    if constexpr (std::is_void_v<step_result_t<F>>) {
+      run(make_step(std::move(fn), num_replicas()), std::move(done));
+    } else {
+      auto made = make_step(std::move(fn), num_replicas());
+      run(std::move(made.step),
+          [results = std::move(made.results),
+           done = std::move(done)](caf::error err) {
+            if (err)
+              return done(std::move(err));
+            done(results->take());
+          });
+    }
+  }
+
+  // -- distributed values -------------------------------------------------------
+
+  /// D3, D4 and D5 (see strategy::reduce): computed on the calling thread.
+  void reduce(reduce_op op, const per_replica<tensor>& values,
+              callback<tensor> done) const;
+  void reduce(reduce_op op, const per_replica<tensor>& values, int64_t axis,
+              callback<tensor> done) const;
+  void reduce(reduce_op op, const mirrored<tensor>& value,
+              callback<tensor> done) const;
+  /// D7 (see strategy::gather): computed on the calling thread.
+  void gather(const per_replica<tensor>& values, int64_t axis,
+              callback<tensor> done) const;
+  /// D8: the reduction, present on every replica.
+  void all_reduce(reduce_op op, per_replica<tensor> values,
+                  callback<mirrored<tensor>> done) const;
+  /// D8 for many tensors in one fused collective.
+  void batch_all_reduce(reduce_op op, std::vector<per_replica<tensor>> values,
+                        callback<std::vector<mirrored<tensor>>> done) const;
+  /// The batch form under its old name: prefer batch_all_reduce.
   void all_reduce(reduce_op op, std::vector<per_replica<tensor>> values,
-                  callback<std::vector<mirrored<tensor>>> done) const;
+                  callback<std::vector<mirrored<tensor>>> done) const {
+    batch_all_reduce(op, std::move(values), std::move(done));
+  }
 
 private:
   strategy s_;

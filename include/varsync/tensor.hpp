@@ -14,6 +14,9 @@
 #include <type_traits>
 #include <vector>
 
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
 #include "varsync/dtype.hpp"
 
 namespace varsync {
@@ -88,13 +91,45 @@ public:
   /// Writable bytes; copies the buffer first if another tensor shares it.
   void* mutable_raw();
 
+  /// Unchecked fast path: the caller guarantees that T matches type().
+  /// span<T>() and item<T>() check it.
   template <class T>
   const T* data() const {
     return static_cast<const T*>(raw());
   }
+  /// Unchecked, like data<T>(); copies a shared buffer first.
   template <class T>
   T* mutable_data() {
     return static_cast<T*>(mutable_raw());
+  }
+
+  /// The elements as T, or dtype_mismatch if T is not this tensor's dtype.
+  template <class T>
+  caf::expected<std::span<const T>> span() const {
+    if (auto err = check_dtype(dtype_of_v<T>, "span"))
+      return err;
+    return std::span<const T>{data<T>(), static_cast<size_t>(size_)};
+  }
+
+  /// Writable elements as T (copies a shared buffer first), or
+  /// dtype_mismatch. Only this tensor sees the writes.
+  template <class T>
+  caf::expected<std::span<T>> mutable_span() {
+    if (auto err = check_dtype(dtype_of_v<T>, "mutable_span"))
+      return err;
+    return std::span<T>{mutable_data<T>(), static_cast<size_t>(size_)};
+  }
+
+  /// The single element of a one-element tensor (any rank), exactly as
+  /// stored: dtype_mismatch if T is not the dtype (no conversion),
+  /// shape_mismatch if the tensor does not hold exactly one element.
+  template <class T>
+  caf::expected<T> item() const {
+    if (auto err = check_dtype(dtype_of_v<T>, "item"))
+      return err;
+    if (auto err = check_single("item"))
+      return err;
+    return *data<T>();
   }
 
   /// Element `i` converted to double (any dtype).
@@ -131,11 +166,33 @@ private:
   tensor(dtype type, tensor_shape shape, int64_t size,
          std::shared_ptr<void> data);
 
+  /// dtype_mismatch naming `what`, `expected` and the actual dtype.
+  caf::error check_dtype(dtype expected, const char* what) const;
+  /// shape_mismatch unless the tensor holds exactly one element.
+  caf::error check_single(const char* what) const;
+
   dtype type_;
   tensor_shape shape_;
   int64_t size_;
   std::shared_ptr<void> data_;
 };
+
+/// The single element of `x` as T: exact for T's own dtype, converted from
+/// any other dtype only when the value survives the conversion unchanged
+/// (dtype_mismatch otherwise, e.g. 2.5 as int32 or 2^40 as int32);
+/// shape_mismatch unless `x` holds exactly one element. Errors start with
+/// `what`. Defined for float, double, int32_t and int64_t.
+template <class T>
+caf::expected<T> scalar_as(const tensor& x, const std::string& what);
+
+extern template caf::expected<float> scalar_as<float>(const tensor&,
+                                                      const std::string&);
+extern template caf::expected<double> scalar_as<double>(const tensor&,
+                                                        const std::string&);
+extern template caf::expected<int32_t> scalar_as<int32_t>(const tensor&,
+                                                          const std::string&);
+extern template caf::expected<int64_t> scalar_as<int64_t>(const tensor&,
+                                                          const std::string&);
 
 /// Aligned host allocation used by tensors and host components.
 std::shared_ptr<void> allocate_host_bytes(size_t nbytes);

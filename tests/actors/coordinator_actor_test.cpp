@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "varsync/tensor.hpp"
 #include "messages/atoms.hpp"
 #include "messages/coordinator_interface.hpp"
+#include "varsync/function_step.hpp"
 #include "varsync/step.hpp"
 #include "varsync/strategy_description.hpp"
 #include "varsync/variable_info.hpp"
@@ -429,6 +431,47 @@ TEST_CASE_METHOD(coordinator_fixture,
   REQUIRE(res);
   // 1 + 2 + 3 + 4.
   CHECK(component_values<double>(info.id) == repeat<double>({10.0}));
+}
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "coordinator actor: make_step turns a lambda into a step and "
+                 "its per-replica results are taken after the ok reply",
+                 "[coordinator][step]") {
+  auto info = create("w", tensor::scalar<double>(0.0), synchronization::on_write,
+                     aggregation::sum);
+  variable w{info};
+  auto made = make_step(
+    [w](replica_context& ctx) {
+      if (auto err = ctx.assign_add(w, 1.0))
+        throw std::runtime_error(describe(err));
+      return ctx.replica_id() + 100;
+    },
+    num_devices);
+  auto res = ask<ok_atom>(coord, run_atom::value, made.step);
+  INFO(describe_result(res));
+  REQUIRE(res);
+  CHECK(made.results->take().values() == std::vector<int>{100, 101, 102, 103});
+  CHECK(component_values<double>(info.id) == repeat<double>({4.0}));
+}
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "coordinator actor: make_step of a void lambda is a plain "
+                 "replica_step_ptr",
+                 "[coordinator][step]") {
+  auto info = create("w", tensor::scalar<double>(0.0), synchronization::on_write,
+                     aggregation::sum);
+  variable w{info};
+  replica_step_ptr step = make_step(
+    [w](replica_context& ctx) {
+      if (auto err = ctx.assign_add(w, double(ctx.replica_id())))
+        throw std::runtime_error(describe(err));
+    },
+    num_devices);
+  auto res = ask<ok_atom>(coord, run_atom::value, step);
+  INFO(describe_result(res));
+  REQUIRE(res);
+  // 0 + 1 + 2 + 3.
+  CHECK(component_values<double>(info.id) == repeat<double>({6.0}));
 }
 
 TEST_CASE_METHOD(coordinator_fixture,

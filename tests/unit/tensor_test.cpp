@@ -1,9 +1,12 @@
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <cstring>
 #include <stdexcept>
 
+#include "varsync/error.hpp"
 #include "varsync/tensor.hpp"
 
 using namespace varsync;
@@ -102,4 +105,126 @@ TEST_CASE("tensor: byte counts that overflow size_t are refused") {
   // class instead of looping forever.
   CHECK_THROWS_AS(tensor::empty(dtype::float32, {(int64_t{1} << 61) + 1}),
                   std::bad_alloc);
+}
+
+TEST_CASE("tensor: span gives the elements of the matching dtype") {
+  auto a = tensor::from_vector<float>({2, 2}, {1, 2, 3, 4});
+  auto s = a.span<float>();
+  REQUIRE(s);
+  CHECK(s->size() == 4);
+  CHECK(std::vector<float>(s->begin(), s->end())
+        == std::vector<float>{1, 2, 3, 4});
+}
+
+TEST_CASE("tensor: span of the wrong dtype is a dtype_mismatch naming both") {
+  auto a = tensor::from_vector<float>({3}, {1, 2, 3});
+  auto s = a.span<double>();
+  REQUIRE_FALSE(s);
+  CHECK(has_code(s.error(), errc::dtype_mismatch));
+  auto text = message_of(s.error());
+  CHECK(text.find("float64") != std::string::npos);
+  CHECK(text.find("float32") != std::string::npos);
+  auto i = tensor::zeros(dtype::int32, {2});
+  CHECK(has_code(i.span<int64_t>().error(), errc::dtype_mismatch));
+}
+
+TEST_CASE("tensor: mutable_span writes only this tensor") {
+  auto a = tensor::from_vector<int64_t>({3}, {1, 2, 3});
+  auto b = a;
+  auto s = b.mutable_span<int64_t>();
+  REQUIRE(s);
+  (*s)[1] = 20;
+  CHECK(a.to_vector<int64_t>() == std::vector<int64_t>{1, 2, 3});
+  CHECK(b.to_vector<int64_t>() == std::vector<int64_t>{1, 20, 3});
+  auto bad = b.mutable_span<int32_t>();
+  REQUIRE_FALSE(bad);
+  CHECK(has_code(bad.error(), errc::dtype_mismatch));
+  CHECK(b.to_vector<int64_t>() == std::vector<int64_t>{1, 20, 3});
+}
+
+TEST_CASE("tensor: item returns the single element of the exact dtype") {
+  auto x = tensor::scalar<double>(2.5);
+  auto v = x.item<double>();
+  REQUIRE(v);
+  CHECK(*v == 2.5);
+  // Any rank with one element.
+  auto y = tensor::from_vector<int32_t>({1, 1}, {7});
+  REQUIRE(y.item<int32_t>());
+  CHECK(*y.item<int32_t>() == 7);
+}
+
+TEST_CASE("tensor: item of the wrong dtype is a dtype_mismatch, not a conversion") {
+  auto x = tensor::scalar<float>(1.5f);
+  auto v = x.item<double>();
+  REQUIRE_FALSE(v);
+  CHECK(has_code(v.error(), errc::dtype_mismatch));
+  auto text = message_of(v.error());
+  CHECK(text.find("float64") != std::string::npos);
+  CHECK(text.find("float32") != std::string::npos);
+}
+
+TEST_CASE("tensor: item of a tensor without exactly one element is a shape_mismatch") {
+  auto x = tensor::from_vector<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+  auto v = x.item<float>();
+  REQUIRE_FALSE(v);
+  CHECK(has_code(v.error(), errc::shape_mismatch));
+  CHECK(message_of(v.error()).find("[2, 3]") != std::string::npos);
+  auto empty = tensor::zeros(dtype::float32, {0});
+  CHECK(has_code(empty.item<float>().error(), errc::shape_mismatch));
+}
+
+TEST_CASE("scalar_as: the own dtype exactly, other dtypes only without loss") {
+  CHECK(*scalar_as<float>(tensor::scalar<float>(0.1f), "x") == 0.1f);
+  CHECK(*scalar_as<double>(tensor::scalar<float>(0.1f), "x")
+        == static_cast<double>(0.1f));
+  CHECK(*scalar_as<int32_t>(tensor::scalar<double>(-7.0), "x") == -7);
+  CHECK(*scalar_as<int64_t>(tensor::scalar<float>(1e10f), "x")
+        == int64_t{10000000000});
+  CHECK(*scalar_as<double>(tensor::scalar<int64_t>(int64_t{1} << 53), "x")
+        == 9007199254740992.0);
+  CHECK(*scalar_as<int32_t>(tensor::scalar<int64_t>(-5), "x") == -5);
+  CHECK(std::isnan(*scalar_as<float>(
+    tensor::scalar<double>(std::numeric_limits<double>::quiet_NaN()), "x")));
+  CHECK(std::isinf(*scalar_as<float>(
+    tensor::scalar<double>(std::numeric_limits<double>::infinity()), "x")));
+  // Any rank with one element.
+  CHECK(*scalar_as<float>(tensor::from_vector<float>({1, 1}, {3}), "x") == 3);
+}
+
+TEST_CASE("scalar_as: a lossy conversion is a dtype_mismatch naming the value "
+          "and both dtypes") {
+  auto r = scalar_as<int32_t>(tensor::scalar<double>(2.5), "reading w");
+  REQUIRE_FALSE(r);
+  CHECK(has_code(r.error(), errc::dtype_mismatch));
+  auto text = message_of(r.error());
+  CHECK(text.rfind("reading w", 0) == 0);
+  CHECK(text.find("2.5") != std::string::npos);
+  CHECK(text.find("float64") != std::string::npos);
+  CHECK(text.find("int32") != std::string::npos);
+  auto lossy = [](auto r) {
+    return !r && has_code(r.error(), errc::dtype_mismatch);
+  };
+  CHECK(lossy(scalar_as<float>(tensor::scalar<double>(0.1), "x")));
+  CHECK(lossy(scalar_as<float>(tensor::scalar<double>(1e300), "x")));
+  CHECK(lossy(scalar_as<int32_t>(tensor::scalar<double>(2147483648.0), "x")));
+  CHECK(lossy(scalar_as<int32_t>(tensor::scalar<int64_t>(int64_t{1} << 31), "x")));
+  CHECK(lossy(scalar_as<int64_t>(tensor::scalar<double>(9223372036854775808.0), "x")));
+  CHECK(lossy(scalar_as<int64_t>(
+    tensor::scalar<double>(std::numeric_limits<double>::infinity()), "x")));
+  CHECK(lossy(scalar_as<int32_t>(
+    tensor::scalar<float>(std::numeric_limits<float>::quiet_NaN()), "x")));
+  CHECK(lossy(scalar_as<double>(
+    tensor::scalar<int64_t>((int64_t{1} << 53) + 1), "x")));
+  CHECK(lossy(scalar_as<double>(
+    tensor::scalar<int64_t>(std::numeric_limits<int64_t>::max()), "x")));
+  CHECK(lossy(scalar_as<float>(tensor::scalar<int64_t>((int64_t{1} << 24) + 1), "x")));
+}
+
+TEST_CASE("scalar_as: a tensor without exactly one element is a shape_mismatch") {
+  auto r = scalar_as<float>(tensor::zeros(dtype::float32, {3}), "x");
+  REQUIRE_FALSE(r);
+  CHECK(has_code(r.error(), errc::shape_mismatch));
+  CHECK(message_of(r.error()).find("[3]") != std::string::npos);
+  CHECK(has_code(scalar_as<float>(tensor::zeros(dtype::float32, {0}), "x").error(),
+                 errc::shape_mismatch));
 }

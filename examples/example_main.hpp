@@ -1,0 +1,62 @@
+#pragma once
+// What the examples share around CAF's main: options are declared on the
+// actor_system_config (so --long-help lists them and caf-application.ini can
+// set them), and two adaptations of CAF 0.17:
+//  - it parses long options only as --name=value; the examples have always
+//    accepted --name value too, so the config joins those first;
+//  - exec_main discards what caf_main returns, so an example reports its
+//    exit status through examples::exit_status (EXAMPLE_MAIN returns it).
+
+#include <string>
+#include <vector>
+
+#include <caf/actor_system_config.hpp>
+#include <caf/config_option_set.hpp>
+#include <caf/exec_main.hpp>
+#include <caf/string_view.hpp>
+
+namespace examples {
+
+/// argv without the program name, with "--name value" joined into
+/// "--name=value" for every option of `opts` that takes a value.
+inline std::vector<std::string>
+join_long_values(const caf::config_option_set& opts, int argc, char** argv) {
+  std::vector<std::string> out;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.size() > 2 && arg.compare(0, 2, "--") == 0
+        && arg.find('=') == std::string::npos && i + 1 < argc) {
+      auto name = arg.substr(2);
+      auto opt = opts.cli_long_name_lookup(caf::string_view{name});
+      if (opt != nullptr && !opt->is_flag()) {
+        out.push_back(arg + "=" + argv[++i]);
+        continue;
+      }
+    }
+    out.push_back(std::move(arg));
+  }
+  return out;
+}
+
+/// An example's config: Base declares the options in its constructor.
+template <class Base>
+struct config : Base {
+  /// Hides actor_system_config::parse, which exec_main calls on the
+  /// caf_main's config type.
+  caf::error parse(int argc, char** argv, const char* ini_file) {
+    return caf::actor_system_config::parse(
+      join_long_values(this->custom_options_, argc, argv), ini_file);
+  }
+};
+
+/// The process exit status (caf_main cannot return one in CAF 0.17).
+inline int exit_status = 0;
+
+} // namespace examples
+
+/// CAF_MAIN() that also returns examples::exit_status.
+#define EXAMPLE_MAIN()                                                         \
+  int main(int argc, char** argv) {                                            \
+    auto rc = ::caf::exec_main<>(caf_main, argc, argv);                        \
+    return rc != 0 ? rc : ::examples::exit_status;                             \
+  }
