@@ -102,9 +102,11 @@ caf::error coordinator_state::translate(const caf::error& err,
 
 template <class T, class Send>
 void coordinator_state::gather(size_t count, caf::timespan timeout, Send send,
-                               reply_fn<std::vector<T>> done) {
+                               reply_fn<std::vector<T>> done,
+                               on_deadline late) {
   struct state final : expirable {
     coordinator_state* owner = nullptr;
+    on_deadline late = on_deadline::abandoned;
     std::vector<T> values;
     size_t pending = 0;
     bool finished = false;
@@ -133,10 +135,21 @@ void coordinator_state::gather(size_t count, caf::timespan timeout, Send send,
     void expire() override {
       if (finished)
         return;
-      error = make_error(errc::timeout,
-                         std::to_string(pending) + " of "
-                           + std::to_string(values.size())
-                           + " replicas did not answer within the deadline");
+      auto missing = std::to_string(pending) + " of "
+                     + std::to_string(values.size());
+      if (late == on_deadline::committed)
+        error = make_error(errc::committed_late,
+                           "the operation was committed and is applied to "
+                           "every live component, but "
+                             + missing
+                             + " replicas did not confirm it within the "
+                               "deadline");
+      else
+        error = make_error(errc::timeout,
+                           missing
+                             + " replicas did not answer within the "
+                               "deadline; the operation was abandoned before "
+                               "its commit point");
       finish();
     }
   };
@@ -146,6 +159,7 @@ void coordinator_state::gather(size_t count, caf::timespan timeout, Send send,
   }
   auto st = std::make_shared<state>();
   st->owner = this;
+  st->late = late;
   st->values.resize(count);
   st->pending = count;
   st->done = std::move(done);
@@ -169,14 +183,92 @@ void coordinator_state::gather(size_t count, caf::timespan timeout, Send send,
 
 template <class Send>
 void coordinator_state::gather_ok(size_t count, caf::timespan timeout,
-                                  Send send, reply_fn<ok_atom> done) {
+                                  Send send, reply_fn<ok_atom> done,
+                                  on_deadline late) {
   gather<ok_atom>(count, timeout, std::move(send),
                   [done = std::move(done)](caf::expected<std::vector<ok_atom>> r) {
                     if (r)
                       done(ok_atom::value);
                     else
                       done(std::move(r.error()));
-                  });
+                  },
+                  late);
+}
+
+caf::expected<caf::timespan>
+coordinator_state::remaining(caf::timespan timeout, const char* what) const {
+  if (timeout == caf::timespan::max() || queued_for_.count() == 0)
+    return timeout;
+  if (queued_for_ >= timeout)
+    return make_error(errc::timeout,
+                      std::string{what} + " waited "
+                        + std::to_string(std::chrono::duration_cast<
+                                           std::chrono::milliseconds>(queued_for_)
+                                           .count())
+                        + " ms for admission behind other operations, past "
+                          "its deadline; it was not started, nothing was "
+                          "changed");
+  return timeout - queued_for_;
+}
+
+void coordinator_state::pending_read::expire() {
+  if (finished)
+    return;
+  finished = true;
+  fail(make_error(errc::timeout,
+                  "the read waited for writes of the variable that were "
+                  "issued before it and are not yet confirmed by every "
+                  "replica, past its deadline; nothing was changed"));
+}
+
+template <class T>
+void coordinator_state::read_after_writes(
+  entry& e, caf::timespan timeout, std::function<void(caf::timespan)> rerun,
+  reply_fn<T> done) {
+  auto w = std::make_shared<pending_read>();
+  w->since = operation_deadlines::clock::now();
+  w->timeout = timeout;
+  w->rerun = std::move(rerun);
+  w->fail = [done](caf::error err) { done(std::move(err)); };
+  if (timeout != caf::timespan::max()) {
+    w->deadline = watch(timeout, w.get());
+    w->watched = true;
+  }
+  e.waiting_reads.push_back(std::move(w));
+}
+
+void coordinator_state::write_done(uint64_t id) {
+  auto i = entries_.find(id);
+  if (i == entries_.end())
+    return;
+  if (i->second.writes_in_flight > 0 && --i->second.writes_in_flight == 0)
+    flush_reads(i->second);
+}
+
+void coordinator_state::flush_reads(entry& e) {
+  auto reads = std::move(e.waiting_reads);
+  e.waiting_reads.clear();
+  auto now = operation_deadlines::clock::now();
+  for (auto& w : reads) {
+    if (w->finished)
+      continue;
+    w->finished = true;
+    if (w->watched)
+      unwatch(w->deadline);
+    auto left = w->timeout;
+    if (left != caf::timespan::max()) {
+      auto waited = std::chrono::duration_cast<caf::timespan>(now - w->since);
+      if (waited >= left) {
+        w->fail(make_error(errc::timeout,
+                           "the read waited for earlier writes of the "
+                           "variable past its deadline; nothing was "
+                           "changed"));
+        continue;
+      }
+      left -= waited;
+    }
+    w->rerun(left);
+  }
 }
 
 operation_deadlines::handle coordinator_state::watch(caf::timespan timeout,
@@ -221,7 +313,10 @@ void coordinator_state::release_slot() {
     auto next = std::move(waiting_.front());
     waiting_.pop_front();
     ++in_flight_;
-    next();
+    queued_for_ = std::chrono::duration_cast<caf::timespan>(
+      operation_deadlines::clock::now() - next.since);
+    next.run();
+    queued_for_ = caf::timespan{0};
   }
   draining_ = false;
 }
@@ -230,6 +325,10 @@ void coordinator_state::release_slot() {
 
 void coordinator_state::create(caf::timespan timeout, variable_spec spec,
                                reply_fn<variable_info> done) {
+  auto left = remaining(timeout, "create");
+  if (!left)
+    return done(std::move(left.error()));
+  timeout = *left;
   auto info = validate_variable_spec(spec);
   if (!info)
     return done(std::move(info.error()));
@@ -242,7 +341,7 @@ void coordinator_state::create(caf::timespan timeout, variable_spec spec,
   info->id = next_variable_id();
   auto id = info->id;
   names_.emplace(info->name, id);
-  entries_.emplace(id, entry{*info, &policy_for(info->sync), false});
+  entries_.emplace(id, entry{*info, &policy_for(info->sync), false, 0, {}});
   auto initial = std::move(spec.initial_value);
   gather_ok(
     replicas_.size(), timeout,
@@ -293,27 +392,48 @@ void coordinator_state::list(reply_fn<std::vector<variable_info>> done) {
 
 void coordinator_state::destroy(caf::timespan timeout, uint64_t id,
                                 reply_fn<ok_atom> done) {
+  auto left = remaining(timeout, "destroy");
+  if (!left)
+    return done(std::move(left.error()));
+  timeout = *left;
   auto e = find(id);
   if (!e)
     return done(std::move(e.error()));
   names_.erase((*e)->info.name);
+  // Reads waiting for this variable's writes run again and find it gone.
+  auto waiting = std::move((*e)->waiting_reads);
   entries_.erase(id);
+  for (auto& w : waiting)
+    if (!w->finished) {
+      w->finished = true;
+      if (w->watched)
+        unwatch(w->deadline);
+      w->rerun(w->timeout);
+    }
   gather_ok(
     replicas_.size(), timeout,
     [this, id](size_t i) {
       return self_->request(replicas_[i], caf::infinite,
                             component_destroy_atom::value, id);
     },
-    std::move(done));
+    std::move(done), on_deadline::committed);
 }
 
 // -- cross-replica context ------------------------------------------------------
 
 void coordinator_state::read(caf::timespan timeout, uint64_t id,
                              reply_fn<tensor> done) {
+  auto left = remaining(timeout, "read");
+  if (!left)
+    return done(std::move(left.error()));
+  timeout = *left;
   auto e = find(id);
   if (!e)
     return done(std::move(e.error()));
+  if ((*e)->writes_in_flight > 0)
+    return read_after_writes<tensor>(
+      **e, timeout,
+      [this, id, done](caf::timespan t) { read(t, id, done); }, done);
   auto& info = (*e)->info;
   auto plan = (*e)->policy->cross_replica_read(info, num_replicas());
   if (auto err = check_replicas())
@@ -375,6 +495,10 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
 void coordinator_state::update(caf::timespan timeout, uint64_t id,
                                update_op op, tensor value,
                                reply_fn<ok_atom> done) {
+  auto left = remaining(timeout, "update");
+  if (!left)
+    return done(std::move(left.error()));
+  timeout = *left;
   auto e = find(id);
   if (!e)
     return done(std::move(e.error()));
@@ -383,6 +507,13 @@ void coordinator_state::update(caf::timespan timeout, uint64_t id,
     return done(std::move(err));
   if (auto err = check_replicas())
     return done(std::move(err));
+  // Dispatch is the commit point (V2): from here the update reaches every
+  // live component, and reads of the variable wait for its confirmation (W8).
+  ++(*e)->writes_in_flight;
+  done = [this, id, done = std::move(done)](caf::expected<ok_atom> r) {
+    write_done(id);
+    done(std::move(r));
+  };
   switch ((*e)->policy->cross_replica_update(info, op)) {
     case update_target::every_component:
       return gather_ok(
@@ -391,7 +522,7 @@ void coordinator_state::update(caf::timespan timeout, uint64_t id,
           return self_->request(replicas_[i], caf::infinite,
                                 component_update_atom::value, id, op, value);
         },
-        std::move(done));
+        std::move(done), on_deadline::committed);
     case update_target::first_component:
       return gather_ok(
          1, timeout,
@@ -399,7 +530,7 @@ void coordinator_state::update(caf::timespan timeout, uint64_t id,
           return self_->request(replicas_[0], caf::infinite,
                                 component_update_atom::value, id, op, value);
         },
-        std::move(done));
+        std::move(done), on_deadline::committed);
     case update_target::split:
       return gather_ok(
         replicas_.size(), timeout,
@@ -407,15 +538,23 @@ void coordinator_state::update(caf::timespan timeout, uint64_t id,
           return self_->request(replicas_[i], caf::infinite,
                                 component_split_atom::value, id, value);
         },
-        std::move(done));
+        std::move(done), on_deadline::committed);
   }
 }
 
 void coordinator_state::local_values(caf::timespan timeout, uint64_t id,
                                      reply_fn<std::vector<tensor>> done) {
+  auto left = remaining(timeout, "local_values");
+  if (!left)
+    return done(std::move(left.error()));
+  timeout = *left;
   auto e = find(id);
   if (!e)
     return done(std::move(e.error()));
+  if ((*e)->writes_in_flight > 0)
+    return read_after_writes<std::vector<tensor>>(
+      **e, timeout,
+      [this, id, done](caf::timespan t) { local_values(t, id, done); }, done);
   if (auto err = check_replicas())
     return done(std::move(err));
   gather<tensor>(
@@ -430,9 +569,18 @@ void coordinator_state::local_values(caf::timespan timeout, uint64_t id,
 void coordinator_state::survivor_values(
   caf::timespan timeout, uint64_t id,
   reply_fn<std::vector<std::optional<tensor>>> done) {
+  auto left = remaining(timeout, "survivor_values");
+  if (!left)
+    return done(std::move(left.error()));
+  timeout = *left;
   auto e = find(id);
   if (!e)
     return done(std::move(e.error()));
+  if ((*e)->writes_in_flight > 0)
+    return read_after_writes<std::vector<std::optional<tensor>>>(
+      **e, timeout,
+      [this, id, done](caf::timespan t) { survivor_values(t, id, done); },
+      done);
   std::vector<size_t> live;
   for (size_t i = 0; i < replicas_.size(); ++i)
     if (!replica_failures_[i])
@@ -458,6 +606,10 @@ void coordinator_state::survivor_values(
 
 void coordinator_state::run(caf::timespan timeout, replica_step_ptr step,
                             reply_fn<ok_atom> done) {
+  auto left = remaining(timeout, "run");
+  if (!left)
+    return done(std::move(left.error()));
+  timeout = *left;
   if (!step)
     return done(make_error(errc::invalid_argument, "run: no step function"));
   if (auto err = check_replicas())
@@ -540,6 +692,10 @@ void coordinator_state::finish_step(caf::timespan timeout,
 void coordinator_state::all_reduce(caf::timespan timeout, reduce_op op,
                                    std::vector<std::vector<tensor>> values,
                                    reply_fn<std::vector<tensor>> done) {
+  auto left = remaining(timeout, "all_reduce");
+  if (!left)
+    return done(std::move(left.error()));
+  timeout = *left;
   auto plan = std::make_shared<collective_plan>();
   plan->num_replicas = num_replicas();
   for (size_t k = 0; k < values.size(); ++k) {
@@ -603,9 +759,25 @@ void coordinator_state::run_collective(caf::timespan timeout,
                                        std::shared_ptr<collective_plan> plan,
                                        reply_fn<ok_atom> done) {
   if (collective_running_) {
+    // The deadline runs while the collective waits for the one before it.
+    auto since = operation_deadlines::clock::now();
     pending_collectives_.emplace_back(
-      [this, timeout, plan, done = std::move(done)]() mutable {
-        start_collective(timeout, std::move(plan), std::move(done));
+      [this, since, timeout, plan, done = std::move(done)]() mutable {
+        auto left = timeout;
+        if (timeout != caf::timespan::max()) {
+          auto waited = std::chrono::duration_cast<caf::timespan>(
+            operation_deadlines::clock::now() - since);
+          if (waited >= timeout) {
+            // Not entered: abandoned on every replica, nothing changed.
+            done(make_error(errc::timeout,
+                            "the collective waited for earlier collectives "
+                            "past its deadline; it was not started, nothing "
+                            "was changed"));
+            return finish_collective();
+          }
+          left = timeout - waited;
+        }
+        start_collective(left, std::move(plan), std::move(done));
       });
     return;
   }

@@ -5,9 +5,12 @@
 // touches tensor data itself: work proportional to a tensor's size happens on
 // the replicas.
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -65,9 +68,22 @@ public:
       op();
       return;
     }
-    waiting_.emplace_back(std::forward<F>(op));
+    waiting_.push_back({operation_deadlines::clock::now(),
+                        std::function<void()>{std::forward<F>(op)}});
   }
   void release_slot();
+  /// Runs `op`, an operation requested at `since` (a client call), so that
+  /// its deadline counts from the request: time spent in the mailbox or the
+  /// admission queue is not granted twice.
+  template <class F>
+  void run_requested_at(std::chrono::steady_clock::time_point since, F&& op) {
+    auto saved = queued_for_;
+    auto waited = std::chrono::duration_cast<caf::timespan>(
+      std::chrono::steady_clock::now() - since);
+    queued_for_ = std::max(saved, waited);
+    op();
+    queued_for_ = saved;
+  }
   /// Wraps `done` so that it releases the operation's slot first.
   template <class T>
   reply_fn<T> releasing(reply_fn<T> done) {
@@ -107,11 +123,46 @@ public:
   void shutdown();
 
 private:
+  /// A cross-replica read waiting for the writes of its variable that were
+  /// dispatched before it (W8).
+  struct pending_read : expirable {
+    operation_deadlines::clock::time_point since;
+    caf::timespan timeout;
+    operation_deadlines::handle deadline;
+    bool watched = false;
+    bool finished = false;
+    /// Runs the read again with the time that is left.
+    std::function<void(caf::timespan)> rerun;
+    /// Fails the read.
+    std::function<void(caf::error)> fail;
+    void expire() override;
+  };
+
   struct entry {
     variable_info info;
     const sync_policy* policy = nullptr;
     bool ready = false;
+    /// Cross-replica writes dispatched and not yet confirmed by every
+    /// replica; reads wait for them (W8).
+    size_t writes_in_flight = 0;
+    std::deque<std::shared_ptr<pending_read>> waiting_reads;
   };
+
+  /// `timeout` less the time the operation now starting waited for
+  /// admission; `timeout` (nothing dispatched, nothing changed) if none is
+  /// left.
+  caf::expected<caf::timespan> remaining(caf::timespan timeout,
+                                         const char* what) const;
+
+  /// Defers a read of `e` until its writes in flight are confirmed (W8).
+  template <class T>
+  void read_after_writes(entry& e, caf::timespan timeout,
+                         std::function<void(caf::timespan)> rerun,
+                         reply_fn<T> done);
+  /// A write of `id` was confirmed (or failed): reads waiting for it run.
+  void write_done(uint64_t id);
+  /// Runs (or fails) every read waiting on `e`.
+  void flush_reads(entry& e);
 
   int num_replicas() const { return static_cast<int>(replicas_.size()); }
 
@@ -119,16 +170,25 @@ private:
   caf::error check_replicas() const;
   caf::error translate(const caf::error& err, size_t replica) const;
 
+  /// What a passed deadline means for a gather: `abandoned`, nothing was
+  /// changed (reads) or what was changed is undone (create); `committed`,
+  /// the requests change state and were all sent, so they will be applied
+  /// to every live component: a late confirmation is `committed_late` (V2).
+  enum class on_deadline { abandoned, committed };
+
   /// Sends a request to replicas 0..count-1 (`send(i)` makes it) and
   /// gathers the replies in replica order; the first error wins, and the
-  /// operation fails with `timeout` if it has not completed within `timeout`.
+  /// operation fails with `timeout` (or `committed_late`) if it has not
+  /// completed within `timeout`.
   template <class T, class Send>
   void gather(size_t count, caf::timespan timeout, Send send,
-              reply_fn<std::vector<T>> done);
+              reply_fn<std::vector<T>> done,
+              on_deadline late = on_deadline::abandoned);
 
   template <class Send>
   void gather_ok(size_t count, caf::timespan timeout, Send send,
-                 reply_fn<ok_atom> done);
+                 reply_fn<ok_atom> done,
+                 on_deadline late = on_deadline::abandoned);
 
   operation_deadlines::handle watch(caf::timespan timeout, expirable* op);
   void unwatch(operation_deadlines::handle h) { deadlines_.remove(h); }
@@ -158,7 +218,13 @@ private:
   std::unordered_map<std::string, uint64_t> names_;
   size_t in_flight_ = 0;
   bool draining_ = false;
-  std::deque<std::function<void()>> waiting_;
+  struct waiting_operation {
+    operation_deadlines::clock::time_point since;
+    std::function<void()> run;
+  };
+  std::deque<waiting_operation> waiting_;
+  /// How long the operation now being started waited for admission.
+  caf::timespan queued_for_{0};
   operation_deadlines deadlines_;
   std::optional<operation_deadlines::clock::time_point> tick_at_;
   bool collective_running_ = false;

@@ -1,5 +1,6 @@
 #include "varsync/strategy.hpp"
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -22,6 +23,32 @@ namespace detail {
 
 namespace {
 
+// A client call is started by the coordinator or abandoned by a blocking
+// caller whose deadline passed, whichever comes first.
+enum : int { call_pending, call_started, call_abandoned };
+
+// The state of the call that await() is starting on this thread.
+thread_local std::shared_ptr<std::atomic<int>>* starting_call = nullptr;
+
+// Calls `fn` once: with the outcome, or with shut_down when the last copy
+// is dropped unanswered (the coordinator stopped with the operation in
+// flight), so that no caller waits for an answer that cannot come.
+template <class T>
+struct reply_once {
+  reply_fn<T> fn;
+  void operator()(caf::expected<T> r) {
+    auto f = std::move(fn);
+    fn = nullptr;
+    if (f)
+      f(std::move(r));
+  }
+  ~reply_once() {
+    if (fn)
+      fn(make_error(errc::shut_down,
+                    "the strategy shut down before the operation completed"));
+  }
+};
+
 template <class T>
 class call_impl final : public client_call {
 public:
@@ -39,14 +66,32 @@ public:
   // Admitted like every request (coordinator_state::admit); the slot is
   // released when the operation completes.
   void invoke(coordinator_state& coordinator) override {
-    auto done = std::move(done_);
+    int expected = call_pending;
+    if (!state_->compare_exchange_strong(expected, call_started)) {
+      done_ = nullptr; // the caller has its answer: timeout, nothing changed
+      coordinator.release_slot();
+      return;
+    }
+    auto once = std::make_shared<reply_once<T>>();
+    once->fn = std::move(done_);
     done_ = nullptr;
-    op_(coordinator, coordinator.releasing<T>(std::move(done)));
+    // The deadline counts from the request, not from when the coordinator
+    // got to it.
+    coordinator.run_requested_at(submitted_, [&] {
+      op_(coordinator,
+          coordinator.releasing<T>(
+            [once](caf::expected<T> r) { (*once)(std::move(r)); }));
+    });
   }
 
 private:
   op_type op_;
   reply_fn<T> done_;
+  std::shared_ptr<std::atomic<int>> state_
+    = starting_call ? *starting_call
+                    : std::make_shared<std::atomic<int>>(call_pending);
+  std::chrono::steady_clock::time_point submitted_
+    = std::chrono::steady_clock::now();
 };
 
 // Timeouts of 100 years or more mean "no deadline": converted to nanoseconds
@@ -143,8 +188,13 @@ template <class T, class Start>
 caf::expected<T> strategy_core::await(std::chrono::milliseconds timeout,
                                       Start&& start) {
   auto slot = std::make_shared<blocking_slot<T>>();
+  // The client call that start() submits shares this state, so that this
+  // caller can abandon it if the coordinator has not started it in time.
+  auto state = std::make_shared<std::atomic<int>>(call_pending);
+  starting_call = &state;
   start(reply_fn<T>{
     [slot](caf::expected<T> result) { slot->set(std::move(result)); }});
+  starting_call = nullptr;
   if (timeout >= no_deadline_from) {
     slot->wait();
     return slot->take();
@@ -153,10 +203,17 @@ caf::expected<T> strategy_core::await(std::chrono::milliseconds timeout,
   // period covers the hop back.
   auto deadline = std::chrono::steady_clock::now() + timeout
                   + std::chrono::milliseconds(100);
-  if (!slot->wait_until(deadline))
-    return make_error(errc::timeout, "no answer from the coordinator within "
-                                       + std::to_string(timeout.count())
-                                       + " ms");
+  if (!slot->wait_until(deadline)) {
+    int expected = call_pending;
+    if (state->compare_exchange_strong(expected, call_abandoned))
+      return make_error(errc::timeout,
+                        "the coordinator did not start the operation within "
+                          + std::to_string(timeout.count())
+                          + " ms; it never will, nothing was changed");
+    // Started: the coordinator answers by its own deadline (timeout before
+    // the commit point, committed_late after it) or when it stops.
+    slot->wait();
+  }
   return slot->take();
 }
 

@@ -31,6 +31,10 @@ enum class errc : uint8_t {
   checkpoint_mismatch,
   checkpoint_corrupt,
   shut_down,
+  /// The operation passed its commit point and is applied to every live
+  /// component, but its confirmation missed the deadline (never `timeout`,
+  /// which means nothing changed).
+  committed_late,
 };
 
 /// The atom naming varsync's error category ("varsync").

@@ -33,6 +33,7 @@
 #include "varsync/actor_api.hpp"
 #include "varsync/replica_context.hpp"
 #include "varsync/strategy.hpp"
+#include "varsync/testing.hpp"
 
 using namespace varsync;
 using varsync::test::actor_fixture;
@@ -768,5 +769,77 @@ TEST_CASE_METHOD(actor_fixture,
   auto local = ask<tensor>(replica_of(*s, 1), local_read_atom::value, v->id());
   REQUIRE(local);
   CHECK(local->to_vector<float>() == std::vector<float>{2.f, 2.f});
+  s->shutdown();
+}
+
+// -- commit point and read ordering through the actor API --------------------------
+
+TEST_CASE_METHOD(actor_fixture,
+                 "V2: coordinator actor: an update whose confirmation misses "
+                 "the deadline is answered committed_late and applied once",
+                 "[coordinator][V2]") {
+  strategy_options opts;
+  opts.devices = {"cpu:0", "cpu:1"};
+  opts.timeout = std::chrono::milliseconds(100);
+  opts.faults = {delay_replica(1, std::chrono::milliseconds(400), 2)};
+  auto s = strategy::create(sys, opts);
+  REQUIRE(s);
+  auto coordinator = coordinator_of(*s);
+  stop_at_end(coordinator);
+  auto v = s->with_timeout(std::chrono::milliseconds(5000))
+             .create_variable("w", tensor::scalar<float>(0.f));
+  REQUIRE(v);
+  auto r = ask<ok_atom>(coordinator, update_atom::value, v->id(),
+                        update_op::assign_add, tensor::scalar<float>(1.f));
+  REQUIRE_FALSE(r);
+  INFO(describe_result(r));
+  CHECK(has_code(r.error(), errc::committed_late));
+  auto values = s->with_timeout(std::chrono::milliseconds(5000)).local_values(*v);
+  REQUIRE(values);
+  for (auto& c : *values)
+    CHECK(c.to_vector<float>() == std::vector<float>{1.f});
+  s->shutdown();
+}
+
+TEST_CASE_METHOD(actor_fixture,
+                 "W8: coordinator actor: a read sent after an update is "
+                 "answered after the update is confirmed by every replica",
+                 "[coordinator][W8]") {
+  strategy_options opts;
+  opts.devices = {"cpu:0", "cpu:1"};
+  opts.timeout = std::chrono::milliseconds(5000);
+  opts.faults = {delay_replica(1, std::chrono::milliseconds(200), 2)};
+  auto s = strategy::create(sys, opts);
+  REQUIRE(s);
+  auto coordinator = coordinator_of(*s);
+  stop_at_end(coordinator);
+  auto v = s->create_variable("w", tensor::scalar<float>(0.f));
+  REQUIRE(v);
+  // One client sends the update and the read back to back and records the
+  // order of the answers.
+  auto client = sys.spawn([coordinator, id = v->id()](
+                            caf::event_based_actor* self,
+                            caf::actor reporter) {
+    auto order = std::make_shared<std::vector<std::string>>();
+    auto report = [self, order, reporter] {
+      if (order->size() == 2)
+        self->send(reporter, *order);
+    };
+    self->request(coordinator, caf::infinite, update_atom::value, id,
+                  update_op::assign, tensor::scalar<float>(5.f))
+      .then([order, report](ok_atom) { order->push_back("update"); report(); },
+            [order, report](caf::error&) { order->push_back("update error"); report(); });
+    self->request(coordinator, caf::infinite, read_atom::value, id)
+      .then([order, report](tensor& t) {
+              order->push_back("read " + std::to_string(t.as_double()));
+              report();
+            },
+            [order, report](caf::error&) { order->push_back("read error"); report(); });
+  }, caf::actor{self});
+  stop_at_end(client);
+  std::vector<std::string> order;
+  self->receive([&](std::vector<std::string>& got) { order = got; },
+                caf::after(test::reply_deadline) >> [] {});
+  CHECK(order == std::vector<std::string>{"update", "read 5.000000"});
   s->shutdown();
 }
