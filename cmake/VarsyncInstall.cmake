@@ -47,6 +47,8 @@ else()
   set(VARSYNC_PC_LIBS_PRIVATE "")
   set(VARSYNC_PC_LIBS_STATIC "-lspdlog -lfmt")
 endif()
+file(RELATIVE_PATH VARSYNC_PC_PREFIX_FROM_PCDIR
+     "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
 configure_file(cmake/varsync.pc.in "${PROJECT_BINARY_DIR}/varsync.pc" @ONLY)
 install(FILES "${PROJECT_BINARY_DIR}/varsync.pc"
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
