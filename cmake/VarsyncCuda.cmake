@@ -44,28 +44,14 @@ if(VARSYNC_HAVE_CUDA)
   endif()
   find_package(CUDAToolkit REQUIRED)
 
-  # NCCL ships no CMake config: find the header and the library, preferring
-  # the copy inside the CUDA toolkit. NCCL_ROOT / NCCL_HOME point elsewhere.
-  find_path(NCCL_INCLUDE_DIR nccl.h
-    HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} $ENV{NCCL_HOME} ${CUDAToolkit_INCLUDE_DIRS}
-          "${CUDAToolkit_LIBRARY_ROOT}"
-    PATH_SUFFIXES include)
-  find_library(NCCL_LIBRARY nccl
-    HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} $ENV{NCCL_HOME} ${CUDAToolkit_LIBRARY_DIR}
-          "${CUDAToolkit_LIBRARY_ROOT}"
-    PATH_SUFFIXES lib lib64 lib/x86_64-linux-gnu)
-  if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
-    if(NOT TARGET NCCL::nccl)
-      add_library(NCCL::nccl UNKNOWN IMPORTED)
-      set_target_properties(NCCL::nccl PROPERTIES
-        IMPORTED_LOCATION "${NCCL_LIBRARY}"
-        INTERFACE_INCLUDE_DIRECTORIES "${NCCL_INCLUDE_DIR}")
-    endif()
-  elseif(VARSYNC_CUDA STREQUAL "ON")
+  # NCCL ships no CMake config: cmake/FindNCCL.cmake (installed with the
+  # package for consumers of varsync::cuda).
+  find_package(NCCL QUIET)
+  if(NOT NCCL_FOUND AND VARSYNC_CUDA STREQUAL "ON")
     message(FATAL_ERROR "VARSYNC_CUDA=ON but NCCL was not found (nccl.h: "
                         "${NCCL_INCLUDE_DIR}, libnccl: ${NCCL_LIBRARY}); "
                         "set NCCL_ROOT")
-  else()
+  elseif(NOT NCCL_FOUND)
     message(STATUS "varsync: nvcc found but NCCL not found; CUDA backend disabled")
     set(VARSYNC_HAVE_CUDA OFF)
   endif()

@@ -36,6 +36,7 @@ write_basic_package_version_file("${PROJECT_BINARY_DIR}/varsyncConfigVersion.cma
 install(FILES "${PROJECT_BINARY_DIR}/varsyncConfig.cmake"
               "${PROJECT_BINARY_DIR}/varsyncConfigVersion.cmake"
               cmake/FindCAF.cmake
+              cmake/FindNCCL.cmake
         DESTINATION ${VARSYNC_CMAKE_DIR})
 
 # pkg-config: the libraries a program that uses the public headers links.
