@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "varsync/half.hpp"
+#include "core/host_buffer_pool.hpp"
 
 namespace varsync {
 
@@ -106,6 +107,26 @@ public:
     std::free(p);
   }
 
+  size_t cached_bytes() {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return cached_;
+  }
+
+  size_t trim() {
+    std::unordered_map<size_t, std::vector<void*>> freed;
+    size_t bytes = 0;
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      freed.swap(free_);
+      bytes = cached_;
+      cached_ = 0;
+    }
+    for (auto& [size, list] : freed)
+      for (auto* p : list)
+        std::free(p);
+    return bytes;
+  }
+
 private:
   std::mutex mtx_;
   std::unordered_map<size_t, std::vector<void*>> free_;
@@ -113,6 +134,14 @@ private:
 };
 
 } // namespace
+
+size_t host_buffer_pool_cached_bytes() {
+  return large_buffer_pool::instance().cached_bytes();
+}
+
+size_t trim_host_buffer_pool() {
+  return large_buffer_pool::instance().trim();
+}
 
 std::shared_ptr<void> allocate_host_bytes(size_t nbytes) {
   if (nbytes >= large_buffer_pool::min_pooled) {
