@@ -1,5 +1,6 @@
 #include "varsync/tensor.hpp"
 
+#include <atomic>
 #include <cstdlib>
 #include <limits>
 #include <mutex>
@@ -87,6 +88,7 @@ public:
         auto* p = free_list.back();
         free_list.pop_back();
         cached_ -= size;
+        cached_view_.store(cached_, std::memory_order_relaxed);
         return p;
       }
     }
@@ -101,15 +103,16 @@ public:
           && cached_ + size <= max_cached_bytes) {
         free_list.push_back(p);
         cached_ += size;
+        cached_view_.store(cached_, std::memory_order_relaxed);
         return;
       }
     }
     std::free(p);
   }
 
-  size_t cached_bytes() {
-    std::lock_guard<std::mutex> guard{mtx_};
-    return cached_;
+  // Read on every memory budget check: no lock.
+  size_t cached_bytes() const {
+    return cached_view_.load(std::memory_order_relaxed);
   }
 
   size_t trim() {
@@ -120,6 +123,7 @@ public:
       freed.swap(free_);
       bytes = cached_;
       cached_ = 0;
+      cached_view_.store(0, std::memory_order_relaxed);
     }
     for (auto& [size, list] : freed)
       for (auto* p : list)
@@ -131,6 +135,7 @@ private:
   std::mutex mtx_;
   std::unordered_map<size_t, std::vector<void*>> free_;
   size_t cached_ = 0;
+  std::atomic<size_t> cached_view_{0}; // cached_, for lock-free readers
 };
 
 } // namespace
