@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <unistd.h>
@@ -40,7 +42,10 @@ constexpr int64_t MiB = int64_t{1} << 20;
 
 strategy budget_strategy(int replicas, uint64_t budget) {
   strategy_options options;
-  options.devices = test_devices(replicas);
+  // Host replicas: the budget is about host memory.
+  options.devices.clear();
+  for (int r = 0; r < replicas; ++r)
+    options.devices.push_back("cpu:" + std::to_string(r));
   options.timeout = 20s;
   options.scheduler_threads = 2;
   options.memory_budget_bytes = budget;
@@ -111,6 +116,40 @@ TEST_CASE("memory: variables that together exceed the budget") {
   VS_REQUIRE_OK(s.destroy(*first));
   auto again = s.create_variable("second", mib_f32(40));
   CHECK(again);
+}
+
+TEST_CASE("memory: concurrent creations cannot share the last of the budget") {
+  // All requests reach the coordinator before any replica allocates: each
+  // creation reserves its bytes when it is accepted, so exactly as many as
+  // fit succeed (3 x 20 MiB in 64 MiB).
+  auto s = budget_strategy(1, 64 * MiB);
+  auto value = mib_f32(20); // shared by every request: no copies
+  constexpr int requests = 8;
+  std::mutex mtx;
+  int created = 0, refused = 0, other = 0;
+  std::promise<void> all_done;
+  int answered = 0;
+  for (int i = 0; i < requests; ++i) {
+    variable_spec spec;
+    spec.name = "v" + std::to_string(i);
+    spec.initial_value = value;
+    s.async().create_variable(std::move(spec), [&](caf::expected<variable> r) {
+      std::lock_guard<std::mutex> guard{mtx};
+      if (r)
+        ++created;
+      else if (has_code(r.error(), errc::out_of_memory))
+        ++refused;
+      else
+        ++other;
+      if (++answered == requests)
+        all_done.set_value();
+    });
+  }
+  REQUIRE(all_done.get_future().wait_for(20s) == std::future_status::ready);
+  CHECK(created == 3);
+  CHECK(refused == requests - 3);
+  CHECK(other == 0);
+  CHECK(VS_VALUE(s.variables()).size() == 3);
 }
 
 TEST_CASE("memory: the budget from the actor system config") {
