@@ -53,12 +53,14 @@ coordinator_state::coordinator_state(self_pointer self,
                                      std::vector<replica_actor> replicas,
                                      caf::timespan default_timeout,
                                      std::optional<collective_driver_actor> driver,
-                                     std::string collective)
+                                     std::string collective,
+                                     memory_budget budget)
   : self_(self),
     devices_(std::move(devices)),
     replicas_(std::move(replicas)),
     driver_(std::move(driver)),
     collective_(std::move(collective)),
+    budget_(std::move(budget)),
     replica_failures_(replicas_.size()),
     default_timeout_(default_timeout) {
   if (collective_.empty())
@@ -98,6 +100,14 @@ caf::error coordinator_state::translate(const caf::error& err,
                       who + " did not answer within the call's deadline");
   return make_error(errc::replica_failed,
                     who + " failed: " + self_->system().render(err));
+}
+
+uint64_t coordinator_state::host_copies_bytes(uint64_t nbytes) const {
+  uint64_t out = 0;
+  for (auto& d : devices_)
+    if (d.kind == device_kind::host)
+      out = saturating_add(out, host_component_footprint(nbytes));
+  return out;
 }
 
 template <class T, class Send>
@@ -338,6 +348,17 @@ void coordinator_state::create(caf::timespan timeout, variable_spec spec,
                              + " already exists in this strategy"));
   if (auto err = check_replicas())
     return done(std::move(err));
+  // The components' memory is reserved before anything changes: a variable
+  // that does not fit is out_of_memory, not a process the kernel kills when
+  // the replicas touch their pages. The replicas' allocations take over the
+  // count when they reply.
+  auto nbytes = spec.initial_value.nbytes();
+  auto reserved = host_copies_bytes(nbytes);
+  if (auto err = budget_.reserve(
+        reserved, "variable " + quoted(info->name) + " ("
+                    + std::to_string(num_replicas()) + " components of "
+                    + std::to_string(nbytes) + " bytes)"))
+    return done(std::move(err));
   info->id = next_variable_id();
   auto id = info->id;
   names_.emplace(info->name, id);
@@ -349,7 +370,9 @@ void coordinator_state::create(caf::timespan timeout, variable_spec spec,
       return self_->request(replicas_[i], caf::infinite, component_create_atom::value,
                             info, initial);
     },
-    [this, timeout, id, done = std::move(done)](caf::expected<ok_atom> r) {
+    [this, timeout, id, reserved,
+     done = std::move(done)](caf::expected<ok_atom> r) {
+      memory_budget::release_reserved(reserved);
       auto i = entries_.find(id);
       if (!r) {
         // V2: undo the components that were created.
@@ -473,6 +496,10 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
       });
     return;
   }
+  if (auto err = budget_.check(
+        static_cast<uint64_t>(element_count(info.shape)) * size_of(info.type),
+        "read of variable " + quoted(info.name)))
+    return done(std::move(err));
   auto collective = std::make_shared<collective_plan>();
   collective->num_replicas = num_replicas();
   auto& item = collective->add_item();
@@ -556,6 +583,14 @@ void coordinator_state::local_values(caf::timespan timeout, uint64_t id,
       **e, timeout,
       [this, id, done](caf::timespan t) { local_values(t, id, done); }, done);
   if (auto err = check_replicas())
+    return done(std::move(err));
+  // One host copy of every component.
+  auto& info = (*e)->info;
+  if (auto err = budget_.check(
+        saturating_mul(static_cast<uint64_t>(element_count(info.shape))
+                         * size_of(info.type),
+                       replicas_.size()),
+        "local_values of variable " + quoted(info.name)))
     return done(std::move(err));
   gather<tensor>(
     replicas_.size(), timeout,
@@ -727,6 +762,16 @@ void coordinator_state::all_reduce(caf::timespan timeout, reduce_op op,
                              where + ": mean of "
                                + std::string{to_string(group[0].type())}
                                + " values needs conversion to float64 first"));
+  }
+  // The outputs, sized by the caller's values, before any is allocated.
+  uint64_t output_bytes = 0;
+  for (auto& group : values)
+    output_bytes = saturating_add(output_bytes, group[0].nbytes());
+  if (auto err = budget_.check(output_bytes,
+                               "all_reduce of " + std::to_string(values.size())
+                                 + " values"))
+    return done(std::move(err));
+  for (auto& group : values) {
     auto& item = plan->add_item();
     item.type = group[0].type();
     item.count = group[0].size();
@@ -1007,10 +1052,10 @@ public:
                          std::vector<replica_actor> replicas,
                          caf::timespan timeout,
                          std::optional<collective_driver_actor> driver,
-                         std::string collective)
+                         std::string collective, memory_budget budget)
     : coordinator_internal_actor::base(cfg),
       state_(this, std::move(devices), std::move(replicas), timeout,
-             std::move(driver), std::move(collective)) {
+             std::move(driver), std::move(collective), std::move(budget)) {
   }
 
   behavior_type make_behavior() override { return state_.make_behavior(); }
@@ -1064,7 +1109,8 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
     collective = d->description;
   }
   auto coordinator = sys.spawn<coordinator_actor_impl>(
-    cfg.devices, replicas, cfg.default_timeout, driver, collective);
+    cfg.devices, replicas, cfg.default_timeout, driver, collective,
+    memory_budget{cfg.memory_budget_bytes});
   // The replicas (and the device collective driver) go down with their
   // coordinator.
   coordinator->attach_functor([replicas, driver](const caf::error&) {

@@ -22,6 +22,8 @@ struct coordinator_config {
   /// Test support: faults injected into replicas.
   std::vector<replica_fault> faults;
   on_step_exception step_exception = on_step_exception::stop_replica;
+  /// The host memory budget in bytes; 0: automatic (devices/memory_budget.hpp).
+  uint64_t memory_budget_bytes = 0;
 };
 
 /// Spawns the replicas of `cfg.devices` and their coordinator. Fails with

@@ -23,6 +23,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/operation_deadlines.hpp"
+#include "devices/memory_budget.hpp"
 #include "varsync/device_id.hpp"
 #include "messages/collective_driver_interface.hpp"
 #include "messages/coordinator_interface.hpp"
@@ -46,7 +47,8 @@ public:
                     std::vector<replica_actor> replicas,
                     caf::timespan default_timeout,
                     std::optional<collective_driver_actor> driver = {},
-                    std::string collective = {});
+                    std::string collective = {},
+                    memory_budget budget = memory_budget{});
 
   coordinator_internal_actor::behavior_type make_behavior();
 
@@ -169,6 +171,8 @@ private:
   caf::expected<entry*> find(uint64_t id);
   caf::error check_replicas() const;
   caf::error translate(const caf::error& err, size_t replica) const;
+  /// Host bytes of one copy of `nbytes` on every host replica.
+  uint64_t host_copies_bytes(uint64_t nbytes) const;
 
   /// What a passed deadline means for a gather: `abandoned`, nothing was
   /// changed (reads) or what was changed is undone (create); `committed`,
@@ -212,6 +216,7 @@ private:
   std::vector<replica_actor> replicas_;
   std::optional<collective_driver_actor> driver_;
   std::string collective_;
+  memory_budget budget_;
   std::vector<caf::error> replica_failures_;
   caf::timespan default_timeout_;
   std::unordered_map<uint64_t, entry> entries_;

@@ -16,6 +16,8 @@
 
 #include "varsync/error.hpp"
 #include "sync/safetensors_format.hpp"
+#include "api/strategy_core.hpp"
+#include "devices/memory_budget.hpp"
 #include "varsync/synchronization.hpp"
 
 namespace varsync {
@@ -118,7 +120,8 @@ caf::error write_atomically(const std::string& path, const std::string& bytes) {
   return {};
 }
 
-caf::expected<std::vector<std::byte>> read_file(const std::string& path) {
+caf::expected<std::vector<std::byte>> read_file(const std::string& path,
+                                                const memory_budget& budget) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return io_error("open", path, errno);
@@ -127,6 +130,15 @@ caf::expected<std::vector<std::byte>> read_file(const std::string& path) {
     ::close(fd);
     return make_error(errc::invalid_argument,
                       "checkpoint: '" + path + "' is not a regular file");
+  }
+  // The file's bytes and the tensors decoded from them (about as many),
+  // checked against the strategy's budget before either exists: a file
+  // larger than memory is out_of_memory, not a process the kernel kills.
+  auto size = static_cast<uint64_t>(info.st_size);
+  if (auto err = budget.check(saturating_mul(size, 2),
+                              "checkpoint: restoring '" + path + "'")) {
+    ::close(fd);
+    return err;
   }
   std::vector<std::byte> out;
   try {
@@ -259,7 +271,7 @@ caf::error save(const strategy& s, const std::string& path,
 
 caf::error restore(const strategy& s, const std::string& path,
                    const std::vector<std::string>& names) {
-  auto bytes = read_file(path);
+  auto bytes = read_file(path, s.core()->budget());
   if (!bytes)
     return bytes.error();
   auto file = st::decode(std::span<const std::byte>{*bytes});

@@ -113,14 +113,16 @@ strategy_core::strategy_core(std::unique_ptr<caf::actor_system_config> cfg,
                              coordinator_internal_actor coordinator,
                              std::vector<replica_actor> replicas,
                              std::vector<std::string> devices,
-                             std::string description)
+                             std::string description,
+                             memory_budget budget)
   : cfg_(std::move(cfg)),
     owned_(std::move(owned)),
     sys_(&sys),
     coordinator_(std::move(coordinator)),
     replicas_(std::move(replicas)),
     devices_(std::move(devices)),
-    description_(std::move(description)) {
+    description_(std::move(description)),
+    budget_(std::move(budget)) {
 }
 
 strategy_core::~strategy_core() {
@@ -278,6 +280,24 @@ caf::error check_count(const char* what, size_t count, int num_replicas) {
   return {};
 }
 
+// The bytes a reduction of `values` allocates: its output (float64 for the
+// mean of integers) and, along an axis, the double accumulators.
+uint64_t reduce_bytes(reduce_op op, const std::vector<tensor>& values,
+                      bool along_axis) {
+  if (values.empty())
+    return 0;
+  auto count = static_cast<uint64_t>(values[0].size());
+  auto element = op == reduce_op::mean && !is_floating(values[0].type())
+                   ? uint64_t{8}
+                   : uint64_t{size_of(values[0].type())};
+  return saturating_mul(count, along_axis ? element + 8 : element);
+}
+
+caf::error check_budget(const detail::strategy_core& core, uint64_t bytes,
+                        const std::string& what) {
+  return core.budget().check(bytes, what);
+}
+
 caf::expected<config_settings> apply_config_from(const caf::actor_system& sys) {
   auto settings = read_config(sys.config());
   if (!settings)
@@ -356,6 +376,9 @@ make_strategy(std::unique_ptr<caf::actor_system_config> cfg,
   cc.default_timeout = to_timespan(options.timeout);
   cc.faults = options.faults;
   cc.step_exception = options.step_exception;
+  cc.memory_budget_bytes = options.memory_budget_bytes.value_or(0) > 0
+                             ? *options.memory_budget_bytes
+                             : settings->memory_budget_bytes;
   auto coordinator = spawn_coordinator(sys, cc);
   if (!coordinator)
     return std::move(coordinator.error());
@@ -375,7 +398,8 @@ make_strategy(std::unique_ptr<caf::actor_system_config> cfg,
   }
   auto core = std::make_shared<detail::strategy_core>(
     std::move(cfg), std::move(owned), sys, std::move(*coordinator),
-    std::move(replicas), options.devices, description);
+    std::move(replicas), options.devices, description,
+    memory_budget{cc.memory_budget_bytes});
   return strategy::from_core(std::move(core), options.timeout);
 }
 
@@ -558,6 +582,9 @@ caf::expected<tensor> strategy::reduce(reduce_op op,
     return err;
   if (auto err = check_count("reduce", values.size(), num_replicas()))
     return err;
+  if (auto err = check_budget(*core_, reduce_bytes(op, values.values(), false),
+                              "reduce"))
+    return err;
   return reduce_values(op, values.values());
 }
 
@@ -567,6 +594,9 @@ caf::expected<tensor> strategy::reduce(reduce_op op,
   if (auto err = check_running(*core_))
     return err;
   if (auto err = check_count("reduce", values.size(), num_replicas()))
+    return err;
+  if (auto err = check_budget(*core_, reduce_bytes(op, values.values(), true),
+                              "reduce along axis " + std::to_string(axis)))
     return err;
   return reduce_values(op, values.values(), axis);
 }
@@ -582,11 +612,20 @@ caf::expected<tensor> strategy::reduce(reduce_op op,
                         + " replicas but the strategy has "
                         + std::to_string(num_replicas()));
   // D5 (TF differs): every replica holds x, so mean is x and sum is N·x.
-  if (op == reduce_op::mean)
-    return is_floating(value.value().type()) ? value.value()
-                                             : to_float64(value.value());
+  if (op == reduce_op::mean) {
+    if (is_floating(value.value().type()))
+      return value.value();
+    if (auto err = check_budget(
+          *core_, saturating_mul(static_cast<uint64_t>(value.value().size()), 8),
+          "reduce"))
+      return err;
+    return to_float64(value.value());
+  }
   std::vector<tensor> copies(static_cast<size_t>(num_replicas()),
                              value.value());
+  if (auto err = check_budget(*core_, reduce_bytes(op, copies, false),
+                              "reduce"))
+    return err;
   return reduce_values(op, copies);
 }
 
@@ -595,6 +634,11 @@ caf::expected<tensor> strategy::gather(const per_replica<tensor>& values,
   if (auto err = check_running(*core_))
     return err;
   if (auto err = check_count("gather", values.size(), num_replicas()))
+    return err;
+  uint64_t output = 0;
+  for (auto& x : values.values())
+    output = saturating_add(output, x.nbytes());
+  if (auto err = check_budget(*core_, output, "gather"))
     return err;
   return gather_values(values.values(), axis);
 }
@@ -621,12 +665,24 @@ namespace {
 
 caf::expected<std::vector<std::vector<tensor>>>
 collective_inputs(reduce_op op, const std::vector<per_replica<tensor>>& values,
-                  int num_replicas) {
+                  int num_replicas, const memory_budget& budget) {
   std::vector<std::vector<tensor>> inputs;
   inputs.reserve(values.size());
+  // D6's float64 copies of integer values, before any is made.
+  uint64_t converted = 0;
   for (auto& group : values) {
     if (auto err = check_count("all_reduce", group.size(), num_replicas))
       return err;
+    if (op == reduce_op::mean)
+      for (auto& x : group.values())
+        if (!is_floating(x.type()))
+          converted = saturating_add(
+            converted, saturating_mul(static_cast<uint64_t>(x.size()), 8));
+  }
+  if (auto err = budget.check(converted, "all_reduce (mean of integers as "
+                                         "float64)"))
+    return err;
+  for (auto& group : values) {
     std::vector<tensor> row = group.values();
     // D6: the mean of integers is float64.
     if (op == reduce_op::mean)
@@ -833,7 +889,7 @@ void async_strategy::batch_all_reduce(
   reduce_op op, std::vector<per_replica<tensor>> values,
   callback<std::vector<mirrored<tensor>>> done) const {
   auto n = s_.num_replicas();
-  auto inputs = collective_inputs(op, values, n);
+  auto inputs = collective_inputs(op, values, n, s_.core_->budget());
   if (!inputs)
     return done(std::move(inputs.error()));
   auto ts = to_timespan(s_.timeout_);

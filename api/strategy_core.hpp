@@ -15,6 +15,7 @@
 #include <caf/actor_system_config.hpp>
 
 #include "actors/coordinator_state.hpp"
+#include "devices/memory_budget.hpp"
 #include "messages/coordinator_interface.hpp"
 
 namespace varsync::detail {
@@ -25,7 +26,8 @@ public:
                 std::unique_ptr<caf::actor_system> owned, caf::actor_system& sys,
                 coordinator_internal_actor coordinator,
                 std::vector<replica_actor> replicas,
-                std::vector<std::string> devices, std::string description);
+                std::vector<std::string> devices, std::string description,
+                memory_budget budget = memory_budget{});
   ~strategy_core();
 
   caf::actor_system& system() { return *sys_; }
@@ -34,6 +36,8 @@ public:
   const std::vector<std::string>& devices() const { return devices_; }
   const std::string& description() const { return description_; }
   int num_replicas() const { return static_cast<int>(devices_.size()); }
+  /// What the strategy's requests sized by the caller are checked against.
+  const memory_budget& budget() const { return budget_; }
 
   /// Runs `op` on the coordinator's thread; `done` gets the outcome (or
   /// shut_down if the coordinator is gone before it ran the call).
@@ -63,6 +67,7 @@ private:
   std::vector<replica_actor> replicas_;
   std::vector<std::string> devices_;
   std::string description_;
+  memory_budget budget_;
   std::atomic<bool> stopped_{false};
 };
 

@@ -1,5 +1,6 @@
 #include "varsync/tensor.hpp"
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
@@ -15,6 +16,7 @@
 
 #include "varsync/error.hpp"
 #include "varsync/half.hpp"
+#include "core/host_buffer_pool.hpp"
 
 namespace varsync {
 
@@ -90,6 +92,7 @@ public:
         auto* p = free_list.back();
         free_list.pop_back();
         cached_ -= size;
+        cached_view_.store(cached_, std::memory_order_relaxed);
         return p;
       }
     }
@@ -104,19 +107,50 @@ public:
           && cached_ + size <= max_cached_bytes) {
         free_list.push_back(p);
         cached_ += size;
+        cached_view_.store(cached_, std::memory_order_relaxed);
         return;
       }
     }
     std::free(p);
   }
 
+  // Read on every memory budget check: no lock.
+  size_t cached_bytes() const {
+    return cached_view_.load(std::memory_order_relaxed);
+  }
+
+  size_t trim() {
+    std::unordered_map<size_t, std::vector<void*>> freed;
+    size_t bytes = 0;
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      freed.swap(free_);
+      bytes = cached_;
+      cached_ = 0;
+      cached_view_.store(0, std::memory_order_relaxed);
+    }
+    for (auto& [size, list] : freed)
+      for (auto* p : list)
+        std::free(p);
+    return bytes;
+  }
+
 private:
   std::mutex mtx_;
   std::unordered_map<size_t, std::vector<void*>> free_;
   size_t cached_ = 0;
+  std::atomic<size_t> cached_view_{0}; // cached_, for lock-free readers
 };
 
 } // namespace
+
+size_t host_buffer_pool_cached_bytes() {
+  return large_buffer_pool::instance().cached_bytes();
+}
+
+size_t trim_host_buffer_pool() {
+  return large_buffer_pool::instance().trim();
+}
 
 std::shared_ptr<void> allocate_host_bytes(size_t nbytes) {
   if (nbytes >= large_buffer_pool::min_pooled) {

@@ -1,27 +1,42 @@
 #include "devices/host_device.hpp"
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
 #include "varsync/error.hpp"
 #include "devices/host_kernels.hpp"
+#include "devices/memory_budget.hpp"
 
 namespace varsync {
 
+// Each component carries its size in a header of one alignment unit, so that
+// release() can take it off the count of live host components (the memory
+// budget, devices/memory_budget.hpp).
+namespace {
+constexpr size_t alignment = 64;
+} // namespace
+
 caf::expected<void*> host_device::allocate(size_t nbytes) {
-  constexpr size_t alignment = 64;
-  auto rounded = (nbytes + alignment - 1) / alignment * alignment;
-  void* p = std::aligned_alloc(alignment, rounded == 0 ? alignment : rounded);
+  auto total = host_component_footprint(nbytes);
+  void* p = total > SIZE_MAX - alignment ? nullptr
+                                         : std::aligned_alloc(alignment, total);
   if (p == nullptr)
     return make_error(errc::out_of_memory,
                       "cpu:" + std::to_string(index_) + ": cannot allocate "
                         + std::to_string(nbytes) + " bytes");
-  return p;
+  *static_cast<size_t*>(p) = total;
+  add_host_component_bytes(total);
+  return static_cast<char*>(p) + alignment;
 }
 
 void host_device::release(void* data) {
-  std::free(data);
+  if (data == nullptr)
+    return;
+  void* p = static_cast<char*>(data) - alignment;
+  remove_host_component_bytes(*static_cast<size_t*>(p));
+  std::free(p);
 }
 
 caf::error host_device::upload(void* dst, const tensor& src) {

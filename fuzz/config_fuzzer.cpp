@@ -1,6 +1,7 @@
 // Fuzzes varsync's configuration as it arrives from outside: the log level
 // name (VARSYNC_LOG_LEVEL, "varsync.log-level", set_log_level) and the
-// entries "varsync.log-level" / "varsync.timeout-ms" of an actor system
+// entries "varsync.log-level" / "varsync.timeout-ms" /
+// "varsync.memory-budget-mb" of an actor system
 // config filled from a CAF config file or from command-line arguments
 // (options declared by register_types, read and checked by read_config, the
 // reader strategy creation uses).
@@ -10,7 +11,8 @@
 // Properties: set_log_level accepts exactly spdlog's level names and leaves
 // the level alone otherwise; a parsed config either fails read_config with
 // invalid_argument and a message, or yields a positive timeout equal to the
-// config's entry (30 s when unset) and a log level that is either a valid
+// config's entry (30 s when unset), a memory budget equal to its entry in
+// MiB (0 when unset) and a log level that is either a valid
 // name or reported as unknown.
 
 #include <algorithm>
@@ -56,11 +58,13 @@ void check_settings(const caf::actor_system_config& cfg) {
   const auto& content = caf::content(cfg);
   auto* timeout_entry = caf::get_if(&content, "varsync.timeout-ms");
   auto* level_entry = caf::get_if(&content, "varsync.log-level");
+  auto* budget_entry = caf::get_if(&content, "varsync.memory-budget-mb");
   if (!s) {
     FUZZ_CHECK(has_code(s.error(), errc::invalid_argument),
                "read_config failed with another code");
     FUZZ_CHECK(!message_of(s.error()).empty(), "empty error message");
-    FUZZ_CHECK(timeout_entry != nullptr || level_entry != nullptr,
+    FUZZ_CHECK(timeout_entry != nullptr || level_entry != nullptr
+                 || budget_entry != nullptr,
                "read_config failed without a varsync entry");
     return;
   }
@@ -71,6 +75,14 @@ void check_settings(const caf::actor_system_config& cfg) {
     auto* ms = caf::get_if<int64_t>(timeout_entry);
     FUZZ_CHECK(ms != nullptr && *ms == s->timeout.count(),
                "timeout differs from the config entry");
+  }
+  if (budget_entry == nullptr) {
+    FUZZ_CHECK(s->memory_budget_bytes == 0, "a budget without an entry");
+  } else {
+    auto* mb = caf::get_if<int64_t>(budget_entry);
+    FUZZ_CHECK(mb != nullptr && *mb >= 0
+                 && s->memory_budget_bytes == static_cast<uint64_t>(*mb) << 20,
+               "memory budget differs from the config entry");
   }
   FUZZ_CHECK(s->log_level.empty() || s->unknown_log_level.empty(),
              "a level both known and unknown");

@@ -300,6 +300,11 @@ void seeds_config() {
   write(t, "cli_valid", cli("--varsync.timeout-ms=250\n--varsync.log-level=error"));
   write(t, "cli_zero_timeout", cli("--varsync.timeout-ms=0"));
   write(t, "cli_unknown_option", cli("--varsync.speed=3"));
+  write(t, "file_memory_budget", file("[varsync]\nmemory-budget-mb=64\n"));
+  write(t, "file_negative_memory_budget",
+        file("[varsync]\nmemory-budget-mb=-1\n"));
+  write(t, "cli_huge_memory_budget",
+        cli("--varsync.memory-budget-mb=17592186044416"));
 }
 
 } // namespace

@@ -27,7 +27,9 @@ void register_types(caf::actor_system_config& cfg) {
     .add<std::string>("varsync", "log-level",
                       "trace, debug, info, warn (default), error or off")
     .add<int64_t>("varsync", "timeout-ms",
-                  "default deadline of every call, in milliseconds");
+                  "default deadline of every call, in milliseconds")
+    .add<int64_t>("varsync", "memory-budget-mb",
+                  "most host memory varsync may hold, in MiB (0: automatic)");
   cfg.add_message_type<tensor>("varsync::tensor");
   cfg.add_message_type<variable_spec>("varsync::variable_spec");
   cfg.add_message_type<variable_info>("varsync::variable_info");
@@ -78,6 +80,15 @@ read_config(const caf::actor_system_config& cfg) {
       return make_error(errc::invalid_argument,
                         "varsync.timeout-ms must be a positive integer");
     out.timeout = std::chrono::milliseconds{*ms};
+  }
+  if (auto* value = caf::get_if(&content, "varsync.memory-budget-mb")) {
+    // At most 2^44 MiB (16 EiB), so that the bytes fit 64 bits.
+    auto* mb = caf::get_if<int64_t>(value);
+    if (mb == nullptr || *mb < 0 || *mb > (int64_t{1} << 44) - 1)
+      return make_error(errc::invalid_argument,
+                        "varsync.memory-budget-mb must be a non-negative "
+                        "integer (MiB; 0: automatic)");
+    out.memory_budget_bytes = static_cast<uint64_t>(*mb) << 20;
   }
   return out;
 }

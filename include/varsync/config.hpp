@@ -4,6 +4,7 @@
 // entries in that config.
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 
 #include <caf/expected.hpp>
@@ -26,10 +27,14 @@ struct config_settings {
   std::string unknown_log_level;
   /// "varsync.timeout-ms", 30 s when unset; positive.
   std::chrono::milliseconds timeout{30000};
+  /// "varsync.memory-budget-mb" in bytes; 0 (the default): automatic.
+  uint64_t memory_budget_bytes = 0;
 };
 
-/// Reads "varsync.log-level" and "varsync.timeout-ms". invalid_argument if
-/// the timeout is not a positive integer or the log level not a string.
+/// Reads "varsync.log-level", "varsync.timeout-ms" and
+/// "varsync.memory-budget-mb". invalid_argument if the timeout is not a
+/// positive integer, the budget not a non-negative integer (of at most
+/// 2^44 MiB) or the log level not a string.
 caf::expected<config_settings>
 read_config(const caf::actor_system_config& cfg);
 

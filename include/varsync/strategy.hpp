@@ -49,6 +49,13 @@ struct strategy_options {
   /// Scheduler threads of an actor system the strategy creates itself
   /// (0: the number of cores). Ignored when embedding into a user's system.
   size_t scheduler_threads = 0;
+  /// The most host memory varsync may hold in this process (components,
+  /// creations in progress, cached buffers), checked before every request
+  /// sized by the caller: one that does not fit fails with out_of_memory
+  /// and changes nothing. Unset or 0: the actor system config's
+  /// "varsync.memory-budget-mb" if set, else automatic (what the machine
+  /// and the process's cgroup have available; docs/memory.md).
+  std::optional<size_t> memory_budget_bytes;
 };
 
 namespace detail {

@@ -20,14 +20,11 @@
 //   bits are "equal" (the update applies) and NaN payloads, signs or +0 / -0
 //   that differ bitwise fail with aggregation_required. A scalar NaN or inf
 //   given to an integer variable is invalid_argument.
-// - out_of_memory: a variable cannot be made to exceed memory through a huge
-//   shape, because its initial value is a host tensor the caller must allocate
-//   first (tensor::empty throws std::bad_alloc); the one path in the library
-//   that allocates from untrusted sizes is checkpoint restore, which sizes its
-//   read buffer from the file size. The matrix triggers it with a sparse file
-//   of several TiB, where the kernel is known to refuse the allocation
-//   (overcommit heuristic or strict mode, no sanitizer); elsewhere the row is
-//   skipped with a warning instead of risking the OOM killer.
+// - out_of_memory: every request sized by the caller is checked against the
+//   memory budget before anything is allocated (docs/memory.md). The matrix's
+//   strategy has an explicit budget of 192 MiB, so that its rows (a variable,
+//   outputs of all_reduce, gather and reduce, a restore from a sparse file of
+//   8 TiB) run on every machine without allocating what they ask for.
 
 #include "../semantics/fixture.hpp"
 
@@ -199,27 +196,6 @@ std::string gpu_present_skip(int gpus) {
   return {};
 }
 
-// Why the out_of_memory row cannot run safely here (empty: it can).
-std::string oom_skip_reason(uint64_t file_size) {
-  if (VS_REL_SANITIZED)
-    return "sanitizer build: its allocator aborts on huge requests";
-  std::ifstream oc{"/proc/sys/vm/overcommit_memory"};
-  int mode = -1;
-  if (!(oc >> mode) || mode == 1)
-    return "vm.overcommit_memory is not 0 or 2 (mode " + std::to_string(mode)
-           + "): the allocation might succeed and touch every page";
-  std::ifstream mi{"/proc/meminfo"};
-  std::string key;
-  uint64_t kib = 0, total_kib = 0;
-  std::string unit;
-  while (mi >> key >> kib >> unit)
-    if (key == "MemTotal:" || key == "SwapTotal:")
-      total_kib += kib;
-  if (total_kib == 0 || total_kib * 1024 * 4 > file_size)
-    return "the machine's memory + swap is not far below the file size";
-  return {};
-}
-
 // -- the matrix ----------------------------------------------------------------
 
 struct row {
@@ -247,10 +223,22 @@ struct world {
   variable gone;
 };
 
+// The memory budget of the matrix's strategy.
+constexpr uint64_t matrix_budget = uint64_t{192} << 20;
+
 world make_world() {
   // fail_step: the rows with throwing steps must leave the strategy usable
   // for the rows after them (fail-stop is tested in replica_failure_test).
-  world w{make_strategy(N, 20s, on_step_exception::fail_step)};
+  strategy_options options;
+  options.devices = test_devices(N);
+  options.timeout = 20s;
+  options.scheduler_threads = 2;
+  options.step_exception = on_step_exception::fail_step;
+  options.memory_budget_bytes = matrix_budget;
+  auto created = strategy::create(options);
+  if (!created)
+    FAIL("strategy::create failed: " << describe(created.error()));
+  world w{std::move(*created)};
   auto& s = w.s;
   w.w_f32_sum = make_var(s, "w_f32_sum", f32({2}, {1.5f, -2.0f}),
                          synchronization::on_write, aggregation::sum);
@@ -391,9 +379,6 @@ TEST_CASE("bad input matrix: every invalid call fails with its exact code and "
   const uint64_t huge_size = uint64_t{8} << 40; // 8 TiB, no disk blocks
   auto huge_file = dir.file("huge.safetensors");
   auto huge_skip = [&]() -> std::string {
-    auto reason = oom_skip_reason(huge_size);
-    if (!reason.empty())
-      return reason;
     int fd = ::open(huge_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0)
       return "cannot create the sparse file";
@@ -403,6 +388,12 @@ TEST_CASE("bad input matrix: every invalid call fails with its exact code and "
       return "the file system refuses a sparse file of 8 TiB";
     return {};
   };
+
+  // Values whose memory use the budget refuses (untouched: never read).
+  auto big_value = tensor::empty(dtype::float32, {int64_t{25} << 20});
+  per_replica<tensor> big_pr{std::vector<tensor>(N, big_value)};
+  auto big_int = tensor::empty(dtype::int32, {int64_t{25} << 20});
+  per_replica<tensor> big_ints{std::vector<tensor>(N, big_int)};
 
   // A strategy that has shut down.
   auto dead = make_strategy(2, 20s);
@@ -1083,8 +1074,35 @@ TEST_CASE("bad input matrix: every invalid call fails with its exact code and "
      [] { return create_error({"cuda:9999", "cpu:0"}); }},
 
     // -- out_of_memory ---------------------------------------------------------------------------
+    // Beyond the strategy's budget of 192 MiB; the values are 100 MiB of
+    // untouched memory, shared by every replica's entry.
     {"restore from an 8 TiB sparse file", errc::out_of_memory,
-     [&] { return restore(s, huge_file); }, "", huge_skip},
+     [&] { return restore(s, huge_file); }, "huge.safetensors", huge_skip},
+    {"create_variable of 3 x 100 MiB beyond the budget", errc::out_of_memory,
+     [&] { return error_of(s.create_variable("big", big_value)); }, "'big'"},
+    {"create_variable of 3 x 100 MiB of on_read beyond the budget",
+     errc::out_of_memory,
+     [&] {
+       return error_of(s.create_variable("big_r", big_value,
+                                         synchronization::on_read,
+                                         aggregation::sum));
+     },
+     "104857600 bytes"},
+    {"batch_all_reduce whose 2 outputs of 100 MiB exceed the budget",
+     errc::out_of_memory,
+     [&] {
+       return error_of(s.batch_all_reduce(reduce_op::sum, {big_pr, big_pr}));
+     },
+     "all_reduce"},
+    {"gather of 3 x 100 MiB beyond the budget", errc::out_of_memory,
+     [&] { return error_of(s.gather(big_pr, 0)); }, "gather"},
+    {"reduce mean of 3 x 100 MiB of int32 (float64 result) beyond the budget",
+     errc::out_of_memory,
+     [&] { return error_of(s.reduce(reduce_op::mean, big_ints)); }, "reduce"},
+    {"all_reduce mean of int32 (float64 copies) beyond the budget",
+     errc::out_of_memory,
+     [&] { return error_of(s.all_reduce(reduce_op::mean, big_ints)); },
+     "float64"},
 
     // -- checkpoint_mismatch -----------------------------------------------------------------------
     {"restore: the file's w_f32_sum is float64", errc::checkpoint_mismatch,
@@ -1310,9 +1328,10 @@ TEST_CASE("bad input: a negative extent cannot be constructed") {
 }
 
 TEST_CASE("bad input: a huge shape fails in tensor allocation, before varsync") {
-  // Why out_of_memory is not reachable through create_variable: the initial
-  // value must exist as a host tensor first, and allocating one of 2^62 bytes
-  // throws std::bad_alloc (no address space holds it).
+  // A value of 2^62 bytes cannot exist as a host tensor (no address space
+  // holds it): tensor::empty throws std::bad_alloc before any varsync call.
+  // Values that do exist but whose components would not fit are
+  // out_of_memory (the matrix above; memory_budget_test.cpp).
   if (VS_REL_SANITIZED) {
     WARN("skipped in a sanitizer build: its allocator aborts on such requests");
     return;

@@ -78,6 +78,62 @@ TEST_CASE("config: entries set by the application are checked") {
   }
 }
 
+TEST_CASE("config: varsync.memory-budget-mb") {
+  SECTION("unset: automatic") {
+    caf::actor_system_config cfg;
+    auto s = read_config(quiet(cfg));
+    REQUIRE(s);
+    CHECK(s->memory_budget_bytes == 0);
+  }
+  SECTION("MiB, 0 meaning automatic") {
+    for (int64_t mb : {int64_t{0}, int64_t{64}, (int64_t{1} << 44) - 1}) {
+      caf::actor_system_config cfg;
+      quiet(cfg).set("varsync.memory-budget-mb", mb);
+      auto s = read_config(cfg);
+      REQUIRE(s);
+      CHECK(s->memory_budget_bytes == static_cast<uint64_t>(mb) << 20);
+    }
+  }
+  SECTION("not a non-negative integer that fits 64 bits in bytes") {
+    for (int variant = 0; variant < 4; ++variant) {
+      caf::actor_system_config cfg;
+      quiet(cfg);
+      if (variant == 0)
+        cfg.set("varsync.memory-budget-mb", -1);
+      else if (variant == 1)
+        cfg.set("varsync.memory-budget-mb", int64_t{1} << 44);
+      else if (variant == 2)
+        caf::put(cfg.content, "varsync.memory-budget-mb", std::string{"64"});
+      else
+        caf::put(cfg.content, "varsync.memory-budget-mb", 1.5);
+      auto s = read_config(cfg);
+      REQUIRE_FALSE(s);
+      CHECK(has_code(s.error(), errc::invalid_argument));
+      CHECK(message_of(s.error()).find("varsync.memory-budget-mb")
+            != std::string::npos);
+    }
+  }
+  SECTION("from a config file") {
+    caf::actor_system_config cfg;
+    quiet(cfg);
+    std::istringstream ini{"[varsync]\nmemory-budget-mb=128\n"};
+    REQUIRE_FALSE(cfg.parse(caf::actor_system_config::string_list{}, ini));
+    auto s = read_config(cfg);
+    REQUIRE(s);
+    CHECK(s->memory_budget_bytes == uint64_t{128} << 20);
+  }
+  SECTION("an invalid entry fails strategy creation") {
+    caf::actor_system_config cfg;
+    quiet(cfg).set("varsync.memory-budget-mb", -5);
+    caf::actor_system sys{cfg};
+    strategy_options options;
+    options.devices = {"cpu:0"};
+    auto s = strategy::create(sys, options);
+    REQUIRE_FALSE(s);
+    CHECK(has_code(s.error(), errc::invalid_argument));
+  }
+}
+
 TEST_CASE("config: entries from a config file") {
   caf::actor_system_config cfg;
   quiet(cfg);
