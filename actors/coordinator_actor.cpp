@@ -381,6 +381,9 @@ void coordinator_state::update(caf::timespan timeout, uint64_t id,
   if (!e)
     return done(std::move(e.error()));
   auto& info = (*e)->info;
+  // V4: an op outside the enum would throw in every replica's kernel.
+  if (auto err = check_update_op(op, info.name))
+    return done(std::move(err));
   if (auto err = validate_value(info, value, to_string(op)))
     return done(std::move(err));
   if (auto err = check_replicas())
@@ -512,6 +515,14 @@ void coordinator_state::finish_step(caf::timespan timeout,
   }
   if (first.empty())
     return done(ok_atom::value);
+  // V4: reports of remote replicas are checked like any message.
+  for (auto& u : first)
+    if (!is_valid(u.op)) {
+      auto i = entries_.find(u.variable_id);
+      return done(check_update_op(
+        u.op, i == entries_.end() ? "#" + std::to_string(u.variable_id)
+                                  : i->second.info.name));
+    }
   // One fused collective applies every update of the step, in issue order.
   auto plan = std::make_shared<collective_plan>();
   plan->num_replicas = num_replicas();
@@ -542,6 +553,8 @@ void coordinator_state::finish_step(caf::timespan timeout,
 void coordinator_state::all_reduce(caf::timespan timeout, reduce_op op,
                                    std::vector<std::vector<tensor>> values,
                                    reply_fn<std::vector<tensor>> done) {
+  if (auto err = check_reduce_op(op, "all_reduce"))
+    return done(std::move(err));
   auto plan = std::make_shared<collective_plan>();
   plan->num_replicas = num_replicas();
   for (size_t k = 0; k < values.size(); ++k) {
@@ -852,6 +865,22 @@ caf::expected<coordinator_actor> spawn_coordinator(caf::actor_system& sys,
   if (cfg.devices.empty())
     return make_error(errc::invalid_argument,
                       "a strategy needs at least one device");
+  // V4: enums of the config are checked before any replica exists.
+  if (static_cast<uint8_t>(cfg.step_exception)
+      > static_cast<uint8_t>(on_step_exception::fail_step))
+    return make_error(errc::invalid_argument,
+                      "step exception policy "
+                        + std::to_string(static_cast<int>(cfg.step_exception))
+                        + " is not one of 0 (stop_replica), 1 (fail_step)");
+  for (auto& d : cfg.devices)
+    if ((d.kind != device_kind::host && d.kind != device_kind::cuda)
+        || d.index < 0)
+      return make_error(errc::invalid_argument,
+                        "device kind "
+                          + std::to_string(static_cast<int>(d.kind))
+                          + " index " + std::to_string(d.index)
+                          + " is not a device: kinds are 0 (cpu), 1 (cuda) "
+                            "and indices are not negative");
   std::vector<replica_actor> replicas;
   auto stop_all = [&] {
     for (auto& r : replicas)

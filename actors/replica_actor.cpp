@@ -92,6 +92,8 @@ public:
     if (!c)
       return record_failure(std::move(c.error()));
     auto& comp = **c;
+    if (auto err = check_update_op(op, comp.info.name))
+      return record_failure(std::move(err));
     if (comp.policy->collective_replica_updates()) {
       // The contribution joins the step's collective as a host tensor: one
       // device-to-host copy on the replica's stream (after the step's
@@ -112,6 +114,8 @@ public:
     if (!c)
       return record_failure(std::move(c.error()));
     auto& comp = **c;
+    if (auto err = check_update_op(op, comp.info.name))
+      return record_failure(std::move(err));
     if (auto err = validate_value(comp.info, value, to_string(op)))
       return record_failure(std::move(err));
     if (comp.policy->collective_replica_updates()) {
@@ -132,6 +136,8 @@ public:
     if (!c)
       return record_failure(std::move(c.error()));
     auto& comp = **c;
+    if (auto err = check_update_op(op, comp.info.name))
+      return record_failure(std::move(err));
     if (auto err = validate_scalar(comp.info, value))
       return record_failure(std::move(err));
     if (comp.policy->collective_replica_updates() || !host_memory_)
@@ -264,6 +270,8 @@ private:
     auto c = find(id);
     if (!c)
       return std::move(c.error());
+    if (auto err = check_update_op(op, (*c)->info.name))
+      return err;
     if (auto err = validate_value((*c)->info, x, to_string(op)))
       return err;
     if (auto err = device_->apply((*c)->data, op, x))

@@ -511,6 +511,81 @@ TEST_CASE("bad input matrix: every invalid call fails with its exact code and "
                                          static_cast<aggregation>(200)));
      }},
 
+    // -- invalid_argument: enums out of range (V4) ------------------------------
+    {"update: update_op 99 (cast from an integer) on on_write",
+     errc::invalid_argument,
+     [&] {
+       return s.update(w.w_f32_sum, static_cast<update_op>(99),
+                       f32({2}, {1, 1}));
+     },
+     "99"},
+    {"update: update_op 3 on an on_read sum variable (first component path)",
+     errc::invalid_argument,
+     [&] {
+       return s.update(w.r_i64_sum, static_cast<update_op>(3),
+                       tensor::scalar<int64_t>(1));
+     },
+     "r_i64_sum"},
+    {"update: update_op 255 on a none variable", errc::invalid_argument,
+     [&] {
+       return s.update(w.n_f64, static_cast<update_op>(255),
+                       tensor::scalar<double>(1));
+     },
+     "255"},
+    {"async update: update_op 17", errc::invalid_argument,
+     [&] {
+       std::promise<caf::error> p;
+       s.async().update(w.w_i32_sum, static_cast<update_op>(17),
+                        tensor::from_vector<int32_t>({3}, {1, 1, 1}),
+                        [&](caf::error e) { p.set_value(std::move(e)); });
+       return p.get_future().get();
+     },
+     "17"},
+    {"replica context: update_op 9 on an on_write variable in a step",
+     errc::invalid_argument,
+     [&] {
+       return step_error(s, [&](replica_context& ctx) {
+         return ctx.update(w.w_f32_sum, static_cast<update_op>(9),
+                           f32({2}, {1, 1}));
+       });
+     },
+     "w_f32_sum"},
+    {"replica context: update_op 9 on an on_read variable in a step",
+     errc::invalid_argument,
+     [&] {
+       return step_error(s, [&](replica_context& ctx) {
+         return ctx.update(w.r_f32_none, static_cast<update_op>(9),
+                           tensor::scalar<float>(1));
+       });
+     },
+     "r_f32_none"},
+    {"all_reduce: reduce_op 42", errc::invalid_argument,
+     [&] {
+       return error_of(s.all_reduce(
+         static_cast<reduce_op>(42),
+         pr({tensor::scalar<float>(1), tensor::scalar<float>(2),
+             tensor::scalar<float>(3)})));
+     },
+     "42"},
+    {"reduce: reduce_op 200 of per-replica values", errc::invalid_argument,
+     [&] {
+       return error_of(s.reduce(
+         static_cast<reduce_op>(200),
+         pr({tensor::scalar<float>(1), tensor::scalar<float>(2),
+             tensor::scalar<float>(3)})));
+     },
+     "200"},
+    {"strategy::create: step_exception policy 5", errc::invalid_argument,
+     [&] {
+       auto opts = options_for({"cpu:0"});
+       opts.step_exception = static_cast<on_step_exception>(5);
+       auto st = strategy::create(opts);
+       if (st)
+         st->shutdown();
+       return error_of(st);
+     },
+     "5"},
+
     // -- invalid_argument: creation ---------------------------------------------
     {"create_variable: empty name", errc::invalid_argument,
      [&] {
