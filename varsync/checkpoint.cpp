@@ -16,6 +16,7 @@
 
 #include "core/error.hpp"
 #include "sync/safetensors_format.hpp"
+#include "sync/sync_policy.hpp"
 #include "sync/synchronization.hpp"
 
 namespace varsync {
@@ -224,6 +225,10 @@ caf::error save(const strategy& s, const std::string& path,
   auto vars = select_variables(s, names, errc::unknown_variable);
   if (!vars)
     return vars.error();
+  // C9: nothing is written that restore would refuse.
+  for (auto& v : *vars)
+    if (auto err = check_variable_name(v.name()))
+      return err;
   std::vector<st::named_tensor> tensors;
   std::map<std::string, std::string> meta;
   meta["format"] = checkpoint_format_tag;

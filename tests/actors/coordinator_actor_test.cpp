@@ -806,3 +806,25 @@ TEST_CASE_METHOD(actor_fixture,
   report.updates[0].op = static_cast<update_op>(3);
   CHECK(from_bytes(sys, to_bytes(sys, report), report_back));
 }
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "C9: coordinator actor: create refuses reserved and "
+                 "unsaveable names and creates nothing",
+                 "[coordinator][validation]") {
+  create("a", tensor::scalar<float>(1.f), synchronization::none);
+  for (std::string name : {std::string{"__metadata__"},
+                           std::string{"a/replica_0"},
+                           std::string{"ok\0no", 5}, std::string(300, 'z')}) {
+    INFO("name of " << name.size() << " bytes");
+    variable_spec spec;
+    spec.name = name;
+    spec.initial_value = tensor::scalar<float>(0.f);
+    auto res = try_create(spec);
+    REQUIRE_FALSE(res);
+    CHECK(has_code(res.error(), errc::invalid_argument));
+  }
+  auto all = ask<std::vector<variable_info>>(coord, list_atom::value);
+  REQUIRE(all);
+  REQUIRE(all->size() == 1);
+  CHECK(all->front().name == "a");
+}

@@ -592,6 +592,31 @@ TEST_CASE("bad input matrix: every invalid call fails with its exact code and "
        return error_of(s.create_variable("", tensor::scalar<float>(0),
                                          synchronization::on_write));
      }},
+    {"create_variable: name __metadata__ (C9)", errc::invalid_argument,
+     [&] {
+       return error_of(s.create_variable("__metadata__",
+                                         tensor::scalar<float>(0)));
+     },
+     "reserved"},
+    {"create_variable: name n_f64/replica_0 beside per-component n_f64 (C9)",
+     errc::invalid_argument,
+     [&] {
+       return error_of(s.create_variable("n_f64/replica_0",
+                                         tensor::scalar<double>(0)));
+     },
+     "/replica_"},
+    {"create_variable: name with a NUL byte (C9)", errc::invalid_argument,
+     [&] {
+       return error_of(s.create_variable(std::string{"a\0b", 3},
+                                         tensor::scalar<float>(0)));
+     },
+     "control character"},
+    {"create_variable: name of 64 MiB (C9)", errc::invalid_argument,
+     [&] {
+       return error_of(s.create_variable(std::string(64u << 20, 'x'),
+                                         tensor::scalar<float>(0)));
+     },
+     "256"},
     {"create_variable: on_read with trainable = true (C4)",
      errc::invalid_argument,
      [&] {
