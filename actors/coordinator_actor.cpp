@@ -348,10 +348,16 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
         return self_->request(replicas_[i], caf::infinite,
                               component_read_atom::value, id);
       },
-      [op = plan.op, done](caf::expected<std::vector<tensor>> r) {
+      [op = plan.op, done, name = info.name](
+        caf::expected<std::vector<tensor>> r) {
         if (!r)
           return done(std::move(r.error()));
-        done(reduce_values(op, *r));
+        auto value = reduce_values(op, *r);
+        if (!value && has_code(value.error(), errc::overflow))
+          return done(make_error(errc::overflow,
+                                 "variable '" + name + "': the aggregated "
+                                   "read: " + message_of(value.error())));
+        done(std::move(value));
       });
     return;
   }
@@ -367,9 +373,15 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
   item.result = tensor::empty(info.type, info.shape);
   item.output = item.result.mutable_raw();
   run_collective(timeout, collective,
-                 [collective, done](caf::expected<ok_atom> r) {
-                   if (!r)
+                 [collective, done, name = info.name](caf::expected<ok_atom> r) {
+                   if (!r) {
+                     if (has_code(r.error(), errc::overflow))
+                       return done(make_error(
+                         errc::overflow, "variable '" + name
+                                           + "': the aggregated read: "
+                                           + message_of(r.error())));
                      return done(std::move(r.error()));
+                   }
                    done(std::move(collective->items[0].result));
                  });
 }
@@ -390,6 +402,28 @@ void coordinator_state::update(caf::timespan timeout, uint64_t id,
     return done(std::move(err));
   switch ((*e)->policy->cross_replica_update(info, op)) {
     case update_target::every_component:
+      if (!is_floating(info.type) && op != update_op::assign
+          && replicas_.size() > 1) {
+        // V4: components may differ (on_read, none), so one may overflow
+        // where the others do not. A collective checks every component at
+        // enter, before any is written: all change or none.
+        auto plan = std::make_shared<collective_plan>();
+        plan->num_replicas = num_replicas();
+        auto& item = plan->add_item();
+        item.variable_id = id;
+        item.type = info.type;
+        item.count = element_count(info.shape);
+        item.rop = reduce_op::sum;
+        item.first_only = true;
+        item.uop = op;
+        item.source = collective_source::contributions;
+        item.target = collective_target::components;
+        item.mirrored = info.sync == synchronization::on_write;
+        item.contributions.assign(replicas_.size(), value);
+        for (size_t r = 0; r < item.contributions.size(); ++r)
+          item.inputs[r] = item.contributions[r].raw();
+        return run_collective(timeout, plan, std::move(done));
+      }
       return gather_ok(
         replicas_.size(), timeout,
         [this, id, op, value](size_t i) {

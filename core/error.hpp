@@ -31,6 +31,8 @@ enum class errc : uint8_t {
   checkpoint_mismatch,
   checkpoint_corrupt,
   shut_down,
+  /// An integer result does not fit its dtype (nothing was changed).
+  overflow,
 };
 
 /// The atom naming varsync's error category ("varsync").

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -827,4 +828,29 @@ TEST_CASE_METHOD(coordinator_fixture,
   REQUIRE(all);
   REQUIRE(all->size() == 1);
   CHECK(all->front().name == "a");
+}
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "V4: coordinator actor: an integer update that overflows one "
+                 "replica's component fails with overflow and changes none",
+                 "[coordinator][validation]") {
+  auto v = create("counts", tensor::scalar<int32_t>(0), synchronization::none);
+  // Components 0, 1, 2, 3 (set through the replicas directly).
+  auto rs = replicas();
+  for (size_t r = 0; r < rs.size(); ++r)
+    REQUIRE(ask<ok_atom>(rs[r], local_update_atom::value, v.id,
+                         update_op::assign,
+                         tensor::scalar<int32_t>(static_cast<int32_t>(r))));
+  const int32_t max32 = std::numeric_limits<int32_t>::max();
+  auto err = update(v.id, update_op::assign_add,
+                    tensor::scalar<int32_t>(max32 - 2));
+  CHECK(has_code(err, errc::overflow));
+  CHECK(message_of(err).find("'counts'") != std::string::npos);
+  CHECK(component_values<int32_t>(v.id)
+        == std::vector<std::vector<int32_t>>{{0}, {1}, {2}, {3}});
+  REQUIRE_FALSE(update(v.id, update_op::assign_add,
+                       tensor::scalar<int32_t>(max32 - 3)));
+  CHECK(component_values<int32_t>(v.id)
+        == std::vector<std::vector<int32_t>>{
+          {max32 - 3}, {max32 - 2}, {max32 - 1}, {max32}});
 }

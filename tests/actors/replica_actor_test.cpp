@@ -746,3 +746,18 @@ TEST_CASE_METHOD(replica_fixture,
   REQUIRE_FALSE(update(r, 1, update_op::assign_add, x));
   CHECK(read(r, 1).to_vector<float>() == std::vector<float>{2.f, 4.f});
 }
+
+TEST_CASE_METHOD(replica_fixture,
+                 "V4: replica actor: a component update that overflows int64 "
+                 "fails with overflow and leaves the component unchanged",
+                 "[replica][validation]") {
+  auto r = spawn(0, 1);
+  auto x = tensor::from_vector<int64_t>({2}, {1, 2});
+  create(r, info_of(1, "big", x), x);
+  auto y = tensor::from_vector<int64_t>(
+    {2}, {0, std::numeric_limits<int64_t>::max() - 1});
+  auto err = update(r, 1, update_op::assign_add, y);
+  CHECK(has_code(err, errc::overflow));
+  CHECK(message_of(err).find("element 1") != std::string::npos);
+  CHECK(read(r, 1).to_vector<int64_t>() == std::vector<int64_t>{1, 2});
+}

@@ -1225,6 +1225,73 @@ TEST_CASE("bad input matrix: every invalid call fails with its exact code and "
      errc::checkpoint_corrupt,
      [&] { return restore(s, bad_replica_meta, {"n_f64"}); }},
 
+    // -- overflow (V4) --------------------------------------------------------------------------------
+    {"assign_add: int32 on_write sum beyond the maximum", errc::overflow,
+     [&] {
+       return s.assign_add(w.w_i32_sum,
+                           tensor::from_vector<int32_t>(
+                             {3}, {std::numeric_limits<int32_t>::max(), 0, 0}));
+     },
+     "w_i32_sum"},
+    {"assign_sub: int64 on_write below the minimum", errc::overflow,
+     [&] {
+       return s.assign_sub(w.w_i64_ofr, tensor::scalar<int64_t>(
+                                          std::numeric_limits<int64_t>::min()));
+     },
+     "w_i64_ofr"},
+    {"assign_add: int64 on_read sum, component 0", errc::overflow,
+     [&] {
+       return s.assign_add(w.r_i64_sum, tensor::scalar<int64_t>(
+                                          std::numeric_limits<int64_t>::max()));
+     }},
+    {"assign_add: int32 on_read only_first, only replica 2 overflows",
+     errc::overflow,
+     [&] {
+       // Components 20, 21, 22: only 22 + (max - 21) does not fit.
+       return s.assign_add(w.r_i32_ofr,
+                           tensor::scalar<int32_t>(
+                             std::numeric_limits<int32_t>::max() - 21));
+     }},
+    {"assign_add: int32 none, only replica 2 overflows", errc::overflow,
+     [&] {
+       return s.assign_add(w.n_i32_vec,
+                           tensor::from_vector<int32_t>(
+                             {2}, {std::numeric_limits<int32_t>::max() - 1, 0}));
+     }},
+    {"replica step: int32 contributions whose sum overflows", errc::overflow,
+     [&] {
+       return step_error(s, [&](replica_context& ctx) {
+         return ctx.assign_add(
+           w.w_i32_sum,
+           tensor::from_vector<int32_t>(
+             {3}, {std::numeric_limits<int32_t>::max() / 2, 0, 0}));
+       });
+     },
+     "w_i32_sum"},
+    {"replica step: int64 local update of an on_read component",
+     errc::overflow,
+     [&] {
+       return step_error(s, [&](replica_context& ctx) {
+         return ctx.assign_add(w.r_i64_sum,
+                               tensor::scalar<int64_t>(
+                                 std::numeric_limits<int64_t>::max()));
+       });
+     }},
+    {"all_reduce: int32 sum beyond the maximum", errc::overflow,
+     [&] {
+       return error_of(s.all_reduce(
+         reduce_op::sum,
+         pr({tensor::scalar<int32_t>(std::numeric_limits<int32_t>::max()),
+             tensor::scalar<int32_t>(1), tensor::scalar<int32_t>(0)})));
+     }},
+    {"reduce: int64 sum beyond the maximum", errc::overflow,
+     [&] {
+       return error_of(s.reduce(
+         reduce_op::sum,
+         pr({tensor::scalar<int64_t>(std::numeric_limits<int64_t>::max()),
+             tensor::scalar<int64_t>(1), tensor::scalar<int64_t>(0)})));
+     }},
+
     // -- shut_down ----------------------------------------------------------------------------------
     {"read after shutdown", errc::shut_down,
      [&] { return error_of(dead.read(dead_v)); }},
@@ -1275,7 +1342,7 @@ TEST_CASE("bad input matrix: every invalid call fails with its exact code and "
   for (auto& r : rows)
     ++per_code[r.expected];
   for (auto code = static_cast<int>(errc::invalid_synchronization);
-       code <= static_cast<int>(errc::shut_down); ++code) {
+       code <= static_cast<int>(errc::overflow); ++code) {
     INFO("code without a row: " << to_string(static_cast<errc>(code)));
     CHECK(per_code[static_cast<errc>(code)] > 0);
   }
