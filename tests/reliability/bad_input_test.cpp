@@ -49,6 +49,7 @@
 #include <caf/sec.hpp>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "varsync/checkpoint.hpp"
@@ -403,6 +404,19 @@ TEST_CASE("bad input matrix: every invalid call fails with its exact code and "
       return "the file system refuses a sparse file of 8 TiB";
     return {};
   };
+
+  // Paths that are not regular files, and a checkpoint with one flipped
+  // data byte (in the last tensor of the file).
+  auto fifo = dir.file("fifo.safetensors");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto a_dir = dir.file("a_dir.safetensors");
+  fs::create_directory(a_dir);
+  auto flipped = dir.file("flipped.safetensors");
+  {
+    auto bytes = read_bytes(good);
+    bytes[bytes.size() - 1] ^= 0x01;
+    write_bytes(flipped, bytes);
+  }
 
   // A strategy that has shut down.
   auto dead = make_strategy(2, 20s);
@@ -1291,6 +1305,17 @@ TEST_CASE("bad input matrix: every invalid call fails with its exact code and "
          pr({tensor::scalar<int64_t>(std::numeric_limits<int64_t>::max()),
              tensor::scalar<int64_t>(1), tensor::scalar<int64_t>(0)})));
      }},
+
+    // -- checkpoint paths ---------------------------------------------------------------------------
+    {"restore from a FIFO (never blocks in open)", errc::invalid_argument,
+     [&] { return restore(s, fifo); }, "not a regular file"},
+    {"save over a FIFO", errc::invalid_argument,
+     [&] { return save(s, fifo); }, "FIFO"},
+    {"save over a directory", errc::invalid_argument,
+     [&] { return save(s, a_dir); }, "directory"},
+    {"restore: a flipped byte in the last tensor's data",
+     errc::checkpoint_corrupt, [&] { return restore(s, flipped); },
+     "checksum"},
 
     // -- shut_down ----------------------------------------------------------------------------------
     {"read after shutdown", errc::shut_down,
