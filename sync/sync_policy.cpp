@@ -70,10 +70,12 @@ std::string printable(std::string_view name) {
 } // namespace
 
 caf::error check_variable_name(std::string_view name) {
-  auto fail = [&](std::string rule) {
-    return make_error(errc::invalid_argument,
-                      "variable name " + quoted(printable(name)) + ": "
-                        + std::move(rule));
+  auto fail = [&](const std::string& rule) {
+    std::string text = "variable name '";
+    text += printable(name);
+    text += "': ";
+    text += rule;
+    return make_error(errc::invalid_argument, std::move(text));
   };
   if (name.empty())
     return make_error(errc::invalid_argument,
