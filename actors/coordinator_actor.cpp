@@ -489,10 +489,16 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
         return self_->request(replicas_[i], caf::infinite,
                               component_read_atom::value, id);
       },
-      [op = plan.op, done](caf::expected<std::vector<tensor>> r) {
+      [op = plan.op, done, name = info.name](
+        caf::expected<std::vector<tensor>> r) {
         if (!r)
           return done(std::move(r.error()));
-        done(reduce_values(op, *r));
+        auto value = reduce_values(op, *r);
+        if (!value && has_code(value.error(), errc::overflow))
+          return done(make_error(errc::overflow,
+                                 "variable '" + name + "': the aggregated "
+                                   "read: " + message_of(value.error())));
+        done(std::move(value));
       });
     return;
   }
@@ -512,9 +518,15 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
   item.result = tensor::empty(info.type, info.shape);
   item.output = item.result.mutable_raw();
   run_collective(timeout, collective,
-                 [collective, done](caf::expected<ok_atom> r) {
-                   if (!r)
+                 [collective, done, name = info.name](caf::expected<ok_atom> r) {
+                   if (!r) {
+                     if (has_code(r.error(), errc::overflow))
+                       return done(make_error(
+                         errc::overflow, "variable '" + name
+                                           + "': the aggregated read: "
+                                           + message_of(r.error())));
                      return done(std::move(r.error()));
+                   }
                    done(std::move(collective->items[0].result));
                  });
 }
@@ -530,6 +542,9 @@ void coordinator_state::update(caf::timespan timeout, uint64_t id,
   if (!e)
     return done(std::move(e.error()));
   auto& info = (*e)->info;
+  // V4: an op outside the enum would throw in every replica's kernel.
+  if (auto err = check_update_op(op, info.name))
+    return done(std::move(err));
   if (auto err = validate_value(info, value, to_string(op)))
     return done(std::move(err));
   if (auto err = check_replicas())
@@ -543,6 +558,28 @@ void coordinator_state::update(caf::timespan timeout, uint64_t id,
   };
   switch ((*e)->policy->cross_replica_update(info, op)) {
     case update_target::every_component:
+      if (!is_floating(info.type) && op != update_op::assign
+          && replicas_.size() > 1) {
+        // V4: components may differ (on_read, none), so one may overflow
+        // where the others do not. A collective checks every component at
+        // enter, before any is written: all change or none.
+        auto plan = std::make_shared<collective_plan>();
+        plan->num_replicas = num_replicas();
+        auto& item = plan->add_item();
+        item.variable_id = id;
+        item.type = info.type;
+        item.count = element_count(info.shape);
+        item.rop = reduce_op::sum;
+        item.first_only = true;
+        item.uop = op;
+        item.source = collective_source::contributions;
+        item.target = collective_target::components;
+        item.mirrored = info.sync == synchronization::on_write;
+        item.contributions.assign(replicas_.size(), value);
+        for (size_t r = 0; r < item.contributions.size(); ++r)
+          item.inputs[r] = item.contributions[r].raw();
+        return run_collective(timeout, plan, std::move(done));
+      }
       return gather_ok(
         replicas_.size(), timeout,
         [this, id, op, value](size_t i) {
@@ -697,6 +734,14 @@ void coordinator_state::finish_step(caf::timespan timeout,
   }
   if (first.empty())
     return done(ok_atom::value);
+  // V4: reports of remote replicas are checked like any message.
+  for (auto& u : first)
+    if (!is_valid(u.op)) {
+      auto i = entries_.find(u.variable_id);
+      return done(check_update_op(
+        u.op, i == entries_.end() ? "#" + std::to_string(u.variable_id)
+                                  : i->second.info.name));
+    }
   // One fused collective applies every update of the step, in issue order.
   auto plan = std::make_shared<collective_plan>();
   plan->num_replicas = num_replicas();
@@ -731,6 +776,8 @@ void coordinator_state::all_reduce(caf::timespan timeout, reduce_op op,
   if (!left)
     return done(std::move(left.error()));
   timeout = *left;
+  if (auto err = check_reduce_op(op, "all_reduce"))
+    return done(std::move(err));
   auto plan = std::make_shared<collective_plan>();
   plan->num_replicas = num_replicas();
   for (size_t k = 0; k < values.size(); ++k) {
@@ -1071,6 +1118,22 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
   if (cfg.devices.empty())
     return make_error(errc::invalid_argument,
                       "a strategy needs at least one device");
+  // V4: enums of the config are checked before any replica exists.
+  if (static_cast<uint8_t>(cfg.step_exception)
+      > static_cast<uint8_t>(on_step_exception::fail_step))
+    return make_error(errc::invalid_argument,
+                      "step exception policy "
+                        + std::to_string(static_cast<int>(cfg.step_exception))
+                        + " is not one of 0 (stop_replica), 1 (fail_step)");
+  for (auto& d : cfg.devices)
+    if ((d.kind != device_kind::host && d.kind != device_kind::cuda)
+        || d.index < 0)
+      return make_error(errc::invalid_argument,
+                        "device kind "
+                          + std::to_string(static_cast<int>(d.kind))
+                          + " index " + std::to_string(d.index)
+                          + " is not a device: kinds are 0 (cpu), 1 (cuda) "
+                            "and indices are not negative");
   std::vector<replica_actor> replicas;
   auto stop_all = [&] {
     for (auto& r : replicas)

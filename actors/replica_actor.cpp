@@ -94,6 +94,8 @@ public:
     if (!c)
       return record_failure(std::move(c.error()));
     auto& comp = **c;
+    if (auto err = check_update_op(op, comp.info.name))
+      return record_failure(std::move(err));
     if (comp.policy->collective_replica_updates()) {
       // The contribution joins the step's collective as a host tensor: one
       // device-to-host copy on the replica's stream (after the step's
@@ -104,6 +106,8 @@ public:
         return record_failure(std::move(value.error()));
       return update(v, op, *value);
     }
+    if (auto err = check_overflow(comp, op, data))
+      return record_failure(std::move(err));
     return device_->apply_local(comp.data, op, comp.info.type, data,
                                 element_count(comp.info.shape));
   }
@@ -114,6 +118,8 @@ public:
     if (!c)
       return record_failure(std::move(c.error()));
     auto& comp = **c;
+    if (auto err = check_update_op(op, comp.info.name))
+      return record_failure(std::move(err));
     if (auto err = validate_value(comp.info, value, to_string(op)))
       return record_failure(std::move(err));
     if (comp.policy->collective_replica_updates()) {
@@ -125,6 +131,8 @@ public:
       recording_->updates.push_back({comp.info.id, op, value});
       return {};
     }
+    if (auto err = check_overflow(comp, op, value.raw()))
+      return record_failure(std::move(err));
     return device_->apply(comp.data, op, value);
   }
 
@@ -134,6 +142,8 @@ public:
     if (!c)
       return record_failure(std::move(c.error()));
     auto& comp = **c;
+    if (auto err = check_update_op(op, comp.info.name))
+      return record_failure(std::move(err));
     if (auto err = validate_scalar(comp.info, value))
       return record_failure(std::move(err));
     if (comp.policy->collective_replica_updates() || !host_memory_)
@@ -141,6 +151,8 @@ public:
     // Local update of a host scalar: no tensor, no allocation.
     alignas(8) unsigned char y[8];
     store_double(comp.info.type, y, 0, value);
+    if (auto err = check_overflow(comp, op, y))
+      return record_failure(std::move(err));
     host::apply_update(op, comp.info.type, comp.data, y, 0, 1);
     return {};
   }
@@ -155,6 +167,26 @@ private:
                           + (name.empty() ? "#" + std::to_string(id)
                                           : "'" + name + "'"));
     return &i->second;
+  }
+
+  // V4: an integer update that does not fit the dtype changes nothing.
+  // Host memory only: device components are not readable here.
+  caf::error check_overflow(const component& comp, update_op op,
+                            const void* y) const {
+    if (!host_memory_ || op == update_op::assign || is_floating(comp.info.type))
+      return {};
+    const void* inputs[] = {y};
+    auto i = host::first_overflow(reduce_op::sum, op, comp.info.type, inputs,
+                                  comp.data, 0,
+                                  element_count(comp.info.shape));
+    if (i < 0)
+      return {};
+    return make_error(errc::overflow,
+                      "variable '" + comp.info.name + "': "
+                        + std::string{to_string(op)} + " overflows "
+                        + std::string{to_string(comp.info.type)}
+                        + " at element " + std::to_string(i) + " on replica "
+                        + std::to_string(cfg_.rank) + "; nothing was changed");
   }
 
   caf::error record_failure(caf::error err) {
@@ -266,7 +298,11 @@ private:
     auto c = find(id);
     if (!c)
       return std::move(c.error());
+    if (auto err = check_update_op(op, (*c)->info.name))
+      return err;
     if (auto err = validate_value((*c)->info, x, to_string(op)))
+      return err;
+    if (auto err = check_overflow(**c, op, x.raw()))
       return err;
     if (auto err = device_->apply((*c)->data, op, x))
       return err;
@@ -357,6 +393,30 @@ private:
       }
       if (item.require_equal && mismatch < 0 && !inputs_equal(item, cfg_.rank))
         mismatch = static_cast<int64_t>(i);
+    }
+    // V4: every replica checks its own component before any worker writes,
+    // so an integer overflow anywhere fails the collective with nothing
+    // changed. Device components are checked by nobody (docs).
+    if (host_memory_ && mismatch < 0) {
+      auto k = enter_overflow(plan, [&](const collective_item& item) {
+        return item.components[rank];
+      });
+      if (k >= 0) {
+        auto& item = plan.items[static_cast<size_t>(k)];
+        auto c = find(item.variable_id);
+        std::span<const void* const> inputs{item.inputs};
+        if (item.first_only)
+          inputs = inputs.first(1);
+        auto at = host::first_overflow(item.rop, item.uop, item.type, inputs,
+                                       item.components[rank], 0, item.count);
+        return make_error(errc::overflow,
+                          "variable '" + (c ? (*c)->info.name : std::string{"?"})
+                            + "': " + std::string{to_string(item.uop)}
+                            + " overflows " + std::string{to_string(item.type)}
+                            + " at element " + std::to_string(at)
+                            + " on replica " + std::to_string(cfg_.rank)
+                            + "; nothing was applied");
+      }
     }
     return mismatch;
   }
@@ -481,7 +541,13 @@ replica_actor::behavior_type replica_state::make_behavior() {
                           "replica " + std::to_string(cfg_.rank) + " ("
                             + to_string(cfg_.device)
                             + "): host collective work on device memory");
-      allreduce_one_pass(*plan, cfg_.rank, cfg_.num_replicas);
+      auto k = allreduce_one_pass(*plan, cfg_.rank, cfg_.num_replicas);
+      if (k >= 0)
+        return make_error(errc::overflow,
+                          "the " + std::string{to_string(plan->items[static_cast<size_t>(k)].rop)}
+                            + " of " + std::string{to_string(plan->items[static_cast<size_t>(k)].type)}
+                            + " values (item " + std::to_string(k)
+                            + ") overflows the dtype");
       return ok_atom::value;
     },
     [this](collective_leave_atom) {

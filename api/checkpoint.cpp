@@ -1,6 +1,7 @@
 #include "varsync/checkpoint.hpp"
 
 #include <atomic>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -18,6 +19,7 @@
 #include "sync/safetensors_format.hpp"
 #include "api/strategy_core.hpp"
 #include "devices/memory_budget.hpp"
+#include "sync/sync_policy.hpp"
 #include "varsync/synchronization.hpp"
 
 namespace varsync {
@@ -34,6 +36,71 @@ caf::error io_error(const std::string& what, const std::string& path,
   return make_error(errc::invalid_argument, "checkpoint: cannot " + what
                                               + " '" + path
                                               + "': " + std::strerror(err));
+}
+
+// FNV-1a 64 of a tensor's bytes as the file stores them (little-endian).
+uint64_t fnv1a64(const tensor& t) {
+  constexpr uint64_t prime = 1099511628211ull;
+  uint64_t h = 14695981039346656037ull;
+  auto* p = static_cast<const unsigned char*>(t.raw());
+  size_t n = t.nbytes();
+  if constexpr (std::endian::native == std::endian::little) {
+    for (size_t i = 0; i < n; ++i) {
+      h ^= p[i];
+      h *= prime;
+    }
+  } else {
+    size_t w = size_of(t.type());
+    for (size_t i = 0; i + w <= n; i += w)
+      for (size_t b = w; b-- > 0;) {
+        h ^= p[i + b];
+        h *= prime;
+      }
+  }
+  return h;
+}
+
+std::string hex64(uint64_t x) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i, x >>= 4)
+    out[static_cast<size_t>(i)] = digits[x & 0xf];
+  return out;
+}
+
+/// Metadata key of an entry's checksum.
+std::string checksum_key(const std::string& entry) {
+  return entry + ".fnv1a64";
+}
+
+// save renames over `path`: only a missing path or a regular file may be
+// replaced. A symbolic link is refused: rename would replace the link, not
+// the file it points to.
+caf::error check_save_target(const std::string& path) {
+  struct stat info {};
+  if (::lstat(path.c_str(), &info) != 0) {
+    if (errno == ENOENT)
+      return {};
+    return io_error("inspect", path, errno);
+  }
+  if (S_ISLNK(info.st_mode))
+    return make_error(errc::invalid_argument,
+                      "checkpoint: '" + path
+                        + "' is a symbolic link; save replaces the path "
+                          "itself, not the link's target: pass the target's "
+                          "path");
+  if (!S_ISREG(info.st_mode)) {
+    const char* kind = S_ISDIR(info.st_mode)    ? "a directory"
+                       : S_ISFIFO(info.st_mode) ? "a FIFO"
+                       : S_ISSOCK(info.st_mode) ? "a socket"
+                       : S_ISCHR(info.st_mode) || S_ISBLK(info.st_mode)
+                         ? "a device node"
+                         : "not a regular file";
+    return make_error(errc::invalid_argument,
+                      "checkpoint: '" + path + "' exists and is " + kind
+                        + "; save only replaces regular files");
+  }
+  return {};
 }
 
 caf::error mismatch(std::string what) {
@@ -122,7 +189,9 @@ caf::error write_atomically(const std::string& path, const std::string& bytes) {
 
 caf::expected<std::vector<std::byte>> read_file(const std::string& path,
                                                 const memory_budget& budget) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
+  // forever; non-regular files are refused before any read.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return io_error("open", path, errno);
   struct stat info {};
@@ -139,6 +208,12 @@ caf::expected<std::vector<std::byte>> read_file(const std::string& path,
                               "checkpoint: restoring '" + path + "'")) {
     ::close(fd);
     return err;
+  }
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    int e = errno;
+    ::close(fd);
+    return io_error("read", path, e);
   }
   std::vector<std::byte> out;
   try {
@@ -236,6 +311,12 @@ caf::error save(const strategy& s, const std::string& path,
   auto vars = select_variables(s, names, errc::unknown_variable);
   if (!vars)
     return vars.error();
+  // C9: nothing is written that restore would refuse.
+  for (auto& v : *vars)
+    if (auto err = check_variable_name(v.name()))
+      return err;
+  if (auto err = check_save_target(path))
+    return err;
   std::vector<st::named_tensor> tensors;
   std::map<std::string, std::string> meta;
   meta["format"] = checkpoint_format_tag;
@@ -263,9 +344,15 @@ caf::error save(const strategy& s, const std::string& path,
       tensors.push_back({name, std::move(*value)});
     }
   }
+  // Restore verifies each entry's bytes against its checksum.
+  for (auto& t : tensors)
+    meta[checksum_key(t.name)] = hex64(fnv1a64(t.value));
   auto bytes = st::encode(tensors, meta);
   if (!bytes)
     return bytes.error();
+  // Checked again: the path may have changed while the values were read.
+  if (auto err = check_save_target(path))
+    return err;
   return write_atomically(path, *bytes);
 }
 
@@ -302,6 +389,14 @@ caf::error restore(const strategy& s, const std::string& path,
         return mismatch("entry '" + entry + "' has shape "
                         + to_string(t.shape()) + ", variable '" + v.name()
                         + "' has shape " + to_string(v.shape()));
+      // Files without checksums (older ones, other tools) are accepted.
+      auto sum = file->metadata.find(checksum_key(entry));
+      if (sum != file->metadata.end() && sum->second != hex64(fnv1a64(t)))
+        return make_error(errc::checkpoint_corrupt,
+                          "checkpoint: entry '" + entry
+                            + "': its bytes do not match the checksum "
+                              "(fnv1a64 "
+                            + sum->second + ") recorded in the file");
     }
     if (stored->per_component) {
       if (!is_per_component(v))

@@ -139,4 +139,24 @@ caf::expected<reduce_op> parse_reduce_op(std::string_view text) {
                       + " is not one of sum, mean, min, max, prod");
 }
 
+caf::error check_update_op(update_op op, std::string_view var) {
+  if (is_valid(op))
+    return {};
+  return make_error(errc::invalid_argument,
+                    "variable " + quoted(var) + ": update op "
+                      + std::to_string(static_cast<int>(op))
+                      + " is not one of 0 (assign), 1 (assign_add), "
+                        "2 (assign_sub)");
+}
+
+caf::error check_reduce_op(reduce_op op, std::string_view what) {
+  if (is_valid(op))
+    return {};
+  return make_error(errc::invalid_argument,
+                    std::string{what} + ": reduce op "
+                      + std::to_string(static_cast<int>(op))
+                      + " is not one of 0 (sum), 1 (mean), 2 (min), 3 (max), "
+                        "4 (prod)");
+}
+
 } // namespace varsync

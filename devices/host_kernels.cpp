@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -593,6 +594,74 @@ void split_assign(dtype t, void* dst, const void* x, int64_t begin, int64_t end,
         split_int_loop(out, in, divisor, k, n);
     }
   });
+}
+
+// -- integer overflow ----------------------------------------------------------
+// Integer results that do not fit the dtype fail instead of wrapping (V4). A
+// read-only pass finds them before anything is written; floating dtypes never
+// get here.
+
+namespace {
+
+// Exact in int64: an int32 result is checked once, at the end (so
+// intermediate sums outside int32 that come back in range are fine, as the
+// wrapping kernels then store the exact value); int64 fails on the first
+// intermediate that does not fit.
+inline bool combine_overflows(reduce_op op, int64_t a, int64_t b,
+                              int64_t& out) {
+  switch (op) {
+    case reduce_op::sum:
+    case reduce_op::mean: return __builtin_add_overflow(a, b, &out);
+    case reduce_op::prod: return __builtin_mul_overflow(a, b, &out);
+    case reduce_op::min: out = b < a ? b : a; return false;
+    case reduce_op::max: out = a < b ? b : a; return false;
+  }
+  out = a;
+  return false;
+}
+
+template <class T>
+int64_t first_overflow_of(reduce_op rop, update_op uop,
+                          std::span<const void* const> inputs,
+                          const void* component, int64_t begin, int64_t end) {
+  const T* c = static_cast<const T*>(component);
+  const bool updates = c != nullptr && uop != update_op::assign;
+  constexpr int64_t lo = std::numeric_limits<T>::min();
+  constexpr int64_t hi = std::numeric_limits<T>::max();
+  for (int64_t i = begin; i < end; ++i) {
+    int64_t y = static_cast<const T*>(inputs[0])[i];
+    bool bad = false;
+    for (size_t k = 1; k < inputs.size(); ++k)
+      bad |= combine_overflows(rop, y, static_cast<const T*>(inputs[k])[i], y);
+    if (updates) {
+      int64_t v = 0;
+      bad |= uop == update_op::assign_add
+               ? __builtin_add_overflow(static_cast<int64_t>(c[i]), y, &v)
+               : __builtin_sub_overflow(static_cast<int64_t>(c[i]), y, &v);
+      y = v;
+    }
+    if (bad || y < lo || y > hi)
+      return i;
+  }
+  return -1;
+}
+
+} // namespace
+
+int64_t first_overflow(reduce_op rop, update_op uop, dtype t,
+                       std::span<const void* const> inputs,
+                       const void* component, int64_t begin, int64_t end) {
+  if (inputs.empty() || end <= begin)
+    return -1;
+  switch (t) {
+    case dtype::int32:
+      return first_overflow_of<int32_t>(rop, uop, inputs, component, begin,
+                                        end);
+    case dtype::int64:
+      return first_overflow_of<int64_t>(rop, uop, inputs, component, begin,
+                                        end);
+    default: return -1;
+  }
 }
 
 bool bitwise_equal(const void* a, const void* b, size_t nbytes) {

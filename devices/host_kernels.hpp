@@ -1,7 +1,8 @@
 #pragma once
 // Elementwise CPU kernels on raw host buffers, for every dtype. float16 and
 // bfloat16 are computed in float32 and rounded back (core/half.hpp); integer
-// arithmetic wraps like unsigned arithmetic (never undefined behavior).
+// arithmetic wraps like unsigned arithmetic (never undefined behavior);
+// callers that must not wrap check first_overflow() before writing.
 //
 // Every kernel works on the element range [begin, end), so that several
 // workers can each process a slice of one buffer. The dtype is dispatched once
@@ -62,6 +63,15 @@ void reduce_and_apply_mirrored(reduce_op rop, update_op uop, dtype t,
 /// equal `x`. Throws std::invalid_argument unless 0 <= rank < num_replicas.
 void split_assign(dtype t, void* dst, const void* x, int64_t begin,
                   int64_t end, int rank, int num_replicas);
+
+/// Integer overflow check, read-only (floating dtypes: always -1). For each
+/// i in [begin, end): y = reduce(rop, inputs[*][i]) in the dtype (y =
+/// inputs[0][i] for a single input), then, if `component` is not null,
+/// uop(component[i], y). Returns the first i at which a sum, product,
+/// assign_add or assign_sub does not fit the dtype, or -1.
+int64_t first_overflow(reduce_op rop, update_op uop, dtype t,
+                       std::span<const void* const> inputs,
+                       const void* component, int64_t begin, int64_t end);
 
 /// True if the first `nbytes` bytes of `a` and `b` are equal.
 bool bitwise_equal(const void* a, const void* b, size_t nbytes);

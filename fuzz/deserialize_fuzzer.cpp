@@ -24,8 +24,8 @@
 // prefix is longer than the 5 bytes a uint32 needs (which CAF decodes with
 // shifts of 32 bits or more). Set VARSYNC_FUZZ_UNBOUNDED=1 to hand every
 // input to CAF unchanged and reproduce the allocation.
-// VARSYNC_FUZZ_STRICT_ENUMS=1 additionally requires that deserialized enum
-// fields (dtype, synchronization, aggregation, update_op) are in range.
+// Deserialized enum fields (dtype, synchronization, aggregation, update_op)
+// must be in range: the inspect load callbacks reject the rest (V4).
 
 #include <cstddef>
 #include <cstdint>
@@ -231,24 +231,14 @@ void check_tensor_round_trip(tensor& t) {
   FUZZ_CHECK(again.bitwise_equal(t), "tensor round trip changed the value");
 }
 
-bool strict_enums() {
-  static const bool value = env_flag("VARSYNC_FUZZ_STRICT_ENUMS");
-  return value;
-}
-
-void check_enums(uint8_t sync, uint8_t agg) {
-  if (!strict_enums())
-    return;
-  FUZZ_CHECK(sync <= 3, "synchronization out of range after deserialization");
-  FUZZ_CHECK(agg <= 3, "aggregation out of range after deserialization");
+void check_enums(synchronization sync, aggregation agg) {
+  FUZZ_CHECK(is_valid(sync), "synchronization out of range after deserialization");
+  FUZZ_CHECK(is_valid(agg), "aggregation out of range after deserialization");
 }
 
 void check_info(const variable_info& info) {
-  if (strict_enums())
-    FUZZ_CHECK(static_cast<uint8_t>(info.type)
-                 <= static_cast<uint8_t>(dtype::int64),
-               "dtype out of range after deserialization");
-  check_enums(static_cast<uint8_t>(info.sync), static_cast<uint8_t>(info.agg));
+  FUZZ_CHECK(is_valid(info.type), "dtype out of range after deserialization");
+  check_enums(info.sync, info.agg);
   (void) to_string(info.shape);
   (void) to_string(info.type);
 }
@@ -294,8 +284,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       variable_spec spec;
       if (deserialize(data, size, spec)) {
         check_tensor(spec.initial_value);
-        check_enums(static_cast<uint8_t>(spec.sync),
-                    static_cast<uint8_t>(spec.agg));
+        check_enums(spec.sync, spec.agg);
         // A remote creation request is validated before anything happens.
         auto info = validate_variable_spec(spec);
         if (!info)
@@ -317,9 +306,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       step_report report;
       if (deserialize(data, size, report))
         for (auto& u : report.updates) {
-          if (strict_enums())
-            FUZZ_CHECK(static_cast<uint8_t>(u.op) <= 2,
-                       "update_op out of range after deserialization");
+          FUZZ_CHECK(is_valid(u.op),
+                     "update_op out of range after deserialization");
           check_tensor(u.value);
         }
       break;

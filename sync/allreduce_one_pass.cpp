@@ -31,10 +31,12 @@ std::pair<int64_t, int64_t> worker_slice(int64_t total, int worker,
   return {std::min(lo, total), std::min(hi, total)};
 }
 
-void allreduce_one_pass(collective_plan& plan, int worker, int num_workers) {
+int64_t allreduce_one_pass(collective_plan& plan, int worker, int num_workers) {
   auto [lo, hi] = worker_slice(plan.total_elements(), worker, num_workers);
   int64_t offset = 0;
-  for (auto& item : plan.items) {
+  int64_t overflowed = -1;
+  for (size_t k = 0; k < plan.items.size(); ++k) {
+    auto& item = plan.items[k];
     auto item_lo = std::max(lo, offset) - offset;
     auto item_hi = std::min(hi, offset + item.count) - offset;
     offset += item.count;
@@ -58,10 +60,17 @@ void allreduce_one_pass(collective_plan& plan, int worker, int num_workers) {
                   static_cast<const char*>(inputs[0]) + item_lo * width,
                   static_cast<size_t>((item_hi - item_lo) * width));
     } else {
+      // Integer results that do not fit fail the collective (V4).
+      if (!is_floating(item.type) && overflowed < 0
+          && host::first_overflow(item.rop, update_op::assign, item.type,
+                                  inputs, nullptr, item_lo, item_hi)
+               >= 0)
+        overflowed = static_cast<int64_t>(k);
       host::reduce(item.rop, item.type, item.output, inputs,
                    item_lo, item_hi);
     }
   }
+  return overflowed;
 }
 
 bool inputs_equal(const collective_item& item, int replica) {

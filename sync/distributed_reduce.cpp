@@ -1,6 +1,7 @@
 #include "sync/distributed_reduce.hpp"
 
 #include <cstring>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -238,6 +239,15 @@ bool accumulate_axis(reduce_op rop, std::span<const tensor> values, int64_t a,
   return false;
 }
 
+caf::error overflow_error(const char* fn, reduce_op op, dtype type,
+                          int64_t element) {
+  return make_error(errc::overflow,
+                    std::string{fn} + ": the " + std::string{to_string(op)}
+                      + " of the " + std::string{to_string(type)}
+                      + " values at element " + std::to_string(element)
+                      + " does not fit " + std::string{to_string(type)});
+}
+
 caf::error unknown_op(const char* fn, reduce_op op) {
   return make_error(errc::invalid_argument,
                     std::string{fn} + ": unknown reduce_op "
@@ -293,6 +303,10 @@ caf::expected<tensor> reduce_values(reduce_op op,
   inputs.reserve(values.size());
   for (const auto& v : values)
     inputs.push_back(v.raw());
+  if (auto i = host::first_overflow(op, update_op::assign, type, inputs,
+                                    nullptr, 0, n);
+      i >= 0)
+    return overflow_error(fn, op, type, i);
   host::reduce(op, type, out.mutable_raw(), inputs, 0, n);
   return out;
 }
@@ -337,6 +351,7 @@ caf::expected<tensor> reduce_values(reduce_op op,
   }
   const auto out_size = static_cast<size_t>(outer * inner);
   auto out = tensor::empty(out_type, out_shape);
+  int64_t overflow_at = -1;
   with_storage(type, [&](auto s, auto conv) {
     using S = decltype(s);
     if (is_floating(type) || int_mean) {
@@ -354,14 +369,26 @@ caf::expected<tensor> reduce_values(reduce_op op,
                          || std::is_same_v<S, int64_t>) {
       S* dst = out.mutable_data<S>();
       if (op == reduce_op::sum || op == reduce_op::prod) {
-        // Wrapping arithmetic modulo 2^64 agrees with the dtype's wrapping
-        // arithmetic after the (modular) conversion back.
-        std::vector<uint64_t> acc(out_size);
-        auto to_unsigned = [](S x) {
-          return static_cast<uint64_t>(static_cast<int64_t>(x));
+        // Exact in int64; a result outside the dtype fails (V4).
+        std::vector<int64_t> acc(out_size);
+        auto widen = [](S x) { return static_cast<int64_t>(x); };
+        bool over = false;
+        auto checked = [&over, op](int64_t x, int64_t y) {
+          int64_t r = 0;
+          over |= op == reduce_op::sum ? __builtin_add_overflow(x, y, &r)
+                                       : __builtin_mul_overflow(x, y, &r);
+          return r;
         };
-        accumulate_axis<S>(op, values, a, outer, inner, to_unsigned,
+        accumulate_axis<S>(values, a, outer, inner, widen, checked,
                            acc.data());
+        for (size_t i = 0; i < out_size && !over; ++i) {
+          over = acc[i] < std::numeric_limits<S>::min()
+                 || acc[i] > std::numeric_limits<S>::max();
+          if (over)
+            overflow_at = static_cast<int64_t>(i);
+        }
+        if (over && overflow_at < 0)
+          overflow_at = 0;
         for (size_t i = 0; i < out_size; ++i)
           dst[i] = static_cast<S>(acc[i]);
       } else {
@@ -373,6 +400,8 @@ caf::expected<tensor> reduce_values(reduce_op op,
       }
     }
   });
+  if (overflow_at >= 0)
+    return overflow_error(fn, op, type, overflow_at);
   return out;
 }
 

@@ -17,7 +17,8 @@ namespace varsync {
 /// (`dtype_mismatch`) and the shape (`shape_mismatch`) of replica 0; an empty
 /// span fails with `invalid_argument`. The result has the input dtype, except
 /// that `mean` of integer values yields float64 (D6, computed in double).
-/// Integer sums and products wrap; floating min/max propagate NaN.
+/// Integer sums and products that do not fit the dtype fail with
+/// `overflow`; floating min/max propagate NaN.
 caf::expected<tensor> reduce_values(reduce_op op,
                                     std::span<const tensor> values);
 

@@ -130,6 +130,13 @@ encode(const std::vector<named_tensor>& tensors,
     // (as the reference implementation does).
     while (text.size() % 8 != 0)
       text.push_back(' ');
+    // What decode refuses is never written.
+    if (text.size() > max_header_bytes)
+      return make_error(errc::invalid_argument,
+                        "safetensors: the header of "
+                          + std::to_string(text.size())
+                          + " bytes exceeds the limit of "
+                          + std::to_string(max_header_bytes) + " bytes");
     std::string out;
     out.reserve(8 + text.size() + offset);
     uint64_t n = text.size();

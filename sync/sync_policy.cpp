@@ -19,6 +19,90 @@ std::string quoted(std::string_view s) {
 
 } // namespace
 
+namespace {
+
+// Length of the UTF-8 sequence at s[i], or 0 if it is not valid UTF-8
+// (overlong forms, surrogates and code points above U+10FFFF included).
+size_t utf8_length(std::string_view s, size_t i) {
+  auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  auto cont = [&](size_t k) { return i + k < s.size() && (b(k) & 0xc0) == 0x80; };
+  unsigned char c = b(0);
+  if (c < 0x80)
+    return 1;
+  if (c >= 0xc2 && c <= 0xdf)
+    return cont(1) ? 2 : 0;
+  if (c >= 0xe0 && c <= 0xef) {
+    if (!cont(1) || !cont(2))
+      return 0;
+    if ((c == 0xe0 && b(1) < 0xa0) || (c == 0xed && b(1) > 0x9f))
+      return 0;
+    return 3;
+  }
+  if (c >= 0xf0 && c <= 0xf4) {
+    if (!cont(1) || !cont(2) || !cont(3))
+      return 0;
+    if ((c == 0xf0 && b(1) < 0x90) || (c == 0xf4 && b(1) > 0x8f))
+      return 0;
+    return 4;
+  }
+  return 0;
+}
+
+std::string printable(std::string_view name) {
+  // Error messages show at most 64 bytes, control characters escaped.
+  std::string out;
+  for (size_t i = 0; i < name.size() && i < 64; ++i) {
+    auto c = static_cast<unsigned char>(name[i]);
+    if (c < 0x20 || c == 0x7f) {
+      static constexpr char hex[] = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 0xf];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (name.size() > 64)
+    out += "...";
+  return out;
+}
+
+} // namespace
+
+caf::error check_variable_name(std::string_view name) {
+  auto fail = [&](const std::string& rule) {
+    std::string text = "variable name '";
+    text += printable(name);
+    text += "': ";
+    text += rule;
+    return make_error(errc::invalid_argument, std::move(text));
+  };
+  if (name.empty())
+    return make_error(errc::invalid_argument,
+                      "a variable needs a non-empty name");
+  if (name.size() > max_variable_name_bytes)
+    return fail("a name has at most "
+                + std::to_string(max_variable_name_bytes) + " bytes, this one "
+                + std::to_string(name.size()));
+  for (size_t i = 0; i < name.size();) {
+    auto c = static_cast<unsigned char>(name[i]);
+    if (c < 0x20 || c == 0x7f)
+      return fail("control character at byte " + std::to_string(i)
+                  + " (names are printable UTF-8)");
+    auto n = utf8_length(name, i);
+    if (n == 0)
+      return fail("invalid UTF-8 at byte " + std::to_string(i));
+    i += n;
+  }
+  if (name.substr(0, 2) == "__")
+    return fail("names starting with \"__\" are reserved (checkpoint "
+                "metadata)");
+  if (name.find("/replica_") != std::string_view::npos)
+    return fail("\"/replica_\" is reserved for the checkpoint entries of "
+                "per-component variables");
+  return {};
+}
+
 synchronization resolve_synchronization(synchronization requested) {
   return requested == synchronization::auto_ ? synchronization::on_write
                                              : requested;
@@ -36,9 +120,8 @@ const sync_policy& policy_for(synchronization resolved) {
 }
 
 caf::expected<variable_info> validate_variable_spec(const variable_spec& spec) {
-  if (spec.name.empty())
-    return make_error(errc::invalid_argument,
-                      "a variable needs a non-empty name");
+  if (auto err = check_variable_name(spec.name))
+    return err;
   auto sync_value = static_cast<int64_t>(spec.sync);
   auto sync = parse_synchronization(sync_value, spec.name);
   if (!sync)

@@ -86,6 +86,18 @@ synchronization resolve_synchronization(synchronization requested);
 /// The policy of a resolved synchronization mode.
 const sync_policy& policy_for(synchronization resolved);
 
+/// Longest variable name, in bytes (C9).
+constexpr size_t max_variable_name_bytes = 256;
+
+/// C9: the names a variable may have, so that every accepted name can be
+/// saved and restored: 1 to max_variable_name_bytes bytes of valid UTF-8
+/// without control characters (NUL, U+0001-U+001F, DEL), not starting with
+/// "__" (reserved: the safetensors "__metadata__" entry) and not containing
+/// "/replica_" (the checkpoint entries of per-component variables are
+/// "<name>/replica_<r>"). invalid_argument naming the rule otherwise. Used
+/// by creation and by save.
+caf::error check_variable_name(std::string_view name);
+
 /// Validates a creation request and builds the registry entry (id left 0):
 /// name, enum ranges, the mode's rules. Nothing is created on failure.
 caf::expected<variable_info> validate_variable_spec(const variable_spec& spec);

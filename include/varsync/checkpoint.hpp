@@ -36,17 +36,21 @@ bool is_per_component(const variable& v);
 /// The file's tensor name of component `r` of a per-component variable.
 std::string component_entry_name(const std::string& variable, int r);
 
-/// Saves `names` (empty: every variable of `s`) to `path`, atomically.
-/// Errors: unknown_variable, no_cross_replica_value (from reads),
-/// invalid_argument (the file cannot be written), timeout, shut_down.
+/// Saves `names` (empty: every variable of `s`) to `path`, atomically, with
+/// a checksum of every entry. Errors: unknown_variable,
+/// no_cross_replica_value (from reads), invalid_argument (the file cannot be
+/// written, or `path` exists and is not a regular file: a directory, FIFO,
+/// device node, socket or a symbolic link), timeout, shut_down.
 caf::error save(const strategy& s, const std::string& path,
                 const std::vector<std::string>& names = {});
 
 /// Restores `names` (empty: every variable of `s`) from `path`.
-/// Errors: checkpoint_corrupt (unreadable layout), checkpoint_mismatch (a
+/// Errors: checkpoint_corrupt (unreadable layout, or an entry whose bytes do
+/// not match its checksum), checkpoint_mismatch (a
 /// variable missing from the strategy or the file, another dtype, shape or
-/// replica count), invalid_argument (the file cannot be read). Nothing
-/// changes unless every check passes.
+/// replica count), invalid_argument (the file cannot be read or is not a
+/// regular file; never blocks on a FIFO). Nothing changes unless every check
+/// passes.
 caf::error restore(const strategy& s, const std::string& path,
                    const std::vector<std::string>& names = {});
 

@@ -35,6 +35,11 @@ constexpr bool is_floating(dtype t) {
          || t == dtype::float64;
 }
 
+/// False for a value outside the enum (a cast or a deserialized byte).
+constexpr bool is_valid(dtype t) {
+  return static_cast<uint8_t>(t) <= static_cast<uint8_t>(dtype::int64);
+}
+
 std::string_view to_string(dtype t);
 
 /// Parses "float32", "f32", "int64", ... ; nullopt for anything else.

@@ -35,6 +35,8 @@ enum class errc : uint8_t {
   /// component, but its confirmation missed the deadline (never `timeout`,
   /// which means nothing changed).
   committed_late,
+  /// An integer result does not fit its dtype (nothing was changed).
+  overflow,
 };
 
 /// The atom naming varsync's error category ("varsync").

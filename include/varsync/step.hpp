@@ -7,6 +7,9 @@
 #include <vector>
 
 #include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/error.hpp>
+#include <caf/meta/load_callback.hpp>
+#include <caf/sec.hpp>
 #include <caf/meta/type_name.hpp>
 
 #include "varsync/tensor.hpp"
@@ -39,8 +42,14 @@ struct step_report {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recorded_update& x) {
+  // V4: an update op outside its range never leaves deserialization.
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    if (!is_valid(x.op))
+      return caf::sec::invalid_argument;
+    return caf::none;
+  });
   return f(caf::meta::type_name("varsync::recorded_update"), x.variable_id,
-           x.op, x.value);
+           x.op, x.value, load);
 }
 
 template <class Inspector>

@@ -61,4 +61,27 @@ caf::expected<aggregation> parse_aggregation(std::string_view text,
 
 caf::expected<reduce_op> parse_reduce_op(std::string_view text);
 
+/// Range checks of values that arrive as enums (V4): a cast from an integer
+/// or a deserialized message can hold any byte.
+constexpr bool is_valid(synchronization x) {
+  return static_cast<uint8_t>(x) <= static_cast<uint8_t>(synchronization::on_read);
+}
+constexpr bool is_valid(aggregation x) {
+  return static_cast<uint8_t>(x)
+         <= static_cast<uint8_t>(aggregation::only_first_replica);
+}
+constexpr bool is_valid(reduce_op x) {
+  return static_cast<uint8_t>(x) <= static_cast<uint8_t>(reduce_op::prod);
+}
+constexpr bool is_valid(update_op x) {
+  return static_cast<uint8_t>(x) <= static_cast<uint8_t>(update_op::assign_sub);
+}
+
+/// invalid_argument naming `variable` and the value unless `op` is valid.
+caf::error check_update_op(update_op op, std::string_view variable);
+
+/// invalid_argument naming `what` (the call) and the value unless `op` is
+/// valid.
+caf::error check_reduce_op(reduce_op op, std::string_view what);
+
 } // namespace varsync

@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include <caf/error.hpp>
 #include <caf/meta/load_callback.hpp>
+#include <caf/sec.hpp>
 #include <caf/meta/type_name.hpp>
 
 #include "varsync/tensor.hpp"
@@ -40,6 +42,10 @@ typename Inspector::result_type inspect(Inspector& f, variable_spec& x) {
   // -1: unset, 0: false, 1: true (CAF 0.17 has no std::optional support).
   int8_t trainable = x.trainable ? static_cast<int8_t>(*x.trainable) : -1;
   auto load = caf::meta::load_callback([&]() -> caf::error {
+    // V4: an enum byte outside its range never leaves deserialization.
+    if (!is_valid(x.sync) || !is_valid(x.agg) || trainable < -1
+        || trainable > 1)
+      return caf::sec::invalid_argument;
     if (trainable < 0)
       x.trainable.reset();
     else
@@ -52,8 +58,13 @@ typename Inspector::result_type inspect(Inspector& f, variable_spec& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, variable_info& x) {
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    if (!is_valid(x.type) || !is_valid(x.sync) || !is_valid(x.agg))
+      return caf::sec::invalid_argument;
+    return caf::none;
+  });
   return f(caf::meta::type_name("varsync::variable_info"), x.id, x.name,
-           x.type, x.shape, x.sync, x.agg, x.trainable);
+           x.type, x.shape, x.sync, x.agg, x.trainable, load);
 }
 
 } // namespace varsync

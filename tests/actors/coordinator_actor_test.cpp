@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -16,6 +17,8 @@
 
 #include <caf/actor_cast.hpp>
 #include <caf/after.hpp>
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/system_messages.hpp>
@@ -842,4 +845,181 @@ TEST_CASE_METHOD(actor_fixture,
                 caf::after(test::reply_deadline) >> [] {});
   CHECK(order == std::vector<std::string>{"update", "read 5.000000"});
   s->shutdown();
+}
+
+// -- V4: enums are validated where they enter -------------------------------------
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "V4: coordinator actor: an out-of-range update_op or "
+                 "reduce_op is invalid_argument and no replica fails",
+                 "[coordinator][validation]") {
+  auto w = create("w", tensor::from_list<float>({1.f, 2.f}),
+                  synchronization::on_write, aggregation::sum);
+  auto r = create("r", tensor::scalar<int64_t>(4), synchronization::on_read,
+                  aggregation::sum);
+  for (auto* info : {&w, &r}) {
+    for (int op : {3, 99, 255}) {
+      INFO(info->name << " op " << op);
+      auto x = tensor::zeros(info->type, info->shape);
+      auto err = update(info->id, static_cast<update_op>(op), x);
+      CHECK(has_code(err, errc::invalid_argument));
+      CHECK(message_of(err).find(info->name) != std::string::npos);
+      CHECK(message_of(err).find(std::to_string(op)) != std::string::npos);
+    }
+  }
+  auto bad = ask<std::vector<tensor>>(
+    coord, allreduce_atom::value, static_cast<reduce_op>(42),
+    std::vector<std::vector<tensor>>{
+      std::vector<tensor>(num_devices, tensor::scalar<float>(1.f))});
+  REQUIRE_FALSE(bad);
+  CHECK(has_code(bad.error(), errc::invalid_argument));
+  CHECK(message_of(bad.error()).find("42") != std::string::npos);
+  // Nothing changed and every replica still serves.
+  CHECK(component_values<float>(w.id) == repeat<float>({1.f, 2.f}));
+  auto rv = component_values<int64_t>(r.id);
+  CHECK(rv[0] == std::vector<int64_t>{4});
+  REQUIRE_FALSE(update(w.id, update_op::assign_add,
+                       tensor::from_list<float>({1.f, 1.f})));
+  CHECK(component_values<float>(w.id) == repeat<float>({2.f, 3.f}));
+}
+
+TEST_CASE_METHOD(actor_fixture,
+                 "V4: spawn_coordinator refuses an unknown device kind or "
+                 "step exception policy before spawning a replica",
+                 "[coordinator][validation]") {
+  coordinator_config cc;
+  cc.devices = {device_id{device_kind::host, 0},
+                device_id{static_cast<device_kind>(7), 1}};
+  auto c = spawn_coordinator(sys, cc);
+  REQUIRE_FALSE(c);
+  CHECK(has_code(c.error(), errc::invalid_argument));
+  CHECK(message_of(c.error()).find("7") != std::string::npos);
+  coordinator_config neg;
+  neg.devices = {device_id{device_kind::host, -1}};
+  auto n = spawn_coordinator(sys, neg);
+  REQUIRE_FALSE(n);
+  CHECK(has_code(n.error(), errc::invalid_argument));
+  coordinator_config policy;
+  policy.devices = {device_id{device_kind::host, 0}};
+  policy.step_exception = static_cast<on_step_exception>(5);
+  auto p = spawn_coordinator(sys, policy);
+  REQUIRE_FALSE(p);
+  CHECK(has_code(p.error(), errc::invalid_argument));
+  CHECK(message_of(p.error()).find("5") != std::string::npos);
+}
+
+namespace {
+
+template <class T>
+std::vector<char> to_bytes(caf::actor_system& sys, T x) {
+  std::vector<char> buf;
+  caf::binary_serializer sink{sys, buf};
+  REQUIRE_FALSE(sink(x));
+  return buf;
+}
+
+template <class T>
+caf::error from_bytes(caf::actor_system& sys, const std::vector<char>& buf,
+                      T& x) {
+  caf::binary_deserializer source{sys, buf.data(), buf.size()};
+  return source(x);
+}
+
+} // namespace
+
+TEST_CASE_METHOD(actor_fixture,
+                 "V4: deserializing a message with an out-of-range enum "
+                 "fails (variable_spec, variable_info, recorded_update)",
+                 "[messages][validation]") {
+  variable_spec spec;
+  spec.name = "v";
+  spec.initial_value = tensor::scalar<float>(1.f);
+  spec.sync = synchronization::on_read;
+  spec.agg = aggregation::sum;
+  variable_spec spec_back;
+  REQUIRE_FALSE(from_bytes(sys, to_bytes(sys, spec), spec_back));
+  CHECK(spec_back.sync == synchronization::on_read);
+  for (int bad : {4, 200}) {
+    INFO("value " << bad);
+    auto s1 = spec;
+    s1.sync = static_cast<synchronization>(bad);
+    variable_spec out;
+    CHECK(from_bytes(sys, to_bytes(sys, s1), out));
+    auto s2 = spec;
+    s2.agg = static_cast<aggregation>(bad);
+    CHECK(from_bytes(sys, to_bytes(sys, s2), out));
+  }
+  variable_info info;
+  info.id = 3;
+  info.name = "v";
+  variable_info info_back;
+  REQUIRE_FALSE(from_bytes(sys, to_bytes(sys, info), info_back));
+  CHECK(info_back.id == 3);
+  {
+    auto i1 = info;
+    i1.type = static_cast<dtype>(6);
+    CHECK(from_bytes(sys, to_bytes(sys, i1), info_back));
+    auto i2 = info;
+    i2.sync = static_cast<synchronization>(9);
+    CHECK(from_bytes(sys, to_bytes(sys, i2), info_back));
+    auto i3 = info;
+    i3.agg = static_cast<aggregation>(4);
+    CHECK(from_bytes(sys, to_bytes(sys, i3), info_back));
+  }
+  step_report report;
+  report.updates.push_back({1, update_op::assign_sub,
+                            tensor::scalar<float>(2.f)});
+  step_report report_back;
+  REQUIRE_FALSE(from_bytes(sys, to_bytes(sys, report), report_back));
+  REQUIRE(report_back.updates.size() == 1);
+  CHECK(report_back.updates[0].op == update_op::assign_sub);
+  report.updates[0].op = static_cast<update_op>(3);
+  CHECK(from_bytes(sys, to_bytes(sys, report), report_back));
+}
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "C9: coordinator actor: create refuses reserved and "
+                 "unsaveable names and creates nothing",
+                 "[coordinator][validation]") {
+  create("a", tensor::scalar<float>(1.f), synchronization::none);
+  for (std::string name : {std::string{"__metadata__"},
+                           std::string{"a/replica_0"},
+                           std::string{"ok\0no", 5}, std::string(300, 'z')}) {
+    INFO("name of " << name.size() << " bytes");
+    variable_spec spec;
+    spec.name = name;
+    spec.initial_value = tensor::scalar<float>(0.f);
+    auto res = try_create(spec);
+    REQUIRE_FALSE(res);
+    CHECK(has_code(res.error(), errc::invalid_argument));
+  }
+  auto all = ask<std::vector<variable_info>>(coord, list_atom::value);
+  REQUIRE(all);
+  REQUIRE(all->size() == 1);
+  CHECK(all->front().name == "a");
+}
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "V4: coordinator actor: an integer update that overflows one "
+                 "replica's component fails with overflow and changes none",
+                 "[coordinator][validation]") {
+  auto v = create("counts", tensor::scalar<int32_t>(0), synchronization::none);
+  // Components 0, 1, 2, 3 (set through the replicas directly).
+  auto rs = replicas();
+  for (size_t r = 0; r < rs.size(); ++r)
+    REQUIRE(ask<ok_atom>(rs[r], local_update_atom::value, v.id,
+                         update_op::assign,
+                         tensor::scalar<int32_t>(static_cast<int32_t>(r))));
+  const int32_t max32 = std::numeric_limits<int32_t>::max();
+  auto err = update(v.id, update_op::assign_add,
+                    tensor::scalar<int32_t>(max32 - 2));
+  CHECK(has_code(err, errc::overflow));
+  CHECK(message_of(err).find("'counts'") != std::string::npos);
+  CHECK(component_values<int32_t>(v.id)
+        == std::vector<std::vector<int32_t>>{{0}, {1}, {2}, {3}});
+  REQUIRE_FALSE(update(v.id, update_op::assign_add,
+                       tensor::scalar<int32_t>(max32 - 3)));
+  CHECK(component_values<int32_t>(v.id)
+        == std::vector<std::vector<int32_t>>{
+          {max32 - 3}, {max32 - 2}, {max32 - 1}, {max32}});
 }

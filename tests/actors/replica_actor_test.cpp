@@ -772,3 +772,41 @@ TEST_CASE_METHOD(replica_fixture,
   REQUIRE_FALSE(res);
   CHECK(has_code(res.error(), errc::invalid_argument));
 }
+
+TEST_CASE_METHOD(replica_fixture,
+                 "V4: replica actor: an out-of-range update_op on a component "
+                 "or a local update is invalid_argument and the replica "
+                 "keeps serving",
+                 "[replica][validation]") {
+  auto r = spawn(0, 1);
+  auto x = tensor::from_list<float>({1.f, 2.f});
+  create(r, info_of(1, "w", x), x);
+  create(r, info_of(2, "m", x, synchronization::on_read, aggregation::sum), x);
+  auto err = update(r, 1, static_cast<update_op>(99), x);
+  CHECK(has_code(err, errc::invalid_argument));
+  CHECK(message_of(err).find("'w'") != std::string::npos);
+  CHECK(message_of(err).find("99") != std::string::npos);
+  auto local = ask<ok_atom>(r, local_update_atom::value, uint64_t{2},
+                            static_cast<update_op>(7), x);
+  REQUIRE_FALSE(local);
+  CHECK(has_code(local.error(), errc::invalid_argument));
+  CHECK(read(r, 1).to_vector<float>() == std::vector<float>{1.f, 2.f});
+  CHECK(read(r, 2).to_vector<float>() == std::vector<float>{1.f, 2.f});
+  REQUIRE_FALSE(update(r, 1, update_op::assign_add, x));
+  CHECK(read(r, 1).to_vector<float>() == std::vector<float>{2.f, 4.f});
+}
+
+TEST_CASE_METHOD(replica_fixture,
+                 "V4: replica actor: a component update that overflows int64 "
+                 "fails with overflow and leaves the component unchanged",
+                 "[replica][validation]") {
+  auto r = spawn(0, 1);
+  auto x = tensor::from_vector<int64_t>({2}, {1, 2});
+  create(r, info_of(1, "big", x), x);
+  auto y = tensor::from_vector<int64_t>(
+    {2}, {0, std::numeric_limits<int64_t>::max() - 1});
+  auto err = update(r, 1, update_op::assign_add, y);
+  CHECK(has_code(err, errc::overflow));
+  CHECK(message_of(err).find("element 1") != std::string::npos);
+  CHECK(read(r, 1).to_vector<int64_t>() == std::vector<int64_t>{1, 2});
+}

@@ -4,11 +4,17 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <random>
 #include <sstream>
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
@@ -388,4 +394,150 @@ TEST_CASE("K2: async save / restore and the checkpoint actor") {
   CHECK_FALSE(ok);
   CHECK(err);
   self->send_exit(ckpt, caf::exit_reason::user_shutdown);
+}
+
+// -- checkpoint paths and checksums ------------------------------------------------
+
+TEST_CASE("K3: restore from a FIFO fails promptly instead of blocking in "
+          "open") {
+  temp_dir dir;
+  auto s = make_strategy(2);
+  auto v = make_var(s, "v", tensor::scalar<float>(1),
+                    synchronization::on_write, aggregation::sum);
+  auto fifo = dir.file("fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto before = take_snapshot(s);
+  auto done = std::make_shared<std::promise<caf::error>>();
+  auto outcome = done->get_future();
+  restore_async(s, fifo, {}, [done](caf::error err) { done->set_value(err); });
+  REQUIRE(outcome.wait_for(10s) == std::future_status::ready);
+  auto err = outcome.get();
+  VS_CHECK_CODE(err, invalid_argument);
+  CHECK(message_of(err).find("not a regular file") != std::string::npos);
+  CHECK(same(before, take_snapshot(s)));
+  // The checkpoint actor answers the same.
+  auto ckpt = spawn_checkpoint_actor(s);
+  caf::scoped_actor self{s.core()->system()};
+  caf::error actor_err;
+  self->request(ckpt, 10s, checkpoint_restore_atom::value, fifo,
+                std::vector<std::string>{})
+    .receive([&](ok_atom) {}, [&](caf::error& e) { actor_err = e; });
+  VS_CHECK_CODE(actor_err, invalid_argument);
+  self->send_exit(ckpt, caf::exit_reason::user_shutdown);
+  (void) v;
+}
+
+TEST_CASE("K3: save refuses a FIFO, a directory, a socket and a symbolic "
+          "link at the path and writes nothing") {
+  temp_dir dir;
+  auto s = make_strategy(2);
+  make_var(s, "v", tensor::scalar<float>(1), synchronization::on_write,
+           aggregation::sum);
+  auto fifo = dir.file("fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto sub = dir.file("sub");
+  fs::create_directory(sub);
+  auto real = dir.file("real.safetensors");
+  spit(real, "the link's target, unchanged");
+  auto link = dir.file("link.safetensors");
+  fs::create_symlink(real, link);
+  auto dangling = dir.file("dangling.safetensors");
+  fs::create_symlink(dir.file("nowhere"), dangling);
+  auto count = [&] {
+    return std::distance(fs::directory_iterator(dir.path),
+                         fs::directory_iterator{});
+  };
+  auto files_before = count();
+  struct target {
+    std::string path;
+    std::string says;
+  };
+  for (auto& t : {target{fifo, "a FIFO"}, target{sub, "a directory"},
+                  target{link, "symbolic link"},
+                  target{dangling, "symbolic link"}}) {
+    INFO("target " << t.path);
+    auto err = save(s, t.path);
+    VS_CHECK_CODE(err, invalid_argument);
+    CHECK(message_of(err).find(t.says) != std::string::npos);
+  }
+  // A socket. (Device nodes take the same branch; the test never points
+  // save at a real one such as /dev/null: a regression would replace it.)
+  auto sock_path = dir.file("sock");
+  int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  REQUIRE(sock_path.size() < sizeof addr.sun_path);
+  std::memcpy(addr.sun_path, sock_path.c_str(), sock_path.size() + 1);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  ++files_before;
+  auto sock_err = save(s, sock_path);
+  ::close(fd);
+  VS_CHECK_CODE(sock_err, invalid_argument);
+  CHECK(message_of(sock_err).find("a socket") != std::string::npos);
+  CHECK(fs::is_socket(sock_path));
+  CHECK(count() == files_before);
+  CHECK(fs::is_fifo(fifo));
+  CHECK(fs::is_directory(sub));
+  CHECK(fs::is_empty(sub));
+  CHECK(fs::is_symlink(link));
+  CHECK(slurp(real) == "the link's target, unchanged");
+  // The target of the link itself is a regular file: saving there works.
+  VS_REQUIRE_OK(save(s, real));
+}
+
+TEST_CASE("K3: a flipped byte in a tensor fails restore with "
+          "checkpoint_corrupt naming it, and changes nothing") {
+  temp_dir dir;
+  auto s = make_strategy(2);
+  auto w = make_var(s, "w", tensor::from_vector<float>({3}, {1, 2, 3}),
+                    synchronization::on_write, aggregation::sum);
+  auto scratch = make_var(s, "scratch", tensor::scalar<int32_t>(0),
+                          synchronization::none);
+  set_components(s, scratch, {10, 20});
+  auto path = dir.file("ckpt");
+  VS_REQUIRE_OK(save(s, path));
+  auto file = decode_file(path);
+  for (auto* entry : {"w", "scratch/replica_0", "scratch/replica_1"})
+    CHECK(file.metadata.count(std::string{entry} + ".fnv1a64") == 1);
+  VS_REQUIRE_OK(s.assign(w, tensor::from_vector<float>({3}, {7, 8, 9})));
+  set_components(s, scratch, {1, 2});
+  auto before = take_snapshot(s);
+  auto good = slurp(path);
+  // The data section is the last 2 * 4 + 3 * 4 bytes: scratch/replica_0,
+  // scratch/replica_1, then w (variables in name order).
+  struct flip {
+    size_t from_end;
+    std::string entry;
+  };
+  for (auto& f : {flip{1, "'w'"}, flip{16, "'scratch/replica_1'"},
+                  flip{20, "'scratch/replica_0'"}}) {
+    INFO("entry " << f.entry);
+    auto bad = good;
+    bad[bad.size() - f.from_end] ^= 0x10;
+    spit(dir.file("bad"), bad);
+    auto err = restore(s, dir.file("bad"));
+    VS_CHECK_CODE(err, checkpoint_corrupt);
+    CHECK(message_of(err).find(f.entry) != std::string::npos);
+    CHECK(same(before, take_snapshot(s)));
+  }
+  VS_REQUIRE_OK(restore(s, path));
+  CHECK(VS_VALUE(s.read(w)).to_vector<float>()
+        == std::vector<float>{1, 2, 3});
+  CHECK(components(s, scratch) == std::vector<double>{10, 20});
+}
+
+TEST_CASE("K3: files without checksums (older files, other tools) still "
+          "restore") {
+  temp_dir dir;
+  auto s = make_strategy(2);
+  auto w = make_var(s, "w", tensor::from_vector<float>({2}, {1, 2}),
+                    synchronization::on_write, aggregation::sum);
+  auto bytes = safetensors::encode(
+    {{"w", tensor::from_vector<float>({2}, {5, 6})}},
+    {{"format", "varsync-checkpoint"}, {"format_version", "1"}});
+  REQUIRE(bytes);
+  spit(dir.file("old"), *bytes);
+  VS_REQUIRE_OK(restore(s, dir.file("old")));
+  CHECK(VS_VALUE(s.read(w)).to_vector<float>() == std::vector<float>{5, 6});
 }

@@ -1,5 +1,11 @@
 #include "fixture.hpp"
 
+#include <filesystem>
+
+#include <unistd.h>
+
+#include "varsync/checkpoint.hpp"
+
 using namespace vs_test;
 
 TEST_CASE("C1: auto resolves to on_write at creation for any replica count") {
@@ -140,4 +146,88 @@ TEST_CASE("C8: float32, float64, int32, int64, float16 and bfloat16 on host") {
     for (int64_t e = 0; e < 4; ++e)
       CHECK(value.as_double(e) == 7.0); // 3 + 2 + (1 + 1)
   }
+}
+
+TEST_CASE("C9: names that a checkpoint could not hold are refused at "
+          "creation, naming the rule") {
+  auto s = make_strategy(2);
+  // A per-component variable whose entries are "a/replica_0", "a/replica_1".
+  make_var(s, "a", tensor::scalar<float>(1), synchronization::none);
+  struct bad_name {
+    std::string name;
+    std::string rule; // text the message must contain
+  };
+  std::vector<bad_name> bad = {
+    {"", "non-empty"},
+    {"__metadata__", "reserved"},
+    {"__private", "reserved"},
+    {"a/replica_0", "/replica_"},
+    {"x/replica_7/y", "/replica_"},
+    {std::string{"nul\0byte", 8}, "control character"},
+    {"tab\there", "control character"},
+    {"line\n", "control character"},
+    {"del\x7f", "control character"},
+    {"bad\xff utf8", "UTF-8"},
+    {"overlong\xc0\xaf", "UTF-8"},
+    {"surrogate\xed\xa0\x80", "UTF-8"},
+    {std::string(257, 'n'), "256"},
+    {std::string(64u << 20, 'n'), "256"},
+  };
+  for (auto& b : bad) {
+    INFO("name of " << b.name.size() << " bytes: " << b.name.substr(0, 40));
+    for (auto sync : {synchronization::on_write, synchronization::none}) {
+      auto v = s.create_variable(b.name, tensor::scalar<float>(0), sync);
+      VS_CHECK_CODE(error_of(v), invalid_argument);
+      if (!v)
+        CHECK(message_of(v.error()).find(b.rule) != std::string::npos);
+    }
+  }
+  // Nothing was created.
+  auto vars = VS_VALUE(s.variables());
+  REQUIRE(vars.size() == 1);
+  CHECK(vars[0].name() == "a");
+}
+
+TEST_CASE("C9: every accepted name at the edge of the rule saves and "
+          "restores") {
+  auto s = make_strategy(2);
+  std::vector<std::string> good = {
+    "x",
+    std::string(256, 'n'),
+    "_one_underscore",
+    "a/b/c",
+    "a/replica",
+    "a/replica0",
+    "layer.replicas",
+    "__", // exactly the prefix is reserved too
+    "gr\xc3\xb6\xc3\x9f" "e \xe2\x82\xac \xf0\x9f\x98\x80",
+  };
+  std::vector<variable> vars;
+  for (auto& name : good) {
+    INFO("name " << name.substr(0, 40));
+    auto sync = vars.size() % 2 == 0 ? synchronization::none
+                                     : synchronization::on_write;
+    auto v = s.create_variable(name, tensor::scalar<float>(1), sync);
+    if (name == "__") {
+      VS_CHECK_CODE(error_of(v), invalid_argument);
+      continue;
+    }
+    REQUIRE(v);
+    vars.push_back(*v);
+  }
+  auto path = (std::filesystem::temp_directory_path()
+               / ("varsync-c9-" + std::to_string(::getpid()) + ".safetensors"))
+                .string();
+  VS_REQUIRE_OK(save(s, path));
+  for (auto& v : vars)
+    VS_REQUIRE_OK(s.assign(v, 5.0 - (v.synchronization()
+                                       == synchronization::none ? 0 : 1)));
+  VS_REQUIRE_OK(restore(s, path));
+  for (auto& v : vars) {
+    INFO("variable " << v.name().substr(0, 40));
+    auto values = VS_VALUE(s.local_values(v));
+    for (auto& x : values)
+      CHECK(x.as_double(0) == 1.0);
+  }
+  std::filesystem::remove(path);
 }

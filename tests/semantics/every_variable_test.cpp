@@ -1,5 +1,6 @@
 #include "fixture.hpp"
 
+#include <limits>
 #include <thread>
 
 using namespace vs_test;
@@ -141,4 +142,173 @@ TEST_CASE("V3: calls after shutdown fail at once instead of hanging") {
   VS_CHECK_CODE(s.assign(w, 1.0), shut_down);
   VS_CHECK_CODE(error_of(s.read(w)), shut_down);
   CHECK(std::chrono::steady_clock::now() - start < 5s);
+}
+
+// -- V4: integer overflow fails with `overflow` and changes nothing ----------------
+
+namespace {
+
+constexpr int32_t max32 = std::numeric_limits<int32_t>::max();
+constexpr int64_t max64 = std::numeric_limits<int64_t>::max();
+constexpr int64_t min64 = std::numeric_limits<int64_t>::min();
+
+tensor i32v(std::vector<int32_t> xs) {
+  auto n = static_cast<int64_t>(xs.size());
+  return tensor::from_vector<int32_t>({n}, xs);
+}
+
+} // namespace
+
+TEST_CASE("V4: cross-replica integer assign_add / assign_sub that overflow "
+          "fail with overflow and change no component") {
+  auto s = make_strategy(3);
+  auto w32 = make_var(s, "w32", i32v({1, 2}), synchronization::on_write,
+                      aggregation::sum);
+  auto w64 = make_var(s, "w64", tensor::scalar<int64_t>(7),
+                      synchronization::on_write);
+  auto r_sum = make_var(s, "r_sum", tensor::scalar<int64_t>(0),
+                        synchronization::on_read, aggregation::sum);
+  auto r_ofr = make_var(s, "r_ofr", tensor::scalar<int32_t>(0),
+                        synchronization::on_read,
+                        aggregation::only_first_replica);
+  auto none = make_var(s, "none", i32v({0, 0}), synchronization::none);
+  VS_REQUIRE_OK(s.run([&](replica_context& ctx) {
+    auto r = ctx.replica_id();
+    VS_STEP_OK(ctx.assign(r_sum, 10.0 * (r + 1)));
+    VS_STEP_OK(ctx.assign(r_ofr, 20.0 + r));
+    VS_STEP_OK(ctx.assign(none, i32v({r, 2 * r})));
+  }));
+  auto before = take_snapshot(s);
+  SECTION("on_write int32: element 0 fits, element 1 overflows") {
+    auto err = s.assign_add(w32, i32v({max32 - 1, max32 - 1}));
+    VS_CHECK_CODE(err, overflow);
+    CHECK(message_of(err).find("'w32'") != std::string::npos);
+    CHECK(message_of(err).find("element 1") != std::string::npos);
+  }
+  SECTION("on_write int64 assign_sub below the minimum") {
+    VS_CHECK_CODE(s.assign_sub(w64, tensor::scalar<int64_t>(min64)), overflow);
+    VS_CHECK_CODE(s.assign_add(w64, tensor::scalar<int64_t>(max64)),
+                  overflow);
+  }
+  SECTION("on_read sum int64 (component 0 only)") {
+    VS_CHECK_CODE(s.assign_add(r_sum, tensor::scalar<int64_t>(max64)),
+                  overflow);
+  }
+  SECTION("on_read only_first_replica: only replica 2's component overflows") {
+    // 20 + (max - 21) and 21 + (max - 21) fit; 22 + (max - 21) does not.
+    VS_CHECK_CODE(s.assign_add(r_ofr, tensor::scalar<int32_t>(max32 - 21)),
+                  overflow);
+  }
+  SECTION("none: only replica 2's component overflows") {
+    VS_CHECK_CODE(s.assign_add(none, i32v({max32 - 1, 0})), overflow);
+  }
+  CHECK(same(before, take_snapshot(s)));
+  // In range still works, exactly.
+  VS_REQUIRE_OK(s.assign_add(r_ofr, tensor::scalar<int32_t>(max32 - 22)));
+  CHECK(components(s, r_ofr)
+        == std::vector<double>{max32 - 2.0, max32 - 1.0, max32});
+}
+
+TEST_CASE("V4: a replica step whose integer contributions overflow in the "
+          "sum or in the update fails with overflow and applies nothing") {
+  auto s = make_strategy(3);
+  auto w32 = make_var(s, "w32", i32v({1, 2}), synchronization::on_write,
+                      aggregation::sum);
+  auto other = make_var(s, "other", tensor::scalar<float>(1.f),
+                        synchronization::on_write, aggregation::sum);
+  auto w64 = make_var(s, "w64", tensor::scalar<int64_t>(0),
+                      synchronization::on_write, aggregation::sum);
+  auto local = make_var(s, "local", tensor::scalar<int64_t>(5),
+                        synchronization::on_read, aggregation::sum);
+  auto before = take_snapshot(s);
+  SECTION("the sum of the contributions does not fit int32") {
+    auto err = s.run([&](replica_context& ctx) {
+      VS_STEP_OK(ctx.assign_add(other, 1.0)); // applied with the rest or not
+      VS_STEP_OK(ctx.assign_add(w32, i32v({max32 / 2, 0})));
+    });
+    VS_CHECK_CODE(err, overflow);
+    CHECK(message_of(err).find("'w32'") != std::string::npos);
+  }
+  SECTION("the sum fits, the update of element 1 does not") {
+    VS_CHECK_CODE(s.run([&](replica_context& ctx) {
+      VS_STEP_OK(ctx.assign_add(w32, i32v({max32 / 3, max32 / 3})));
+    }),
+                  overflow);
+  }
+  SECTION("int64 sum of the contributions") {
+    VS_CHECK_CODE(s.run([&](replica_context& ctx) {
+      VS_STEP_OK(ctx.assign_add(w64, tensor::scalar<int64_t>(max64 / 2)));
+    }),
+                  overflow);
+  }
+  SECTION("a replica-context update of an on_read component") {
+    std::vector<caf::error> errors(3);
+    auto err = s.run([&](replica_context& ctx) {
+      errors[static_cast<size_t>(ctx.replica_id())]
+        = ctx.assign_add(local, tensor::scalar<int64_t>(max64));
+    });
+    VS_CHECK_CODE(err, overflow);
+    for (auto& e : errors)
+      VS_CHECK_CODE(e, overflow);
+  }
+  CHECK(same(before, take_snapshot(s)));
+  // In range: exact, and the int32 sum may pass through values outside int32
+  // on the way (computed in int64).
+  VS_REQUIRE_OK(s.run([&](replica_context& ctx) {
+    int32_t x = ctx.replica_id() == 2 ? -max32 : max32 - 1;
+    VS_STEP_OK(ctx.assign_add(w32, i32v({x, 0})));
+  }));
+  CHECK(VS_VALUE(s.read(w32)).to_vector<int32_t>()
+        == std::vector<int32_t>{max32 - 1, 2});
+}
+
+TEST_CASE("V4: integer reductions that do not fit the dtype fail with "
+          "overflow: on_read reads, reduce, all_reduce") {
+  auto s = make_strategy(3);
+  // Small (gathered) and large (collective) on_read sums.
+  auto small = make_var(s, "small", tensor::scalar<int64_t>(0),
+                        synchronization::on_read, aggregation::sum);
+  auto large = make_var(s, "large", tensor::zeros(dtype::int32, {4096}),
+                        synchronization::on_read, aggregation::sum);
+  VS_REQUIRE_OK(s.run([&](replica_context& ctx) {
+    VS_STEP_OK(ctx.assign(small, tensor::scalar<int64_t>(max64 / 2)));
+    auto x = tensor::zeros(dtype::int32, {4096});
+    x.mutable_data<int32_t>()[4000] = max32 / 2;
+    VS_STEP_OK(ctx.assign(large, x));
+  }));
+  auto before = take_snapshot(s);
+  auto small_read = s.read(small);
+  VS_CHECK_CODE(error_of(small_read), overflow);
+  if (!small_read)
+    CHECK(message_of(small_read.error()).find("'small'") != std::string::npos);
+  auto large_read = s.read(large);
+  VS_CHECK_CODE(error_of(large_read), overflow);
+  if (!large_read)
+    CHECK(message_of(large_read.error()).find("'large'") != std::string::npos);
+  CHECK(same(before, take_snapshot(s)));
+  auto three = [](tensor a, tensor b, tensor c) {
+    return per_replica<tensor>{std::vector<tensor>{a, b, c}};
+  };
+  auto big = three(tensor::scalar<int32_t>(max32), tensor::scalar<int32_t>(1),
+                   tensor::scalar<int32_t>(0));
+  VS_CHECK_CODE(error_of(s.reduce(reduce_op::sum, big)), overflow);
+  VS_CHECK_CODE(error_of(s.all_reduce(reduce_op::sum, big)), overflow);
+  VS_CHECK_CODE(error_of(s.reduce(reduce_op::sum,
+                                  three(i32v({max32}), i32v({1}), i32v({})),
+                                  0)),
+                overflow);
+  VS_CHECK_CODE(error_of(s.reduce(reduce_op::sum,
+                                  mirrored<tensor>{tensor::scalar<int64_t>(
+                                                     max64 / 2),
+                                                   3})),
+                overflow);
+  auto prod = three(tensor::scalar<int64_t>(max64 / 2),
+                    tensor::scalar<int64_t>(3), tensor::scalar<int64_t>(1));
+  VS_CHECK_CODE(error_of(s.all_reduce(reduce_op::prod, prod)), overflow);
+  // Fits: exact; min/max never overflow.
+  auto fits = three(tensor::scalar<int32_t>(max32), tensor::scalar<int32_t>(1),
+                    tensor::scalar<int32_t>(-1));
+  CHECK(VS_VALUE(s.all_reduce(reduce_op::sum, fits)).value().as_double(0)
+        == max32);
+  CHECK(VS_VALUE(s.reduce(reduce_op::max, big)).as_double(0) == max32);
 }

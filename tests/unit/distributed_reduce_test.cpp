@@ -257,12 +257,16 @@ TEST_CASE("distributed reduce: reduce along the middle axis of rank-3 "
   CHECK(values_of(mean) == dv{94.0 / 5, 126.0 / 5, 282.0 / 5, 314.0 / 5});
 }
 
-TEST_CASE("distributed reduce: integer sums along an axis wrap and min/max "
-          "stay exact") {
+TEST_CASE("distributed reduce: integer sums along an axis that overflow "
+          "fail and min/max stay exact") {
   const double max32 = std::numeric_limits<int32_t>::max();
   std::vector<tensor> values{i32({2}, {max32, 1}), i32({1}, {1})};
-  auto sum = ok(reduce_values(reduce_op::sum, values, 0));
-  CHECK(sum.as_double() == std::numeric_limits<int32_t>::min() + 1);
+  auto err = failed(reduce_values(reduce_op::sum, values, 0));
+  CHECK(has_code(err, errc::overflow));
+  CHECK_THAT(message_of(err), Catch::Contains("int32"));
+  // Exact in int64: an intermediate outside int32 that comes back is fine.
+  std::vector<tensor> back{i32({2}, {max32, 1}), i32({1}, {-5})};
+  CHECK(ok(reduce_values(reduce_op::sum, back, 0)).as_double() == max32 - 4);
   const auto big = std::numeric_limits<int64_t>::max();
   auto t = tensor::from_vector<int64_t>({2}, {big, big - 1});
   std::vector<tensor> wide{t};
@@ -441,4 +445,26 @@ TEST_CASE("distributed reduce: gather_values rejects bad requests") {
           == "gather: replica 2 has dtype bfloat16 but replica 0 has dtype "
              "float32");
   }
+}
+
+TEST_CASE("distributed reduce: integer sums and products that do not fit the "
+          "dtype fail with overflow") {
+  const double max32 = std::numeric_limits<int32_t>::max();
+  std::vector<tensor> values{i32({2}, {max32, 1}), i32({2}, {1, 1})};
+  auto err = failed(reduce_values(reduce_op::sum, values));
+  CHECK(has_code(err, errc::overflow));
+  CHECK_THAT(message_of(err), Catch::Contains("element 0"));
+  CHECK(to_string(errc::overflow) == "overflow");
+  CHECK_THAT(describe(err), Catch::StartsWith("overflow: "));
+  auto big = std::numeric_limits<int64_t>::max();
+  std::vector<tensor> wide{tensor::from_vector<int64_t>({1}, {big}),
+                           tensor::from_vector<int64_t>({1}, {1})};
+  CHECK(has_code(failed(reduce_values(reduce_op::sum, wide)), errc::overflow));
+  std::vector<tensor> prod{tensor::from_vector<int64_t>({1}, {big / 2 + 1}),
+                           tensor::from_vector<int64_t>({1}, {2})};
+  CHECK(has_code(failed(reduce_values(reduce_op::prod, prod)),
+                 errc::overflow));
+  // In range: exact.
+  std::vector<tensor> fine{i32({2}, {max32 - 1, -3}), i32({2}, {1, 3})};
+  CHECK(values_of(ok(reduce_values(reduce_op::sum, fine))) == dv{max32, 0});
 }

@@ -1008,3 +1008,44 @@ TEST_CASE("host kernels: bitwise_equal compares raw bytes") {
   const float nz = -0.0f;
   CHECK_FALSE(host::bitwise_equal(&pz, &nz, sizeof(float)));
 }
+
+TEST_CASE("host kernels: first_overflow finds integer sums, products and "
+          "updates that do not fit, read-only") {
+  using varsync::host::first_overflow;
+  const int32_t max32 = std::numeric_limits<int32_t>::max();
+  const int64_t max64 = std::numeric_limits<int64_t>::max();
+  int32_t a[] = {1, max32, -5};
+  int32_t b[] = {1, 1, 5};
+  const void* ins[] = {a, b};
+  CHECK(first_overflow(reduce_op::sum, update_op::assign, dtype::int32, ins,
+                       nullptr, 0, 3)
+        == 1);
+  CHECK(first_overflow(reduce_op::max, update_op::assign, dtype::int32, ins,
+                       nullptr, 0, 3)
+        == -1);
+  int32_t c[] = {max32 - 2, 0, 0};
+  CHECK(first_overflow(reduce_op::sum, update_op::assign_add, dtype::int32,
+                       std::span<const void* const>{ins, 1}, c, 0, 3)
+        == -1); // max - 2 + 1
+  c[0] = max32;
+  CHECK(first_overflow(reduce_op::sum, update_op::assign_add, dtype::int32,
+                       std::span<const void* const>{ins, 1}, c, 0, 3)
+        == 0);
+  CHECK(c[0] == max32); // nothing written
+  int64_t x[] = {max64 / 2 + 1};
+  int64_t two[] = {2};
+  const void* prod_ins[] = {x, two};
+  CHECK(first_overflow(reduce_op::prod, update_op::assign, dtype::int64,
+                       prod_ins, nullptr, 0, 1)
+        == 0);
+  int64_t lo[] = {std::numeric_limits<int64_t>::min() + 1};
+  const void* one[] = {two};
+  CHECK(first_overflow(reduce_op::sum, update_op::assign_sub, dtype::int64,
+                       one, lo, 0, 1)
+        == 0);
+  float f[] = {3.4e38f};
+  const void* fin[] = {f, f};
+  CHECK(first_overflow(reduce_op::sum, update_op::assign, dtype::float32, fin,
+                       nullptr, 0, 1)
+        == -1); // floating dtypes are never checked
+}

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -242,4 +243,22 @@ TEST_CASE("safetensors: a deeply nested shape fails without recursion",
                        + std::string(depth, ']')
                        + R"(],"data_offsets":[0,0]}})";
   check_corrupt(make_file(header, ""));
+}
+
+TEST_CASE("safetensors: encode refuses a header that decode would refuse "
+          "(over max_header_bytes)",
+          "[safetensors]") {
+  auto x = tensor::scalar<float>(1.f);
+  std::map<std::string, std::string> meta{
+    {"big", std::string(st::max_header_bytes, 'x')}};
+  auto bytes = st::encode({{"x", x}}, meta);
+  REQUIRE_FALSE(bytes);
+  CHECK(has_code(bytes.error(), errc::invalid_argument));
+  CHECK(message_of(bytes.error()).find("exceeds the limit")
+        != std::string::npos);
+  // Just under the limit: written, and decode accepts it.
+  meta["big"] = std::string(st::max_header_bytes - 4096, 'x');
+  auto ok = st::encode({{"x", x}}, meta);
+  REQUIRE(ok);
+  CHECK(st::decode(*ok));
 }
