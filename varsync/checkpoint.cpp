@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -338,9 +339,10 @@ caf::error restore(const strategy& s, const std::string& path,
 
 void save_async(const strategy& s, std::string path,
                 std::vector<std::string> names, done_callback done) {
-  std::thread{[s, path = std::move(path), names = std::move(names),
-               done = std::move(done)] {
-    auto err = save(s, path, names);
+  std::thread{[s = std::optional<strategy>{s}, path = std::move(path),
+               names = std::move(names), done = std::move(done)]() mutable {
+    auto err = save(*s, path, names);
+    s.reset(); // before `done`: the outcome arrives after the handle is gone
     if (done)
       done(std::move(err));
   }}.detach();
@@ -348,9 +350,10 @@ void save_async(const strategy& s, std::string path,
 
 void restore_async(const strategy& s, std::string path,
                    std::vector<std::string> names, done_callback done) {
-  std::thread{[s, path = std::move(path), names = std::move(names),
-               done = std::move(done)] {
-    auto err = restore(s, path, names);
+  std::thread{[s = std::optional<strategy>{s}, path = std::move(path),
+               names = std::move(names), done = std::move(done)]() mutable {
+    auto err = restore(*s, path, names);
+    s.reset(); // before `done`: the outcome arrives after the handle is gone
     if (done)
       done(std::move(err));
   }}.detach();

@@ -51,9 +51,9 @@ caf::error restore(const strategy& s, const std::string& path,
                    const std::vector<std::string>& names = {});
 
 /// The same without blocking the caller: the work runs on a thread of its
-/// own, `done` gets the outcome there. Never call them with a strategy whose
-/// last handle goes away before `done` runs unless that is intended: the
-/// thread holds a handle until it finishes.
+/// own, `done` gets the outcome there. The thread holds a handle to `s` until
+/// the work is done and releases it before `done` runs; when it is the last
+/// one, the strategy shuts down (await_strategy_shutdowns).
 void save_async(const strategy& s, std::string path,
                 std::vector<std::string> names, done_callback done);
 void restore_async(const strategy& s, std::string path,

@@ -29,6 +29,7 @@
 #include "messages/strategy_description.hpp"
 #include "messages/variable_info.hpp"
 #include "varsync/actor_api.hpp"
+#include "varsync/checkpoint_actor.hpp"
 #include "varsync/replica_context.hpp"
 #include "varsync/strategy.hpp"
 
@@ -673,4 +674,23 @@ TEST_CASE_METHOD(actor_fixture,
   auto after = s->read(*v);
   REQUIRE_FALSE(after);
   CHECK(has_code(after.error(), errc::shut_down));
+}
+
+TEST_CASE_METHOD(actor_fixture,
+                 "checkpoint actor: it stops when the coordinator of its "
+                 "strategy stops, so the actor system can shut down",
+                 "[coordinator][strategy][checkpoint]") {
+  strategy_options opts;
+  opts.devices = {"cpu:0", "cpu:1"};
+  opts.timeout = std::chrono::milliseconds(10000);
+  auto s = strategy::create(sys, opts);
+  REQUIRE(s);
+  auto ckpt = spawn_checkpoint_actor(*s);
+  stop_at_end(ckpt);
+  self->monitor(ckpt);
+  s->shutdown(); // the coordinator exits; the checkpoint actor follows
+  bool down = false;
+  self->receive([&](caf::down_msg& msg) { down = msg.source == ckpt.address(); },
+                caf::after(varsync::test::reply_deadline) >> [] {});
+  CHECK(down);
 }
