@@ -25,6 +25,7 @@ std::string_view to_string(errc code) {
     case errc::checkpoint_mismatch: return "checkpoint_mismatch";
     case errc::checkpoint_corrupt: return "checkpoint_corrupt";
     case errc::shut_down: return "shut_down";
+    case errc::would_block: return "would_block";
   }
   return "unknown_error_code";
 }

@@ -31,6 +31,9 @@ enum class errc : uint8_t {
   checkpoint_mismatch,
   checkpoint_corrupt,
   shut_down,
+  /// A blocking call from a thread that runs the strategy's actors (an async
+  /// callback, a replica step, an actor): it would wait for itself.
+  would_block,
 };
 
 /// The atom naming varsync's error category ("varsync").

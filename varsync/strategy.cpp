@@ -7,9 +7,13 @@
 #include <thread>
 
 #include <caf/logger.hpp>
+#include <caf/policy/work_sharing.hpp>
+#include <caf/policy/work_stealing.hpp>
+#include <caf/scheduler/coordinator.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
+#include "actors/actor_thread.hpp"
 #include "actors/coordinator_actor.hpp"
 #include "core/logging.hpp"
 #include "messages/register_types.hpp"
@@ -222,6 +226,28 @@ void forget_thread_logger(caf::actor_system& sys) {
     caf::logger::set_current_actor_system(nullptr);
 }
 
+namespace {
+
+template <class Policy>
+void add_workers(caf::actor_system& sys, std::vector<std::thread::id>& out) {
+  auto* sched = dynamic_cast<caf::scheduler::coordinator<Policy>*>(
+    &sys.scheduler());
+  if (sched == nullptr)
+    return;
+  for (size_t i = 0; i < sched->num_workers(); ++i)
+    out.push_back(sched->worker_by_id(i)->get_thread().get_id());
+}
+
+// Started with the system, so they all exist once a strategy is created.
+std::vector<std::thread::id> scheduler_threads_of(caf::actor_system& sys) {
+  std::vector<std::thread::id> out;
+  add_workers<caf::policy::work_stealing>(sys, out);
+  add_workers<caf::policy::work_sharing>(sys, out);
+  return out;
+}
+
+} // namespace
+
 strategy_core::strategy_core(std::shared_ptr<system_host> owned,
                              caf::actor_system& sys,
                              coordinator_actor coordinator,
@@ -230,6 +256,7 @@ strategy_core::strategy_core(std::shared_ptr<system_host> owned,
                              std::string description)
   : owned_(std::move(owned)),
     sys_(&sys),
+    scheduler_threads_(scheduler_threads_of(sys)),
     coordinator_(std::move(coordinator)),
     replicas_(std::move(replicas)),
     devices_(std::move(devices)),
@@ -308,10 +335,28 @@ private:
   std::optional<caf::expected<T>> value_;
 };
 
+caf::error strategy_core::check_may_block() const {
+  auto self = std::this_thread::get_id();
+  bool own_thread = on_varsync_actor_thread();
+  for (auto& id : scheduler_threads_)
+    own_thread = own_thread || id == self;
+  if (!own_thread)
+    return {};
+  return make_error(
+    errc::would_block,
+    "a blocking strategy call on a thread that runs the strategy's actors (an "
+    "async callback, a replica step or an actor) would wait for itself until "
+    "the deadline; use the callback API (s.async()...), the replica_context "
+    "inside a step, or send requests to the coordinator (coordinator_of, "
+    "varsync/actor_api.hpp)");
+}
+
 template <class T>
 caf::expected<T>
 strategy_core::call(std::chrono::milliseconds timeout,
                     std::function<void(coordinator_state&, reply_fn<T>)> op) {
+  if (auto err = check_may_block())
+    return err;
   auto slot = std::make_shared<blocking_slot<T>>();
   submit<T>(std::move(op),
             [slot](caf::expected<T> result) { slot->set(std::move(result)); });

@@ -60,6 +60,12 @@ public:
   void submit(std::function<void(coordinator_state&, reply_fn<T>)> op,
               reply_fn<T> done);
 
+  /// would_block if the calling thread must not wait for the strategy: it
+  /// runs one of varsync's actors (async callbacks, replica steps) or is a
+  /// scheduler thread of the strategy's actor system (an actor). Every
+  /// blocking call goes through call(), which checks this first.
+  caf::error check_may_block() const;
+
   /// submit() and wait up to `timeout` for the outcome.
   template <class T>
   caf::expected<T>
@@ -74,6 +80,8 @@ public:
 private:
   std::shared_ptr<system_host> owned_;
   caf::actor_system* sys_;
+  // The scheduler threads of sys_ (CAF's own policies; empty for others).
+  std::vector<std::thread::id> scheduler_threads_;
   coordinator_actor coordinator_;
   std::vector<replica_actor> replicas_;
   std::vector<std::string> devices_;
