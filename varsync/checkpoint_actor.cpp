@@ -34,6 +34,13 @@ checkpoint_actor::behavior_type worker(checkpoint_actor::pointer self,
         const std::vector<std::string>& names) -> caf::result<ok_atom> {
       self->quit();
       return to_result(restore(s, path, names));
+    },    [=](checkpoint_save_survivors_atom, const std::string& path,
+        const std::vector<std::string>& names,
+        bool aggregate) -> caf::result<ok_atom> {
+      self->quit();
+      survivor_options options;
+      options.aggregate_survivors = aggregate;
+      return to_result(save_survivors(s, path, names, options));
     },
   };
 }
@@ -72,6 +79,13 @@ front(checkpoint_actor::pointer self,
       if (!w)
         return w.error();
       return self->delegate(*w, a, path, names);
+    },    [=](checkpoint_save_survivors_atom a, const std::string& path,
+        const std::vector<std::string>& names,
+        bool aggregate) -> caf::result<ok_atom> {
+      auto w = start();
+      if (!w)
+        return w.error();
+      return self->delegate(*w, a, path, names, aggregate);
     },
   };
 }

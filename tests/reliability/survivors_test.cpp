@@ -10,8 +10,14 @@
 #include <future>
 #include <iterator>
 
+#include <caf/exit_reason.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+
 #include "sync/safetensors_format.hpp"
 #include "varsync/checkpoint.hpp"
+#include "varsync/checkpoint_actor.hpp"
+#include "varsync/strategy_core.hpp"
 #include "varsync/testing.hpp"
 
 using namespace vs_test;
@@ -141,5 +147,31 @@ TEST_CASE("survivors: only_first_replica is lost with replica 0, on_write "
   VS_REQUIRE_OK(restore(fresh, path));
   auto survivors = VS_VALUE(s.survivor_values(w));
   CHECK(read_scalar(fresh, w2) == survivors[1]->as_double(0));
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("survivors: the checkpoint actor saves the survivors on request") {
+  auto s = make_three({fail_replica_at(1, 3)});
+  auto w = make_var(s, "w", tensor::scalar<float>(2), synchronization::on_write,
+                    aggregation::sum);
+  make_var(s, "c", tensor::scalar<float>(1), synchronization::on_read,
+           aggregation::sum);
+  VS_CHECK_CODE(s.assign(w, 3.0), replica_failed);
+  auto path = temp_path("actor.safetensors");
+  auto ckpt = spawn_checkpoint_actor(s);
+  auto ask = [&](bool aggregate) {
+    caf::scoped_actor self{s.core()->system()};
+    caf::error err;
+    self->request(ckpt, 20s, checkpoint_save_survivors_atom::value, path,
+                  std::vector<std::string>{}, aggregate)
+      .receive([](ok_atom) {}, [&](caf::error& e) { err = std::move(e); });
+    return err;
+  };
+  VS_CHECK_CODE(ask(false), replica_failed); // c's value is unknown
+  VS_REQUIRE_OK(ask(true));
+  auto meta = metadata_of(path);
+  CHECK(meta["c.survivors_only"] == "true");
+  CHECK(meta["missing_replicas"] == "1");
+  caf::anon_send_exit(ckpt, caf::exit_reason::user_shutdown);
   std::filesystem::remove(path);
 }
