@@ -87,7 +87,9 @@ public:
   caf::expected<strategy_description> stats() const;
 
   /// The callback API (callbacks run on the coordinator's thread: keep them
-  /// short and never block in them).
+  /// short and never block in them). The blocking calls of this class fail
+  /// at once with would_block when made from a callback, a replica step or an
+  /// actor of the strategy's actor system.
   async_strategy async() const;
 
   // -- variables -------------------------------------------------------------
