@@ -10,6 +10,7 @@
 #include <caf/send.hpp>
 
 #include "actors/collective_driver.hpp"
+#include "actors/actor_thread.hpp"
 #include "actors/coordinator_state.hpp"
 #include "actors/replica_actor.hpp"
 #include "varsync/error.hpp"
@@ -1106,6 +1107,13 @@ public:
   }
 
   behavior_type make_behavior() override { return state_.make_behavior(); }
+
+  // User code runs inside (async callbacks, replica steps): mark the thread
+  // so that blocking strategy calls from there fail at once.
+  resume_result resume(caf::execution_unit* ctx, size_t max_throughput) override {
+    detail::varsync_actor_scope scope;
+    return coordinator_actor::base::resume(ctx, max_throughput);
+  }
 
 private:
   coordinator_state state_;

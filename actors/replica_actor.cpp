@@ -12,6 +12,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/actor_thread.hpp"
 #include "varsync/error.hpp"
 #include "core/logging.hpp"
 #include "devices/device.hpp"
@@ -578,6 +579,13 @@ public:
   }
 
   behavior_type make_behavior() override { return state_.make_behavior(); }
+
+  // User code runs inside (async callbacks, replica steps): mark the thread
+  // so that blocking strategy calls from there fail at once.
+  resume_result resume(caf::execution_unit* ctx, size_t max_throughput) override {
+    detail::varsync_actor_scope scope;
+    return replica_actor::base::resume(ctx, max_throughput);
+  }
 
 private:
   replica_state state_;

@@ -1,11 +1,13 @@
 #include "varsync/checkpoint.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -16,6 +18,7 @@
 #include <filesystem>
 
 #include "varsync/error.hpp"
+#include "sync/distributed_reduce.hpp"
 #include "sync/safetensors_format.hpp"
 #include "api/strategy_core.hpp"
 #include "devices/memory_budget.hpp"
@@ -256,6 +259,12 @@ caf::expected<stored_value> find_stored(const st::decoded_file& file,
     return out;
   }
   out.per_component = true;
+  auto lost = file.metadata.find(name + ".missing_replicas");
+  if (lost != file.metadata.end())
+    return mismatch("variable '" + name
+                    + "' was saved from surviving replicas only: components "
+                    + lost->second
+                    + " are missing; restore the other variables by name");
   auto meta = file.metadata.find(name + ".replicas");
   if (meta != file.metadata.end()) {
     long long n = -1;
@@ -306,27 +315,39 @@ std::string component_entry_name(const std::string& variable, int r) {
   return variable + "/replica_" + std::to_string(r);
 }
 
-caf::error save(const strategy& s, const std::string& path,
-                const std::vector<std::string>& names) {
-  auto vars = select_variables(s, names, errc::unknown_variable);
-  if (!vars)
-    return vars.error();
-  // C9: nothing is written that restore would refuse.
-  for (auto& v : *vars)
-    if (auto err = check_variable_name(v.name()))
-      return err;
-  if (auto err = check_save_target(path))
-    return err;
-  std::vector<st::named_tensor> tensors;
-  std::map<std::string, std::string> meta;
-  meta["format"] = checkpoint_format_tag;
-  meta["format_version"] = checkpoint_format_version;
-  meta["replicas"] = std::to_string(s.num_replicas());
-  for (auto& v : *vars) {
-    auto& name = v.name();
-    meta[name + ".synchronization"] = std::string{to_string(v.synchronization())};
-    meta[name + ".aggregation"] = std::string{to_string(v.aggregation())};
-    meta[name + ".trainable"] = v.trainable() ? "true" : "false";
+namespace {
+
+std::string join_indices(const std::vector<int>& xs) {
+  std::string out;
+  for (auto x : xs)
+    out += (out.empty() ? "" : ",") + std::to_string(x);
+  return out;
+}
+
+// The entries of one variable: `survivors` set when saving what survives a
+// replica failure (save_survivors), empty for a plain save.
+caf::error add_variable(const strategy& s, const variable& v,
+                        const survivor_options* survivors,
+                        std::vector<st::named_tensor>& tensors,
+                        std::map<std::string, std::string>& meta,
+                        std::vector<int>& missing_anywhere) {
+  auto& name = v.name();
+  std::vector<std::optional<tensor>> live;
+  std::vector<int> missing;
+  if (survivors != nullptr) {
+    auto values = s.survivor_values(v);
+    if (!values)
+      return values.error();
+    live = std::move(*values);
+    for (size_t r = 0; r < live.size(); ++r)
+      if (!live[r])
+        missing.push_back(static_cast<int>(r));
+  }
+  meta[name + ".synchronization"] = std::string{to_string(v.synchronization())};
+  meta[name + ".aggregation"] = std::string{to_string(v.aggregation())};
+  meta[name + ".trainable"] = v.trainable() ? "true" : "false";
+  if (missing.empty()) {
+    // Every component is there: exactly what save writes.
     if (is_per_component(v)) {
       auto values = s.local_values(v);
       if (!values)
@@ -343,6 +364,93 @@ caf::error save(const strategy& s, const std::string& path,
       meta[name + ".per_component"] = "false";
       tensors.push_back({name, std::move(*value)});
     }
+    return {};
+  }
+  for (auto r : missing)
+    if (std::find(missing_anywhere.begin(), missing_anywhere.end(), r)
+        == missing_anywhere.end())
+      missing_anywhere.push_back(r);
+  auto lost = [&](const std::string& why) {
+    return make_error(errc::replica_failed,
+                      "checkpoint: variable '" + name + "' ("
+                        + std::string{to_string(v.synchronization())} + " / "
+                        + std::string{to_string(v.aggregation())}
+                        + "): replica(s) " + join_indices(missing)
+                        + " failed; " + why);
+  };
+  if (is_per_component(v)) {
+    // The live components; the missing ones are named in the metadata and
+    // restore refuses the variable.
+    meta[name + ".per_component"] = "true";
+    meta[name + ".replicas"] = std::to_string(live.size());
+    meta[name + ".missing_replicas"] = join_indices(missing);
+    for (size_t r = 0; r < live.size(); ++r)
+      if (live[r])
+        tensors.push_back({component_entry_name(name, static_cast<int>(r)),
+                           std::move(*live[r])});
+    return {};
+  }
+  meta[name + ".per_component"] = "false";
+  std::vector<tensor> present;
+  std::vector<int> present_ids;
+  for (size_t r = 0; r < live.size(); ++r)
+    if (live[r]) {
+      present.push_back(*live[r]);
+      present_ids.push_back(static_cast<int>(r));
+    }
+  if (present.empty())
+    return lost("no component survives");
+  if (v.synchronization() != synchronization::on_read) {
+    // on_write: every live component holds the value (W7).
+    tensors.push_back({name, std::move(present.front())});
+    return {};
+  }
+  if (v.aggregation() == aggregation::only_first_replica) {
+    if (!live[0])
+      return lost("only_first_replica reads replica 0, which is lost");
+    tensors.push_back({name, std::move(*live[0])});
+    return {};
+  }
+  // sum / mean: the value depends on the lost components.
+  if (!survivors->aggregate_survivors)
+    return lost("its value is unknown; set "
+                "survivor_options::aggregate_survivors to store the "
+                "aggregation of the surviving components only");
+  auto op = v.aggregation() == aggregation::mean ? reduce_op::mean
+                                                 : reduce_op::sum;
+  auto value = reduce_values(op, present);
+  if (!value)
+    return value.error();
+  meta[name + ".survivors_only"] = "true";
+  meta[name + ".aggregated_replicas"] = join_indices(present_ids);
+  tensors.push_back({name, std::move(*value)});
+  return {};
+}
+
+caf::error save_impl(const strategy& s, const std::string& path,
+                     const std::vector<std::string>& names,
+                     const survivor_options* survivors) {
+  auto vars = select_variables(s, names, errc::unknown_variable);
+  if (!vars)
+    return vars.error();
+  // C9: nothing is written that restore would refuse.
+  for (auto& v : *vars)
+    if (auto err = check_variable_name(v.name()))
+      return err;
+  if (auto err = check_save_target(path))
+    return err;
+  std::vector<st::named_tensor> tensors;
+  std::map<std::string, std::string> meta;
+  meta["format"] = checkpoint_format_tag;
+  meta["format_version"] = checkpoint_format_version;
+  meta["replicas"] = std::to_string(s.num_replicas());
+  std::vector<int> missing;
+  for (auto& v : *vars)
+    if (auto err = add_variable(s, v, survivors, tensors, meta, missing))
+      return err;
+  if (!missing.empty()) {
+    std::sort(missing.begin(), missing.end());
+    meta["missing_replicas"] = join_indices(missing);
   }
   // Restore verifies each entry's bytes against its checksum.
   for (auto& t : tensors)
@@ -354,6 +462,42 @@ caf::error save(const strategy& s, const std::string& path,
   if (auto err = check_save_target(path))
     return err;
   return write_atomically(path, *bytes);
+}
+
+template <class F>
+void on_own_thread(const strategy& s, std::string path,
+                   std::vector<std::string> names, done_callback done, F fn) {
+  std::thread{[s = std::optional<strategy>{s}, path = std::move(path),
+               names = std::move(names), done = std::move(done),
+               fn = std::move(fn)]() mutable {
+    auto err = fn(*s, path, names);
+    s.reset(); // before `done`: the outcome arrives after the handle is gone
+    if (done)
+      done(std::move(err));
+  }}.detach();
+}
+
+} // namespace
+
+caf::error save(const strategy& s, const std::string& path,
+                const std::vector<std::string>& names) {
+  return save_impl(s, path, names, nullptr);
+}
+
+caf::error save_survivors(const strategy& s, const std::string& path,
+                          const std::vector<std::string>& names,
+                          survivor_options options) {
+  return save_impl(s, path, names, &options);
+}
+
+void save_survivors_async(const strategy& s, std::string path,
+                          std::vector<std::string> names,
+                          survivor_options options, done_callback done) {
+  on_own_thread(s, std::move(path), std::move(names), std::move(done),
+                [options](const strategy& s, const std::string& path,
+                          const std::vector<std::string>& names) {
+                  return save_survivors(s, path, names, options);
+                });
 }
 
 caf::error restore(const strategy& s, const std::string& path,
@@ -445,22 +589,20 @@ caf::error restore(const strategy& s, const std::string& path,
 
 void save_async(const strategy& s, std::string path,
                 std::vector<std::string> names, done_callback done) {
-  std::thread{[s, path = std::move(path), names = std::move(names),
-               done = std::move(done)] {
-    auto err = save(s, path, names);
-    if (done)
-      done(std::move(err));
-  }}.detach();
+  on_own_thread(s, std::move(path), std::move(names), std::move(done),
+                [](const strategy& s, const std::string& path,
+                   const std::vector<std::string>& names) {
+                  return save(s, path, names);
+                });
 }
 
 void restore_async(const strategy& s, std::string path,
                    std::vector<std::string> names, done_callback done) {
-  std::thread{[s, path = std::move(path), names = std::move(names),
-               done = std::move(done)] {
-    auto err = restore(s, path, names);
-    if (done)
-      done(std::move(err));
-  }}.detach();
+  on_own_thread(s, std::move(path), std::move(names), std::move(done),
+                [](const strategy& s, const std::string& path,
+                   const std::vector<std::string>& names) {
+                  return restore(s, path, names);
+                });
 }
 
 } // namespace varsync

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include <caf/actor_system.hpp>
+#include <caf/exit_reason.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include "varsync/error.hpp"
@@ -33,16 +34,29 @@ checkpoint_actor::behavior_type worker(checkpoint_actor::pointer self,
         const std::vector<std::string>& names) -> caf::result<ok_atom> {
       self->quit();
       return to_result(restore(s, path, names));
+    },    [=](checkpoint_save_survivors_atom, const std::string& path,
+        const std::vector<std::string>& names,
+        bool aggregate) -> caf::result<ok_atom> {
+      self->quit();
+      survivor_options options;
+      options.aggregate_survivors = aggregate;
+      return to_result(save_survivors(s, path, names, options));
     },
   };
 }
 
 // Holds the strategy weakly: an actor of the strategy's own system must not
 // keep it alive (its last handle would then go away on a scheduler thread).
+// Stops with the coordinator: an owned actor system's destructor waits for
+// every actor, so one left running would hang the strategy's shutdown.
 checkpoint_actor::behavior_type
 front(checkpoint_actor::pointer self,
       std::weak_ptr<detail::strategy_core> weak,
-      std::chrono::milliseconds timeout) {
+      std::chrono::milliseconds timeout, coordinator_actor coordinator) {
+  self->monitor(coordinator);
+  self->set_down_handler([self](caf::down_msg&) {
+    self->quit(caf::exit_reason::user_shutdown);
+  });
   auto start = [=]() -> caf::expected<checkpoint_actor> {
     auto core = weak.lock();
     if (!core)
@@ -65,6 +79,13 @@ front(checkpoint_actor::pointer self,
       if (!w)
         return w.error();
       return self->delegate(*w, a, path, names);
+    },    [=](checkpoint_save_survivors_atom a, const std::string& path,
+        const std::vector<std::string>& names,
+        bool aggregate) -> caf::result<ok_atom> {
+      auto w = start();
+      if (!w)
+        return w.error();
+      return self->delegate(*w, a, path, names, aggregate);
     },
   };
 }
@@ -72,8 +93,12 @@ front(checkpoint_actor::pointer self,
 } // namespace
 
 checkpoint_actor spawn_checkpoint_actor(const strategy& s) {
-  return s.core()->system().spawn(
-    front, std::weak_ptr<detail::strategy_core>{s.core()}, s.timeout());
+  auto& sys = s.core()->system();
+  auto hdl = sys.spawn(front, std::weak_ptr<detail::strategy_core>{s.core()},
+                       s.timeout(), s.core()->coordinator());
+  if (s.core()->owns_system())
+    detail::forget_thread_logger(sys);
+  return hdl;
 }
 
 } // namespace varsync

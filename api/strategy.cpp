@@ -4,11 +4,17 @@
 #include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <thread>
 
+#include <caf/logger.hpp>
+#include <caf/policy/work_sharing.hpp>
+#include <caf/policy/work_stealing.hpp>
+#include <caf/scheduler/coordinator.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
+#include "actors/actor_thread.hpp"
 #include "actors/coordinator_actor.hpp"
 #include "core/logging.hpp"
 #include "varsync/config.hpp"
@@ -107,17 +113,196 @@ caf::timespan to_timespan(std::chrono::milliseconds ms) {
 
 } // namespace
 
-strategy_core::strategy_core(std::unique_ptr<caf::actor_system_config> cfg,
-                             std::unique_ptr<caf::actor_system> owned,
+namespace {
+
+// Strategies whose owned actor system is still shutting down after their
+// last handle went away. Never destroyed (system threads may outlive static
+// destruction); a static guard gives them a bounded time at process exit.
+struct pending_shutdowns {
+  std::mutex mtx;
+  std::condition_variable cv;
+  size_t count = 0;
+
+  static pending_shutdowns& get() {
+    static auto* instance = new pending_shutdowns;
+    static exit_guard guard;
+    return *instance;
+  }
+
+  void add() {
+    std::lock_guard<std::mutex> lock{mtx};
+    ++count;
+  }
+
+  void remove() {
+    std::lock_guard<std::mutex> lock{mtx};
+    --count;
+    cv.notify_all();
+  }
+
+  bool wait(std::chrono::milliseconds limit) {
+    std::unique_lock<std::mutex> lock{mtx};
+    return cv.wait_for(lock, limit, [this] { return count == 0; });
+  }
+
+  struct exit_guard {
+    ~exit_guard() { get().wait(std::chrono::seconds(10)); }
+  };
+};
+
+} // namespace
+
+// CAF 0.17's actor_system destructor waits for per-thread state of the
+// thread that constructed the system, which that thread gives up only when
+// it destroys the system or exits: destroyed on any other thread while the
+// constructing one lives, it hangs. And destroyed on one of its own threads
+// (an async callback, a worker of a checkpoint actor) it waits for itself.
+// So a thread of its own builds the system, keeps it until released, then
+// destroys it; releasing never waits, from whatever thread.
+class system_host {
+public:
+  explicit system_host(std::unique_ptr<caf::actor_system_config> cfg)
+    : cfg_(std::move(cfg)) {
+  }
+
+  caf::error start() {
+    auto self = shared_from_this_ptr();
+    std::thread{[self] { self->run(); }}.detach();
+    std::unique_lock<std::mutex> lock{mtx_};
+    cv_.wait(lock, [this] { return state_ != state::starting; });
+    return std::move(start_error_);
+  }
+
+  caf::actor_system& system() { return *sys_; }
+
+  /// Lets the thread destroy the system once the actors are gone. `keep`
+  /// holds the last actor handles, released there while the system lives.
+  void release(std::function<void()> keep) {
+    pending_shutdowns::get().add();
+    std::lock_guard<std::mutex> lock{mtx_};
+    keep_ = std::move(keep);
+    state_ = state::released;
+    cv_.notify_all();
+  }
+
+  void await_destroyed() {
+    std::unique_lock<std::mutex> lock{mtx_};
+    cv_.wait(lock, [this] { return state_ == state::destroyed; });
+  }
+
+  bool await_destroyed(std::chrono::milliseconds limit) {
+    std::unique_lock<std::mutex> lock{mtx_};
+    return cv_.wait_for(lock, limit,
+                        [this] { return state_ == state::destroyed; });
+  }
+
+  std::weak_ptr<system_host> weak_self;
+
+private:
+  enum class state { starting, running, released, destroyed };
+
+  std::shared_ptr<system_host> shared_from_this_ptr() {
+    return weak_self.lock();
+  }
+
+  void run() {
+    try {
+      sys_ = std::make_unique<caf::actor_system>(*cfg_);
+    } catch (const std::exception& ex) {
+      std::lock_guard<std::mutex> lock{mtx_};
+      start_error_ = make_error(errc::invalid_argument,
+                                std::string{"cannot start the actor system: "}
+                                  + ex.what());
+      state_ = state::destroyed;
+      cv_.notify_all();
+      return;
+    }
+    std::function<void()> keep;
+    {
+      std::unique_lock<std::mutex> lock{mtx_};
+      state_ = state::running;
+      cv_.notify_all();
+      cv_.wait(lock, [this] { return state_ == state::released; });
+      keep = std::move(keep_);
+    }
+    keep = nullptr;
+    // Waits for the actors (they got their exit messages), then the config.
+    sys_.reset();
+    cfg_.reset();
+    {
+      std::lock_guard<std::mutex> lock{mtx_};
+      state_ = state::destroyed;
+      cv_.notify_all();
+    }
+    pending_shutdowns::get().remove();
+  }
+
+  std::unique_ptr<caf::actor_system_config> cfg_;
+  std::unique_ptr<caf::actor_system> sys_;
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  state state_ = state::starting;
+  caf::error start_error_;
+  std::function<void()> keep_;
+};
+
+caf::expected<std::shared_ptr<system_host>>
+start_system_host(std::unique_ptr<caf::actor_system_config> cfg) {
+  auto host = std::make_shared<system_host>(std::move(cfg));
+  host->weak_self = host;
+  try {
+    if (auto err = host->start())
+      return err;
+  } catch (const std::system_error& ex) {
+    return make_error(errc::invalid_argument,
+                      std::string{"cannot start a thread for the actor "
+                                  "system: "}
+                        + ex.what());
+  }
+  return host;
+}
+
+caf::actor_system& system_of(system_host& host) {
+  return host.system();
+}
+
+void forget_thread_logger(caf::actor_system& sys) {
+  if (caf::logger::current_logger() == &sys.logger())
+    caf::logger::set_current_actor_system(nullptr);
+}
+
+namespace {
+
+template <class Policy>
+void add_workers(caf::actor_system& sys, std::vector<std::thread::id>& out) {
+  auto* sched = dynamic_cast<caf::scheduler::coordinator<Policy>*>(
+    &sys.scheduler());
+  if (sched == nullptr)
+    return;
+  for (size_t i = 0; i < sched->num_workers(); ++i)
+    out.push_back(sched->worker_by_id(i)->get_thread().get_id());
+}
+
+// Started with the system, so they all exist once a strategy is created.
+std::vector<std::thread::id> scheduler_threads_of(caf::actor_system& sys) {
+  std::vector<std::thread::id> out;
+  add_workers<caf::policy::work_stealing>(sys, out);
+  add_workers<caf::policy::work_sharing>(sys, out);
+  return out;
+}
+
+} // namespace
+
+strategy_core::strategy_core(std::shared_ptr<system_host> owned,
                              caf::actor_system& sys,
                              coordinator_internal_actor coordinator,
                              std::vector<replica_actor> replicas,
                              std::vector<std::string> devices,
                              std::string description,
                              memory_budget budget)
-  : cfg_(std::move(cfg)),
-    owned_(std::move(owned)),
+  : owned_(std::move(owned)),
     sys_(&sys),
+    scheduler_threads_(scheduler_threads_of(sys)),
     coordinator_(std::move(coordinator)),
     replicas_(std::move(replicas)),
     devices_(std::move(devices)),
@@ -127,9 +312,20 @@ strategy_core::strategy_core(std::unique_ptr<caf::actor_system_config> cfg,
 
 strategy_core::~strategy_core() {
   shutdown();
-  // An owned actor system waits for its actors in its destructor.
-  owned_.reset();
-  cfg_.reset();
+  if (!owned_)
+    return; // a user's actor system: its owner destroys it
+  // This thread's hold on the system's logger would stall its destruction.
+  forget_thread_logger(*sys_);
+  owned_->release([coordinator = std::move(coordinator_),
+                   replicas = std::move(replicas_)] {});
+  // The creating thread waits (bounded: another thread that still holds the
+  // logger, see forget_thread_logger, delays it until that thread exits);
+  // any other thread may be one of the system's own and does not wait.
+  if (std::this_thread::get_id() == owner_
+      && !owned_->await_destroyed(std::chrono::seconds(10)))
+    log()->warn("the strategy's actor system is still shutting down after "
+                "10 s; a thread that used it (a scoped_actor) may hold it up "
+                "until that thread exits");
 }
 
 void strategy_core::shutdown() {
@@ -186,9 +382,27 @@ private:
   std::optional<caf::expected<T>> value_;
 };
 
+caf::error strategy_core::check_may_block() const {
+  auto self = std::this_thread::get_id();
+  bool own_thread = on_varsync_actor_thread();
+  for (auto& id : scheduler_threads_)
+    own_thread = own_thread || id == self;
+  if (!own_thread)
+    return {};
+  return make_error(
+    errc::would_block,
+    "a blocking strategy call on a thread that runs the strategy's actors (an "
+    "async callback, a replica step or an actor) would wait for itself until "
+    "the deadline; use the callback API (s.async()...), the replica_context "
+    "inside a step, or send requests to the coordinator (coordinator_of, "
+    "varsync/actor_api.hpp)");
+}
+
 template <class T, class Start>
 caf::expected<T> strategy_core::await(std::chrono::milliseconds timeout,
                                       Start&& start) {
+  if (auto err = check_may_block())
+    return err;
   auto slot = std::make_shared<blocking_slot<T>>();
   // The client call that start() submits shares this state, so that this
   // caller can abandon it if the coordinator has not started it in time.
@@ -229,6 +443,10 @@ strategy_core::call(std::chrono::milliseconds timeout,
 }
 
 } // namespace detail
+
+bool await_strategy_shutdowns(std::chrono::milliseconds limit) {
+  return detail::pending_shutdowns::get().wait(limit);
+}
 
 namespace {
 
@@ -324,9 +542,8 @@ strategy::~strategy() = default;
 namespace {
 
 caf::expected<strategy>
-make_strategy(std::unique_ptr<caf::actor_system_config> cfg,
-              std::unique_ptr<caf::actor_system> owned, caf::actor_system& sys,
-              strategy_options options);
+make_strategy(std::shared_ptr<detail::system_host> owned,
+              caf::actor_system& sys, strategy_options options);
 
 } // namespace
 
@@ -344,9 +561,11 @@ caf::expected<strategy> strategy::create(strategy_options options) {
     threads = std::max(1u, std::thread::hardware_concurrency());
   cfg->set("scheduler.max-threads", threads);
   cfg->set("logger.verbosity", caf::atom("quiet"));
-  auto sys = std::make_unique<caf::actor_system>(*cfg);
-  auto& ref = *sys;
-  return make_strategy(std::move(cfg), std::move(sys), ref, options);
+  auto host = detail::start_system_host(std::move(cfg));
+  if (!host)
+    return std::move(host.error());
+  auto& ref = detail::system_of(**host);
+  return make_strategy(std::move(*host), ref, options);
 }
 
 caf::expected<strategy> strategy::create(caf::actor_system& sys,
@@ -354,23 +573,31 @@ caf::expected<strategy> strategy::create(caf::actor_system& sys,
   if (options.timeout.count() < 0)
     return make_error(errc::invalid_argument,
                       "the timeout must not be negative");
-  return make_strategy(nullptr, nullptr, sys, options);
+  return make_strategy(nullptr, sys, options);
 }
 
 namespace {
 
 caf::expected<strategy>
-make_strategy(std::unique_ptr<caf::actor_system_config> cfg,
-              std::unique_ptr<caf::actor_system> owned, caf::actor_system& sys,
-              strategy_options options) {
+make_strategy(std::shared_ptr<detail::system_host> owned,
+              caf::actor_system& sys, strategy_options options) {
+  // A failed creation destroys the system it started.
+  auto fail = [&owned, &sys](caf::error err) -> caf::expected<strategy> {
+    if (owned) {
+      detail::forget_thread_logger(sys);
+      owned->release({});
+      owned->await_destroyed();
+    }
+    return err;
+  };
   auto settings = apply_config_from(sys);
   if (!settings)
-    return std::move(settings.error());
+    return fail(std::move(settings.error()));
   if (options.timeout.count() == 0)
     options.timeout = settings->timeout;
   auto devices = parse_devices(options.devices);
   if (!devices)
-    return std::move(devices.error());
+    return fail(std::move(devices.error()));
   coordinator_config cc;
   cc.devices = *devices;
   cc.default_timeout = to_timespan(options.timeout);
@@ -381,7 +608,7 @@ make_strategy(std::unique_ptr<caf::actor_system_config> cfg,
                              : settings->memory_budget_bytes;
   auto coordinator = spawn_coordinator(sys, cc);
   if (!coordinator)
-    return std::move(coordinator.error());
+    return fail(std::move(coordinator.error()));
   std::string description = "mirrored strategy over";
   for (auto& d : options.devices)
     description += " " + d;
@@ -396,8 +623,10 @@ make_strategy(std::unique_ptr<caf::actor_system_config> cfg,
       .receive([&](std::vector<replica_actor>& xs) { replicas = std::move(xs); },
                [&](caf::error&) {});
   }
+  if (owned)
+    detail::forget_thread_logger(sys);
   auto core = std::make_shared<detail::strategy_core>(
-    std::move(cfg), std::move(owned), sys, std::move(*coordinator),
+    std::move(owned), sys, std::move(*coordinator),
     std::move(replicas), options.devices, description,
     memory_budget{cc.memory_budget_bytes});
   return strategy::from_core(std::move(core), options.timeout);

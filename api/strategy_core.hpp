@@ -9,10 +9,12 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/expected.hpp>
 
 #include "actors/coordinator_state.hpp"
 #include "devices/memory_budget.hpp"
@@ -20,10 +22,27 @@
 
 namespace varsync::detail {
 
+/// An actor system that a strategy creates itself, on a thread of its own
+/// that also destroys it (see strategy.cpp).
+class system_host;
+
+/// Starts a thread that builds an actor system from `cfg` and keeps it until
+/// the strategy releases it.
+caf::expected<std::shared_ptr<system_host>>
+start_system_host(std::unique_ptr<caf::actor_system_config> cfg);
+
+caf::actor_system& system_of(system_host& host);
+
+/// CAF 0.17 keeps a reference to the logger of the last actor system that a
+/// thread spawned into, and that system's destructor waits until each such
+/// thread lets go of it: a user's thread that spawned into an owned system
+/// (creating a strategy does) would hold up its shutdown until it exits.
+/// Drops the calling thread's reference if it is `sys`'s.
+void forget_thread_logger(caf::actor_system& sys);
+
 class strategy_core {
 public:
-  strategy_core(std::unique_ptr<caf::actor_system_config> cfg,
-                std::unique_ptr<caf::actor_system> owned, caf::actor_system& sys,
+  strategy_core(std::shared_ptr<system_host> owned, caf::actor_system& sys,
                 coordinator_internal_actor coordinator,
                 std::vector<replica_actor> replicas,
                 std::vector<std::string> devices, std::string description,
@@ -50,6 +69,12 @@ public:
   template <class T, class Start>
   caf::expected<T> await(std::chrono::milliseconds timeout, Start&& start);
 
+  /// would_block if the calling thread must not wait for the strategy: it
+  /// runs one of varsync's actors (async callbacks, replica steps) or is a
+  /// scheduler thread of the strategy's actor system (an actor). Every
+  /// blocking call goes through await(), which checks this first.
+  caf::error check_may_block() const;
+
   /// submit() and wait up to `timeout` for the outcome.
   template <class T>
   caf::expected<T>
@@ -58,17 +83,24 @@ public:
 
   void shutdown();
   bool stopped() const { return stopped_.load(); }
+  /// True if the strategy created its actor system itself.
+  bool owns_system() const { return owned_ != nullptr; }
 
 private:
-  std::unique_ptr<caf::actor_system_config> cfg_;
-  std::unique_ptr<caf::actor_system> owned_;
+  std::shared_ptr<system_host> owned_;
   caf::actor_system* sys_;
+  // The scheduler threads of sys_ (CAF's own policies; empty for others).
+  std::vector<std::thread::id> scheduler_threads_;
   coordinator_internal_actor coordinator_;
   std::vector<replica_actor> replicas_;
   std::vector<std::string> devices_;
   std::string description_;
   memory_budget budget_;
   std::atomic<bool> stopped_{false};
+  // The thread that created the strategy: the only one that waits for an
+  // owned actor system to go away (any other thread may be one of the
+  // system's own, which the system's destructor would wait for).
+  std::thread::id owner_ = std::this_thread::get_id();
 };
 
 } // namespace varsync::detail

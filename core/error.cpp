@@ -27,6 +27,7 @@ std::string_view to_string(errc code) {
     case errc::shut_down: return "shut_down";
     case errc::committed_late: return "committed_late";
     case errc::overflow: return "overflow";
+    case errc::would_block: return "would_block";
   }
   return "unknown_error_code";
 }

@@ -48,13 +48,16 @@ using replica_local_actor = caf::typed_actor<
   caf::replies_to<local_update_atom, uint64_t, update_op,
                   tensor>::with<ok_atom>>;
 
-/// The checkpoint actor (varsync/checkpoint_actor.hpp): save / restore of the
-/// named variables (an empty list selects every variable) to a file path.
-/// Both reply ok_atom or an error (varsync/checkpoint.hpp).
+/// The checkpoint actor (varsync/checkpoint_actor.hpp): save / restore /
+/// save_survivors of the named variables (an empty list selects every
+/// variable) to a file path. Each replies ok_atom or an error
+/// (varsync/checkpoint.hpp).
 using checkpoint_actor = caf::typed_actor<
   caf::replies_to<checkpoint_save_atom, std::string,
                   std::vector<std::string>>::with<ok_atom>,
   caf::replies_to<checkpoint_restore_atom, std::string,
-                  std::vector<std::string>>::with<ok_atom>>;
+                  std::vector<std::string>>::with<ok_atom>,
+  caf::replies_to<checkpoint_save_survivors_atom, std::string,
+                  std::vector<std::string>, bool>::with<ok_atom>>;
 
 } // namespace varsync

@@ -25,6 +25,9 @@ using local_update_atom = caf::atom_constant<caf::atom("vs_lupdate")>;
 // Checkpoint actor requests.
 using checkpoint_save_atom = caf::atom_constant<caf::atom("vs_cksave")>;
 using checkpoint_restore_atom = caf::atom_constant<caf::atom("vs_ckrest")>;
+/// save_survivors; its bool is survivor_options::aggregate_survivors.
+using checkpoint_save_survivors_atom
+  = caf::atom_constant<caf::atom("vs_cksurv")>;
 
 /// The reply of requests that return nothing else.
 using ok_atom = caf::atom_constant<caf::atom("vs_ok")>;

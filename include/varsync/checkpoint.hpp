@@ -44,6 +44,26 @@ std::string component_entry_name(const std::string& variable, int r);
 caf::error save(const strategy& s, const std::string& path,
                 const std::vector<std::string>& names = {});
 
+/// What save_survivors does where a component is lost.
+struct survivor_options {
+  /// on_read + sum / mean: store the sum / mean of the surviving components
+  /// (marked "<name>.survivors_only" in the metadata) instead of refusing.
+  bool aggregate_survivors = false;
+};
+
+/// Saves what survives a replica failure (docs/checkpoints.md): like save()
+/// where no component of a variable is lost; otherwise on_write -> a live
+/// component (they are equal, W7); on_read + only_first_replica -> component
+/// 0, replica_failed if it is lost; on_read + sum / mean -> replica_failed
+/// (the value is unknown) unless options.aggregate_survivors; per-component
+/// variables -> the live components, the lost ones named in
+/// "<name>.missing_replicas" (restore refuses such a variable). The file's
+/// "missing_replicas" names every lost replica. Nothing is written unless
+/// every variable can be saved.
+caf::error save_survivors(const strategy& s, const std::string& path,
+                          const std::vector<std::string>& names = {},
+                          survivor_options options = {});
+
 /// Restores `names` (empty: every variable of `s`) from `path`.
 /// Errors: checkpoint_corrupt (unreadable layout, or an entry whose bytes do
 /// not match its checksum), checkpoint_mismatch (a
@@ -55,12 +75,15 @@ caf::error restore(const strategy& s, const std::string& path,
                    const std::vector<std::string>& names = {});
 
 /// The same without blocking the caller: the work runs on a thread of its
-/// own, `done` gets the outcome there. Never call them with a strategy whose
-/// last handle goes away before `done` runs unless that is intended: the
-/// thread holds a handle until it finishes.
+/// own, `done` gets the outcome there. The thread holds a handle to `s` until
+/// the work is done and releases it before `done` runs; when it is the last
+/// one, the strategy shuts down (await_strategy_shutdowns).
 void save_async(const strategy& s, std::string path,
                 std::vector<std::string> names, done_callback done);
 void restore_async(const strategy& s, std::string path,
                    std::vector<std::string> names, done_callback done);
+void save_survivors_async(const strategy& s, std::string path,
+                          std::vector<std::string> names,
+                          survivor_options options, done_callback done);
 
 } // namespace varsync

@@ -37,6 +37,9 @@ enum class errc : uint8_t {
   committed_late,
   /// An integer result does not fit its dtype (nothing was changed).
   overflow,
+  /// A blocking call from a thread that runs the strategy's actors (an async
+  /// callback, a replica step, an actor): it would wait for itself.
+  would_block,
 };
 
 /// The atom naming varsync's error category ("varsync").

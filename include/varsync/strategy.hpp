@@ -4,7 +4,7 @@
 // for main, scripts and tests; async() gives the callback API for callers that
 // are not actors; callers that are actors talk to the coordinator directly
 // (varsync/actor_api.hpp). Copies of a handle share one strategy, which shuts
-// down when the last handle goes away (or at shutdown()).
+// down when the last handle goes away, on whatever thread (or at shutdown()).
 
 #include <chrono>
 #include <functional>
@@ -101,7 +101,9 @@ public:
   caf::expected<strategy_description> stats() const;
 
   /// The callback API (callbacks run on the coordinator's thread: keep them
-  /// short and never block in them).
+  /// short and never block in them). The blocking calls of this class fail
+  /// at once with would_block when made from a callback, a replica step or an
+  /// actor of the strategy's actor system.
   async_strategy async() const;
 
   // -- variables -------------------------------------------------------------
@@ -218,6 +220,13 @@ private:
   std::shared_ptr<detail::strategy_core> core_;
   std::chrono::milliseconds timeout_;
 };
+
+/// Waits up to `limit` until every strategy whose last handle went away on a
+/// thread other than the one that created it has finished shutting down (its
+/// actor system is then destroyed by a thread of its own, so that any thread,
+/// one of the system's own included, may release the last handle). True if
+/// none is left. A process may call it before it exits.
+bool await_strategy_shutdowns(std::chrono::milliseconds limit);
 
 /// The callback API for callers that are not actors: the operations of the
 /// blocking API, each taking a callback last. Callbacks run on the

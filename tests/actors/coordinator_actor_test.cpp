@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <future>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -24,6 +25,7 @@
 #include <caf/system_messages.hpp>
 
 #include "actor_fixture.hpp"
+#include "actors/actor_thread.hpp"
 #include "actors/coordinator_actor.hpp"
 #include "varsync/error.hpp"
 #include "varsync/tensor.hpp"
@@ -34,6 +36,7 @@
 #include "varsync/strategy_description.hpp"
 #include "varsync/variable_info.hpp"
 #include "varsync/actor_api.hpp"
+#include "varsync/checkpoint_actor.hpp"
 #include "varsync/replica_context.hpp"
 #include "varsync/strategy.hpp"
 #include "varsync/testing.hpp"
@@ -1022,4 +1025,65 @@ TEST_CASE_METHOD(coordinator_fixture,
   CHECK(component_values<int32_t>(v.id)
         == std::vector<std::vector<int32_t>>{
           {max32 - 3}, {max32 - 2}, {max32 - 1}, {max32}});
+}
+
+TEST_CASE_METHOD(actor_fixture,
+                 "checkpoint actor: it stops when the coordinator of its "
+                 "strategy stops, so the actor system can shut down",
+                 "[coordinator][strategy][checkpoint]") {
+  strategy_options opts;
+  opts.devices = {"cpu:0", "cpu:1"};
+  opts.timeout = std::chrono::milliseconds(10000);
+  auto s = strategy::create(sys, opts);
+  REQUIRE(s);
+  auto ckpt = spawn_checkpoint_actor(*s);
+  stop_at_end(ckpt);
+  self->monitor(ckpt);
+  s->shutdown(); // the coordinator exits; the checkpoint actor follows
+  bool down = false;
+  self->receive([&](caf::down_msg& msg) { down = msg.source == ckpt.address(); },
+                caf::after(varsync::test::reply_deadline) >> [] {});
+  CHECK(down);
+}
+
+// -- threads that must not block -----------------------------------------------------
+
+namespace {
+
+struct marker_step final : replica_step {
+  explicit marker_step(int n) : seen(static_cast<size_t>(n), 0) {}
+  void run(replica_context& ctx) override {
+    seen[static_cast<size_t>(ctx.replica_id())]
+      = detail::on_varsync_actor_thread() ? 1 : 0;
+  }
+  std::vector<int> seen; // not vector<bool>: replicas write concurrently
+};
+
+struct marker_call final : client_call {
+  explicit marker_call(std::promise<bool> p) : seen(std::move(p)) {}
+  void invoke(coordinator_state&) override {
+    seen.set_value(detail::on_varsync_actor_thread());
+  }
+  std::promise<bool> seen;
+};
+
+} // namespace
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "coordinator and replica actors mark their thread while they "
+                 "run user code, so blocking calls from there can fail fast",
+                 "[coordinator][step]") {
+  CHECK_FALSE(detail::on_varsync_actor_thread());
+  auto step = std::make_shared<marker_step>(num_devices);
+  auto res = ask<ok_atom>(coord, run_atom::value, replica_step_ptr{step});
+  REQUIRE(res);
+  CHECK(step->seen == std::vector<int>(num_devices, 1));
+  std::promise<bool> p;
+  auto seen = p.get_future();
+  self->send(coord, client_atom::value,
+             client_call_ptr{std::make_shared<marker_call>(std::move(p))});
+  REQUIRE(seen.wait_for(varsync::test::reply_deadline)
+          == std::future_status::ready);
+  CHECK(seen.get());
+  CHECK_FALSE(detail::on_varsync_actor_thread());
 }

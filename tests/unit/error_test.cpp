@@ -1,0 +1,16 @@
+// The error codes of core/error.hpp: names and category.
+
+#include <catch2/catch.hpp>
+
+#include "varsync/error.hpp"
+
+using namespace varsync;
+
+TEST_CASE("errc: would_block has a name and round-trips through caf::error") {
+  CHECK(to_string(errc::would_block) == "would_block");
+  auto err = make_error(errc::would_block, "use s.async()");
+  CHECK(has_code(err, errc::would_block));
+  CHECK(code_of(err) == errc::would_block);
+  CHECK(message_of(err) == "use s.async()");
+  CHECK(describe(err).find("would_block") != std::string::npos);
+}
