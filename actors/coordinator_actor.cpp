@@ -1112,7 +1112,7 @@ public:
   // so that blocking strategy calls from there fail at once.
   resume_result resume(caf::execution_unit* ctx, size_t max_throughput) override {
     detail::varsync_actor_scope scope;
-    return coordinator_actor::base::resume(ctx, max_throughput);
+    return coordinator_internal_actor::base::resume(ctx, max_throughput);
   }
 
 private:
