@@ -26,6 +26,7 @@ std::string_view to_string(errc code) {
     case errc::checkpoint_corrupt: return "checkpoint_corrupt";
     case errc::shut_down: return "shut_down";
     case errc::committed_late: return "committed_late";
+    case errc::overloaded: return "overloaded";
   }
   return "unknown_error_code";
 }

@@ -35,6 +35,9 @@ enum class errc : uint8_t {
   /// component, but its confirmation missed the deadline (never `timeout`,
   /// which means nothing changed).
   committed_late,
+  /// Refused at once because the queue it would wait in is full (V3):
+  /// nothing was changed, nothing was sent; retry later or slow down.
+  overloaded,
 };
 
 /// The atom naming varsync's error category ("varsync").
