@@ -4,6 +4,7 @@
 // entries in that config.
 
 #include <chrono>
+#include <cstddef>
 #include <string>
 
 #include <caf/expected.hpp>
@@ -26,10 +27,20 @@ struct config_settings {
   std::string unknown_log_level;
   /// "varsync.timeout-ms", 30 s when unset; positive.
   std::chrono::milliseconds timeout{30000};
+  /// "varsync.max-queued-operations", 4096 when unset; positive. How many
+  /// operations each queue of a strategy may hold before it refuses more
+  /// with `overloaded` (V3).
+  size_t max_queued_operations = 4096;
+  /// "varsync.max-queued-mb" in bytes, 256 MiB when unset; the entry is a
+  /// positive number of MiB (at most 16 TiB). The tensor bytes each queue
+  /// may hold before it refuses more with `overloaded`.
+  size_t max_queued_bytes = size_t{256} << 20;
 };
 
-/// Reads "varsync.log-level" and "varsync.timeout-ms". invalid_argument if
-/// the timeout is not a positive integer or the log level not a string.
+/// Reads "varsync.log-level", "varsync.timeout-ms",
+/// "varsync.max-queued-operations" and "varsync.max-queued-mb".
+/// invalid_argument if the timeout or a bound is not a positive integer
+/// (the MiB bound at most 2^24) or the log level not a string.
 caf::expected<config_settings>
 read_config(const caf::actor_system_config& cfg);
 
