@@ -1,6 +1,7 @@
 #pragma once
 // Spawning a strategy: one coordinator and one replica actor per device.
 
+#include <cstddef>
 #include <vector>
 
 #include <caf/expected.hpp>
@@ -22,6 +23,10 @@ struct coordinator_config {
   /// Test support: faults injected into replicas.
   std::vector<replica_fault> faults;
   on_step_exception step_exception = on_step_exception::stop_replica;
+  /// Overload bounds (V3): actor requests waiting for admission, and local
+  /// requests a replica defers, beyond these are refused with `overloaded`.
+  size_t max_queued_operations = 4096;
+  size_t max_queued_bytes = size_t{256} << 20;
 };
 
 /// Spawns the replicas of `cfg.devices` and their coordinator. Fails with

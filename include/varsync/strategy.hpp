@@ -49,6 +49,16 @@ struct strategy_options {
   /// Scheduler threads of an actor system the strategy creates itself
   /// (0: the number of cores). Ignored when embedding into a user's system.
   size_t scheduler_threads = 0;
+  /// Overload bounds (V3): how many operations, and how many bytes of their
+  /// tensor arguments, may wait in each queue of the strategy (calls of the
+  /// blocking and async APIs outstanding, actor requests waiting for the
+  /// coordinator, local requests deferred by a replica). Beyond them a
+  /// request is refused at once with `overloaded` and changes nothing.
+  /// Unset: the actor system config's "varsync.max-queued-operations" /
+  /// "varsync.max-queued-mb" if set, else 4096 operations and 256 MiB.
+  /// Zero is invalid_argument: there is no unbounded queue.
+  std::optional<size_t> max_queued_operations;
+  std::optional<size_t> max_queued_bytes;
 };
 
 namespace detail {

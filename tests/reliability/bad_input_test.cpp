@@ -684,6 +684,22 @@ TEST_CASE("bad input matrix: every invalid call fails with its exact code and "
      [] { return create_error({"cpu:1", "cpu:0", "cpu:1"}); }},
     {"strategy::create with a negative timeout", errc::invalid_argument,
      [] { return create_error({"cpu:0"}, -1ms); }},
+    {"strategy::create with max_queued_operations = 0 (no unbounded queue)",
+     errc::invalid_argument,
+     [] {
+       auto opts = options_for({"cpu:0"});
+       opts.max_queued_operations = 0;
+       auto s = strategy::create(opts);
+       return s ? caf::error{} : s.error();
+     }, "max_queued_operations"},
+    {"strategy::create with max_queued_bytes = 0 (no unbounded queue)",
+     errc::invalid_argument,
+     [] {
+       auto opts = options_for({"cpu:0"});
+       opts.max_queued_bytes = 0;
+       auto s = strategy::create(opts);
+       return s ? caf::error{} : s.error();
+     }, "max_queued_bytes"},
 
     // -- invalid_argument: checkpoint files that cannot be read / written ---------------
     {"restore from a path that does not exist", errc::invalid_argument,
