@@ -79,12 +79,6 @@ private:
     std::atomic<size_t> bytes{0};
   };
   std::shared_ptr<outstanding> outstanding_ = std::make_shared<outstanding>();
-
-public:
-  /// Calls outstanding now (tests, benchmarks).
-  size_t outstanding_operations() const {
-    return outstanding_->operations.load(std::memory_order_relaxed);
-  }
 };
 
 } // namespace varsync::detail

@@ -104,7 +104,8 @@ public:
   caf::expected<strategy_description> stats() const;
 
   /// The callback API (callbacks run on the coordinator's thread: keep them
-  /// short and never block in them).
+  /// short and never block in them). A call refused as `overloaded` (or made
+  /// after shutdown) is called back at once, on the calling thread.
   async_strategy async() const;
 
   // -- variables -------------------------------------------------------------
