@@ -55,7 +55,11 @@ coordinator_state::coordinator_state(self_pointer self,
                                      caf::timespan default_timeout,
                                      std::optional<collective_driver_actor> driver,
                                      std::string collective,
-                                     memory_budget budget)
+                                     memory_budget budget,
+                                     size_t max_queued_operations,
+                                     size_t max_queued_bytes,
+                                     std::shared_ptr<std::atomic<uint64_t>>
+                                       local_adds_dropped)
   : self_(self),
     devices_(std::move(devices)),
     replicas_(std::move(replicas)),
@@ -63,7 +67,12 @@ coordinator_state::coordinator_state(self_pointer self,
     collective_(std::move(collective)),
     budget_(std::move(budget)),
     replica_failures_(replicas_.size()),
-    default_timeout_(default_timeout) {
+    default_timeout_(default_timeout),
+    max_queued_operations_(max_queued_operations),
+    max_queued_bytes_(max_queued_bytes),
+    local_adds_dropped_(std::move(local_adds_dropped)) {
+  if (!local_adds_dropped_)
+    local_adds_dropped_ = std::make_shared<std::atomic<uint64_t>>(0);
   if (collective_.empty())
     collective_ = describe_collective(devices_);
 }
@@ -315,6 +324,27 @@ void coordinator_state::on_deadline_tick() {
 
 // -- admission -----------------------------------------------------------------
 
+caf::error coordinator_state::refuse_if_full(size_t bytes) const {
+  if (in_flight_ < max_in_flight && waiting_.empty())
+    return {}; // runs at once
+  if (waiting_.size() >= max_queued_operations_)
+    return make_error(errc::overloaded,
+                      "refused: " + std::to_string(waiting_.size())
+                        + " requests already wait for the coordinator "
+                          "(max_queued_operations); nothing was changed, "
+                          "retry later");
+  // A request larger than the bound alone still waits in an empty queue.
+  if (!waiting_.empty() && queued_bytes_ + bytes > max_queued_bytes_)
+    return make_error(errc::overloaded,
+                      "refused: the requests waiting for the coordinator "
+                      "hold "
+                        + std::to_string(queued_bytes_)
+                        + " bytes of tensors (max_queued_bytes "
+                        + std::to_string(max_queued_bytes_)
+                        + "); nothing was changed, retry later");
+  return {};
+}
+
 void coordinator_state::release_slot() {
   --in_flight_;
   if (draining_)
@@ -323,6 +353,7 @@ void coordinator_state::release_slot() {
   while (in_flight_ < max_in_flight && !waiting_.empty()) {
     auto next = std::move(waiting_.front());
     waiting_.pop_front();
+    queued_bytes_ -= next.bytes;
     ++in_flight_;
     queued_for_ = std::chrono::duration_cast<caf::timespan>(
       operation_deadlines::clock::now() - next.since);
@@ -963,6 +994,7 @@ strategy_description coordinator_state::describe() const {
     out.devices.push_back(to_string(d));
   out.collective = collective_;
   out.collectives_run = collectives_run_;
+  out.local_adds_dropped = local_adds_dropped_->load();
   for (size_t i = 0; i < replica_failures_.size(); ++i)
     if (replica_failures_[i])
       out.failures.push_back("replica " + std::to_string(i) + " ("
@@ -1012,24 +1044,33 @@ coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
   return {
     [this, deliver](create_atom,
                     variable_spec& spec) -> caf::result<variable_info> {
+      auto bytes = spec.initial_value.nbytes();
+      if (auto err = refuse_if_full(bytes))
+        return err;
       auto rp = self_->make_response_promise<variable_info>();
       admit([this, spec = std::move(spec), d = deliver(rp)]() mutable {
         create(default_timeout_, std::move(spec), std::move(d));
-      });
+      }, bytes);
       return rp;
     },
     [this, deliver](lookup_atom,
                     const std::string& name) -> caf::result<variable_info> {
+      if (auto err = refuse_if_full(0))
+        return err;
       auto rp = self_->make_response_promise<variable_info>();
       admit([this, name, d = deliver(rp)]() mutable { lookup(name, d); });
       return rp;
     },
     [this, deliver](list_atom) -> caf::result<std::vector<variable_info>> {
+      if (auto err = refuse_if_full(0))
+        return err;
       auto rp = self_->make_response_promise<std::vector<variable_info>>();
       admit([this, d = deliver(rp)]() mutable { list(d); });
       return rp;
     },
     [this, deliver](destroy_atom, uint64_t id) -> caf::result<ok_atom> {
+      if (auto err = refuse_if_full(0))
+        return err;
       auto rp = self_->make_response_promise<ok_atom>();
       admit([this, id, d = deliver(rp)]() mutable {
         destroy(default_timeout_, id, d);
@@ -1037,6 +1078,8 @@ coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
       return rp;
     },
     [this, deliver](read_atom, uint64_t id) -> caf::result<tensor> {
+      if (auto err = refuse_if_full(0))
+        return err;
       auto rp = self_->make_response_promise<tensor>();
       admit([this, id, d = deliver(rp)]() mutable {
         read(default_timeout_, id, d);
@@ -1045,14 +1088,19 @@ coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
     },
     [this, deliver](update_atom, uint64_t id, update_op op,
                     tensor& value) -> caf::result<ok_atom> {
+      auto bytes = value.nbytes();
+      if (auto err = refuse_if_full(bytes))
+        return err;
       auto rp = self_->make_response_promise<ok_atom>();
       admit([this, id, op, value = std::move(value), d = deliver(rp)]() mutable {
         update(default_timeout_, id, op, std::move(value), d);
-      });
+      }, bytes);
       return rp;
     },
     [this, deliver](values_atom,
                     uint64_t id) -> caf::result<std::vector<tensor>> {
+      if (auto err = refuse_if_full(0))
+        return err;
       auto rp = self_->make_response_promise<std::vector<tensor>>();
       admit([this, id, d = deliver(rp)]() mutable {
         local_values(default_timeout_, id, d);
@@ -1061,6 +1109,8 @@ coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
     },
     [this, deliver](run_atom,
                     const replica_step_ptr& step) -> caf::result<ok_atom> {
+      if (auto err = refuse_if_full(0))
+        return err;
       auto rp = self_->make_response_promise<ok_atom>();
       admit([this, step, d = deliver(rp)]() mutable {
         run(default_timeout_, step, d);
@@ -1070,10 +1120,16 @@ coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
     [this, deliver](allreduce_atom, reduce_op op,
                     std::vector<std::vector<tensor>>& values)
       -> caf::result<std::vector<tensor>> {
+      size_t bytes = 0;
+      for (auto& row : values)
+        for (auto& x : row)
+          bytes += x.nbytes();
+      if (auto err = refuse_if_full(bytes))
+        return err;
       auto rp = self_->make_response_promise<std::vector<tensor>>();
       admit([this, op, values = std::move(values), d = deliver(rp)]() mutable {
         all_reduce(default_timeout_, op, std::move(values), d);
-      });
+      }, bytes);
       return rp;
     },
     [this](describe_atom) -> caf::result<strategy_description> {
@@ -1100,10 +1156,14 @@ public:
                          std::vector<replica_actor> replicas,
                          caf::timespan timeout,
                          std::optional<collective_driver_actor> driver,
-                         std::string collective, memory_budget budget)
+                         std::string collective, memory_budget budget,
+                         size_t max_queued_operations,
+                         size_t max_queued_bytes,
+                         std::shared_ptr<std::atomic<uint64_t>> dropped)
     : coordinator_internal_actor::base(cfg),
       state_(this, std::move(devices), std::move(replicas), timeout,
-             std::move(driver), std::move(collective), std::move(budget)) {
+             std::move(driver), std::move(collective), std::move(budget),
+             max_queued_operations, max_queued_bytes, std::move(dropped)) {
   }
 
   behavior_type make_behavior() override { return state_.make_behavior(); }
@@ -1142,6 +1202,10 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
                           + " index " + std::to_string(d.index)
                           + " is not a device: kinds are 0 (cpu), 1 (cuda) "
                             "and indices are not negative");
+  if (cfg.max_queued_operations == 0 || cfg.max_queued_bytes == 0)
+    return make_error(errc::invalid_argument,
+                      "the overload bounds must be positive");
+  auto dropped = std::make_shared<std::atomic<uint64_t>>(0);
   std::vector<replica_actor> replicas;
   auto stop_all = [&] {
     for (auto& r : replicas)
@@ -1157,7 +1221,8 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
                             + " is listed twice");
       }
     replica_config rc{static_cast<int>(i), static_cast<int>(cfg.devices.size()),
-                      cfg.devices[i], {}, cfg.step_exception};
+                      cfg.devices[i], {}, cfg.step_exception,
+                      cfg.max_queued_operations, dropped};
     for (auto& f : cfg.faults)
       if (f.replica == static_cast<int>(i))
         rc.faults.push_back(f);
@@ -1181,7 +1246,8 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
   }
   auto coordinator = sys.spawn<coordinator_actor_impl>(
     cfg.devices, replicas, cfg.default_timeout, driver, collective,
-    memory_budget{cfg.memory_budget_bytes});
+    memory_budget{cfg.memory_budget_bytes}, cfg.max_queued_operations,
+    cfg.max_queued_bytes, dropped);
   // The replicas (and the device collective driver) go down with their
   // coordinator.
   coordinator->attach_functor([replicas, driver](const caf::error&) {

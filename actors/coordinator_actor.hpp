@@ -1,6 +1,7 @@
 #pragma once
 // Spawning a strategy: one coordinator and one replica actor per device.
 
+#include <cstddef>
 #include <vector>
 
 #include <caf/expected.hpp>
@@ -24,6 +25,10 @@ struct coordinator_config {
   on_step_exception step_exception = on_step_exception::stop_replica;
   /// The host memory budget in bytes; 0: automatic (devices/memory_budget.hpp).
   uint64_t memory_budget_bytes = 0;
+  /// Overload bounds (V3): actor requests waiting for admission, and local
+  /// requests a replica defers, beyond these are refused with `overloaded`.
+  size_t max_queued_operations = 4096;
+  size_t max_queued_bytes = size_t{256} << 20;
 };
 
 /// Spawns the replicas of `cfg.devices` and their coordinator. Fails with

@@ -6,6 +6,7 @@
 // the replicas.
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -48,7 +49,11 @@ public:
                     caf::timespan default_timeout,
                     std::optional<collective_driver_actor> driver = {},
                     std::string collective = {},
-                    memory_budget budget = memory_budget{});
+                    memory_budget budget = memory_budget{},
+                    size_t max_queued_operations = 4096,
+                    size_t max_queued_bytes = size_t{256} << 20,
+                    std::shared_ptr<std::atomic<uint64_t>> local_adds_dropped
+                    = {});
 
   coordinator_internal_actor::behavior_type make_behavior();
 
@@ -63,16 +68,23 @@ public:
   /// 10,000 async creates). The operation must call release_slot() once
   /// when it completes. A template so that an operation admitted at once
   /// runs without being wrapped in a std::function (an allocation per call).
+  /// `bytes`: the size of the operation's tensor arguments, counted while
+  /// it waits.
   template <class F>
-  void admit(F&& op) {
+  void admit(F&& op, size_t bytes = 0) {
     if (in_flight_ < max_in_flight && waiting_.empty()) {
       ++in_flight_;
       op();
       return;
     }
+    queued_bytes_ += bytes;
     waiting_.push_back({operation_deadlines::clock::now(),
-                        std::function<void()>{std::forward<F>(op)}});
+                        std::function<void()>{std::forward<F>(op)}, bytes});
   }
+  /// `overloaded` if an actor request of `bytes` would have to wait and the
+  /// admission queue already holds max_queued_operations requests or the
+  /// bytes would pass max_queued_bytes (V3): refused at once, not queued.
+  caf::error refuse_if_full(size_t bytes) const;
   void release_slot();
   /// Runs `op`, an operation requested at `since` (a client call), so that
   /// its deadline counts from the request: time spent in the mailbox or the
@@ -226,8 +238,15 @@ private:
   struct waiting_operation {
     operation_deadlines::clock::time_point since;
     std::function<void()> run;
+    size_t bytes = 0;
   };
   std::deque<waiting_operation> waiting_;
+  size_t queued_bytes_ = 0;
+  size_t max_queued_operations_;
+  size_t max_queued_bytes_;
+  /// Fire-and-forget local adds the replicas refused or could not apply
+  /// (shared with them; reported by describe()).
+  std::shared_ptr<std::atomic<uint64_t>> local_adds_dropped_;
   /// How long the operation now being started waited for admission.
   caf::timespan queued_for_{0};
   operation_deadlines deadlines_;

@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <caf/actor_system.hpp>
@@ -40,6 +41,8 @@ public:
                 std::unique_ptr<varsync::device> dev)
     : self_(self), cfg_(cfg), device_(std::move(dev)),
       host_memory_(device_->host_accessible()) {
+    if (!cfg_.local_adds_dropped)
+      cfg_.local_adds_dropped = std::make_shared<std::atomic<uint64_t>>(0);
   }
 
   ~replica_state() override {
@@ -234,6 +237,20 @@ private:
     return d;
   }
 
+  // A local request that would wait behind max_deferred operations is
+  // refused (V3): a bound actor cannot grow the replica's queue without
+  // limit, and its caller learns at once instead of by a timeout.
+  caf::error refuse_if_full() const {
+    if (deferred_.size() < cfg_.max_deferred)
+      return {};
+    return make_error(errc::overloaded,
+                      "replica " + std::to_string(cfg_.rank) + " ("
+                        + to_string(cfg_.device) + "): refused, "
+                        + std::to_string(deferred_.size())
+                        + " operations already wait (max_queued_operations); "
+                          "nothing was changed, retry later");
+  }
+
   // Runs `f` now, or after the current collective if one is in progress (or
   // after an injected delay).
   template <class T, class F>
@@ -330,6 +347,79 @@ private:
     if (auto err = update((*c)->info, op, x))
       return err;
     return ok_atom::value;
+  }
+
+  // local_add: like run_or_defer, without a reply.
+  template <class F>
+  void run_or_defer_silently(F f) {
+    auto fault = inject_faults();
+    if (fault == fault_outcome::failed)
+      return;
+    bool delayed = fault == fault_outcome::delay;
+    if (!quiesced_ && !delayed && deferred_.empty())
+      return f();
+    if (delayed && !resume_pending_) {
+      resume_pending_ = true;
+      self_->delayed_send(self_, injected_delay(), resume_atom::value);
+    }
+    deferred_.emplace_back(std::move(f));
+  }
+
+  // value + the component, in its dtype. Integers: an add whose result the
+  // dtype cannot hold is skipped (an error, never wrapped or saturated).
+  caf::error local_add(uint64_t id, double value) {
+    auto c = find(id);
+    if (!c)
+      return std::move(c.error());
+    auto& comp = **c;
+    if (comp.policy->collective_replica_updates())
+      return make_error(errc::invalid_argument,
+                        "variable '" + comp.info.name
+                          + "' is on_write: local_add applies to on_read and "
+                            "none variables only");
+    if (auto err = validate_scalar(comp.info, value))
+      return err;
+    if (!host_memory_) // device memory: one small upload, no overflow check
+      return device_->apply(comp.data, update_op::assign_add,
+                            tensor::filled(comp.info.type, {}, value));
+    auto overflow = [&] {
+      return make_error(errc::invalid_argument,
+                        "variable '" + comp.info.name + "': adding "
+                          + std::to_string(value) + " overflows "
+                          + std::string{to_string(comp.info.type)}
+                          + "; the add was skipped");
+    };
+    if (comp.info.type == dtype::int32) {
+      auto* x = static_cast<int32_t*>(comp.data);
+      int32_t sum = 0;
+      if (__builtin_add_overflow(*x, static_cast<int32_t>(value), &sum))
+        return overflow();
+      *x = sum;
+      return {};
+    }
+    if (comp.info.type == dtype::int64) {
+      auto* x = static_cast<int64_t*>(comp.data);
+      int64_t sum = 0;
+      if (__builtin_add_overflow(*x, static_cast<int64_t>(value), &sum))
+        return overflow();
+      *x = sum;
+      return {};
+    }
+    alignas(8) unsigned char y[8];
+    store_double(comp.info.type, y, 0, value);
+    host::apply_update(update_op::assign_add, comp.info.type, comp.data, y, 0,
+                       1);
+    return {};
+  }
+
+  // A local add has no reply: count what was not applied, and log it once
+  // per variable so that a misconfigured caller shows up in the log.
+  void drop_local_add(uint64_t id, const caf::error& err) {
+    cfg_.local_adds_dropped->fetch_add(1, std::memory_order_relaxed);
+    if (warned_local_add_.insert(id).second)
+      log()->warn("replica {} ({}): local_add of variable #{} not applied "
+                  "(further ones are only counted in local_adds_dropped): {}",
+                  cfg_.rank, to_string(cfg_.device), id, describe(err));
   }
 
   caf::expected<step_report> run_step(const replica_step_ptr& step) {
@@ -463,6 +553,8 @@ private:
   bool resume_pending_ = false;
   uint64_t operations_ = 0;
   std::deque<std::function<void()>> deferred_;
+  /// Variables whose dropped local adds were logged.
+  std::unordered_set<uint64_t> warned_local_add_;
   step_report* recording_ = nullptr;
   caf::error step_error_;
   /// Host copies handed out by read() on devices that are not host
@@ -556,12 +648,24 @@ replica_actor::behavior_type replica_state::make_behavior() {
         leave();
     },
     [this](local_read_atom, uint64_t id) -> caf::result<tensor> {
+      if (auto err = refuse_if_full())
+        return err;
       return run_or_defer<tensor>([this, id] { return download(id); });
     },
     [this](local_update_atom, uint64_t id, update_op op,
            const tensor& x) -> caf::result<ok_atom> {
+      if (auto err = refuse_if_full())
+        return err;
       return run_or_defer<ok_atom>(
         [this, id, op, x] { return local_update(id, op, x); });
+    },
+    [this](local_add_atom, uint64_t id, double value) {
+      if (auto err = refuse_if_full())
+        return drop_local_add(id, err);
+      run_or_defer_silently([this, id, value] {
+        if (auto err = local_add(id, value))
+          drop_local_add(id, err);
+      });
     },
     [this](resume_atom) {
       auto& sender = self_->current_sender();

@@ -8,6 +8,9 @@
 #include <caf/expected.hpp>
 #include <caf/fwd.hpp>
 
+#include <atomic>
+#include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "varsync/replica_fault.hpp"
@@ -24,6 +27,12 @@ struct replica_config {
   /// Test support: faults injected into this replica.
   std::vector<replica_fault> faults;
   on_step_exception step_exception = on_step_exception::stop_replica;
+  /// Local requests (of bound actors) are refused with `overloaded` once
+  /// this many operations are deferred (V3).
+  size_t max_deferred = 4096;
+  /// Counts local adds not applied (shared with the coordinator, which
+  /// reports it); none: a counter of the replica's own.
+  std::shared_ptr<std::atomic<uint64_t>> local_adds_dropped;
 };
 
 /// Spawns the replica actor of `cfg.device` (device_error if the device

@@ -299,7 +299,9 @@ strategy_core::strategy_core(std::shared_ptr<system_host> owned,
                              std::vector<replica_actor> replicas,
                              std::vector<std::string> devices,
                              std::string description,
-                             memory_budget budget)
+                             memory_budget budget,
+                             size_t max_queued_operations,
+                             size_t max_queued_bytes)
   : owned_(std::move(owned)),
     sys_(&sys),
     scheduler_threads_(scheduler_threads_of(sys)),
@@ -307,7 +309,9 @@ strategy_core::strategy_core(std::shared_ptr<system_host> owned,
     replicas_(std::move(replicas)),
     devices_(std::move(devices)),
     description_(std::move(description)),
-    budget_(std::move(budget)) {
+    budget_(std::move(budget)),
+    max_queued_operations_(max_queued_operations),
+    max_queued_bytes_(max_queued_bytes) {
 }
 
 strategy_core::~strategy_core() {
@@ -336,13 +340,58 @@ void strategy_core::shutdown() {
 
 template <class T>
 void strategy_core::submit(
-  std::function<void(coordinator_state&, reply_fn<T>)> op, reply_fn<T> done) {
+  std::function<void(coordinator_state&, reply_fn<T>)> op, reply_fn<T> done,
+  size_t bytes) {
   if (stopped_.load()) {
     done(make_error(errc::shut_down, "the strategy has shut down"));
     return;
   }
+  // Count first, then check: concurrent submitters never pass the bounds
+  // together. A single call larger than the byte bound still runs when
+  // nothing else is outstanding.
+  auto counts = outstanding_;
+  auto ops = counts->operations.fetch_add(1) + 1;
+  auto queued = counts->bytes.fetch_add(bytes) + bytes;
+  if (ops > max_queued_operations_
+      || (queued > max_queued_bytes_ && queued != bytes)) {
+    counts->operations.fetch_sub(1);
+    counts->bytes.fetch_sub(bytes);
+    done(make_error(
+      errc::overloaded,
+      ops > max_queued_operations_
+        ? "refused: " + std::to_string(max_queued_operations_)
+            + " calls of this strategy are outstanding "
+              "(max_queued_operations); nothing was changed, retry later"
+        : "refused: the calls outstanding hold more than "
+            + std::to_string(max_queued_bytes_)
+            + " bytes of tensors (max_queued_bytes); nothing was changed, "
+              "retry later"));
+    return;
+  }
+  // The slot is given back when the call is answered (before `done` runs, so
+  // that `done` may submit the next call), or when the call is dropped
+  // unanswered (a blocking caller abandoned it).
+  struct slot {
+    std::shared_ptr<outstanding> counts;
+    size_t bytes;
+    std::atomic<bool> held{true};
+    void release() {
+      if (held.exchange(false)) {
+        counts->operations.fetch_sub(1);
+        counts->bytes.fetch_sub(bytes);
+      }
+    }
+    ~slot() { release(); }
+  };
+  auto held = std::make_shared<slot>();
+  held->counts = std::move(counts);
+  held->bytes = bytes;
+  reply_fn<T> counted = [held, done = std::move(done)](caf::expected<T> r) {
+    held->release();
+    done(std::move(r));
+  };
   client_call_ptr call = std::make_shared<call_impl<T>>(std::move(op),
-                                                        std::move(done));
+                                                        std::move(counted));
   caf::anon_send(coordinator_, client_atom::value, std::move(call));
 }
 
@@ -547,10 +596,28 @@ make_strategy(std::shared_ptr<detail::system_host> owned,
 
 } // namespace
 
-caf::expected<strategy> strategy::create(strategy_options options) {
+namespace {
+
+caf::error check_options(const strategy_options& options) {
   if (options.timeout.count() < 0)
     return make_error(errc::invalid_argument,
                       "the timeout must not be negative");
+  if (options.max_queued_operations && *options.max_queued_operations == 0)
+    return make_error(errc::invalid_argument,
+                      "max_queued_operations must be positive (there is no "
+                      "unbounded queue)");
+  if (options.max_queued_bytes && *options.max_queued_bytes == 0)
+    return make_error(errc::invalid_argument,
+                      "max_queued_bytes must be positive (there is no "
+                      "unbounded queue)");
+  return {};
+}
+
+} // namespace
+
+caf::expected<strategy> strategy::create(strategy_options options) {
+  if (auto err = check_options(options))
+    return err;
   auto devices = parse_devices(options.devices);
   if (!devices)
     return std::move(devices.error());
@@ -570,9 +637,8 @@ caf::expected<strategy> strategy::create(strategy_options options) {
 
 caf::expected<strategy> strategy::create(caf::actor_system& sys,
                                          strategy_options options) {
-  if (options.timeout.count() < 0)
-    return make_error(errc::invalid_argument,
-                      "the timeout must not be negative");
+  if (auto err = check_options(options))
+    return err;
   return make_strategy(nullptr, sys, options);
 }
 
@@ -606,6 +672,10 @@ make_strategy(std::shared_ptr<detail::system_host> owned,
   cc.memory_budget_bytes = options.memory_budget_bytes.value_or(0) > 0
                              ? *options.memory_budget_bytes
                              : settings->memory_budget_bytes;
+  cc.max_queued_operations
+    = options.max_queued_operations.value_or(settings->max_queued_operations);
+  cc.max_queued_bytes
+    = options.max_queued_bytes.value_or(settings->max_queued_bytes);
   auto coordinator = spawn_coordinator(sys, cc);
   if (!coordinator)
     return fail(std::move(coordinator.error()));
@@ -628,7 +698,8 @@ make_strategy(std::shared_ptr<detail::system_host> owned,
   auto core = std::make_shared<detail::strategy_core>(
     std::move(owned), sys, std::move(*coordinator),
     std::move(replicas), options.devices, description,
-    memory_budget{cc.memory_budget_bytes});
+    memory_budget{cc.memory_budget_bytes}, cc.max_queued_operations,
+    cc.max_queued_bytes);
   return strategy::from_core(std::move(core), options.timeout);
 }
 
@@ -951,12 +1022,13 @@ void async_strategy::stats(callback<strategy_description> done) const {
 void async_strategy::create_variable(variable_spec spec,
                                      callback<variable> done) const {
   auto ts = to_timespan(s_.timeout_);
+  auto bytes = spec.initial_value.nbytes();
   s_.core_->submit<variable_info>(
     [ts, spec = std::move(spec)](coordinator_state& c,
                                  reply_fn<variable_info> d) mutable {
       c.create(ts, std::move(spec), std::move(d));
     },
-    as_variable(std::move(done)));
+    as_variable(std::move(done)), bytes);
 }
 
 void async_strategy::create_variable(std::string name, tensor initial_value,
@@ -1027,12 +1099,13 @@ void async_strategy::update(const variable& v, update_op op, tensor value,
     return done(std::move(err));
   auto ts = to_timespan(s_.timeout_);
   auto id = v.id();
+  auto bytes = value.nbytes();
   s_.core_->submit<ok_atom>(
     [ts, id, op, value = std::move(value)](coordinator_state& c,
                                            reply_fn<ok_atom> d) mutable {
       c.update(ts, id, op, std::move(value), std::move(d));
     },
-    as_done(std::move(done)));
+    as_done(std::move(done)), bytes);
 }
 
 void async_strategy::update(const variable& v, update_op op, double value,
@@ -1122,6 +1195,10 @@ void async_strategy::batch_all_reduce(
   if (!inputs)
     return done(std::move(inputs.error()));
   auto ts = to_timespan(s_.timeout_);
+  size_t bytes = 0;
+  for (auto& row : *inputs)
+    for (auto& x : row)
+      bytes += x.nbytes();
   s_.core_->submit<std::vector<tensor>>(
     [ts, op, inputs = std::move(*inputs)](
       coordinator_state& c, reply_fn<std::vector<tensor>> d) mutable {
@@ -1134,7 +1211,8 @@ void async_strategy::batch_all_reduce(
       for (auto& x : *r)
         out.emplace_back(std::move(x), n);
       done(std::move(out));
-    });
+    },
+    bytes);
 }
 
 } // namespace varsync

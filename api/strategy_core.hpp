@@ -46,7 +46,8 @@ public:
                 coordinator_internal_actor coordinator,
                 std::vector<replica_actor> replicas,
                 std::vector<std::string> devices, std::string description,
-                memory_budget budget = memory_budget{});
+                memory_budget budget, size_t max_queued_operations,
+                size_t max_queued_bytes);
   ~strategy_core();
 
   caf::actor_system& system() { return *sys_; }
@@ -60,9 +61,13 @@ public:
 
   /// Runs `op` on the coordinator's thread; `done` gets the outcome (or
   /// shut_down if the coordinator is gone before it ran the call).
+  /// `bytes`: the size of the call's tensor arguments. A call beyond the
+  /// bounds on calls outstanding (sent, not yet answered) is answered
+  /// `overloaded` at once and never sent (V3): the coordinator's mailbox
+  /// holds at most the bounds.
   template <class T>
   void submit(std::function<void(coordinator_state&, reply_fn<T>)> op,
-              reply_fn<T> done);
+              reply_fn<T> done, size_t bytes = 0);
 
   /// Calls start(done) and waits up to `timeout` for done's outcome: a
   /// blocking call made of an asynchronous one.
@@ -101,6 +106,16 @@ private:
   // owned actor system to go away (any other thread may be one of the
   // system's own, which the system's destructor would wait for).
   std::thread::id owner_ = std::this_thread::get_id();
+  size_t max_queued_operations_;
+  size_t max_queued_bytes_;
+  /// Calls submitted whose done callback has not run yet, and the bytes of
+  /// their tensor arguments (shared with the calls: a call may outlive the
+  /// handle).
+  struct outstanding {
+    std::atomic<size_t> operations{0};
+    std::atomic<size_t> bytes{0};
+  };
+  std::shared_ptr<outstanding> outstanding_ = std::make_shared<outstanding>();
 };
 
 } // namespace varsync::detail

@@ -349,6 +349,38 @@ def build(t):
                   "its data (4 components)", fmt_bytes(data),
                   ratio_of(over, data))
 
+    # -- 8. overload -------------------------------------------------------------------
+    t.section("8. Overload (V3): async cross-replica scalar assign_add, 2 host "
+              "replicas, default bounds; calls fired at 10x the capacity for "
+              "3 s by one thread (the offered row: the rate it reached)")
+    cap = t.get("overload.capacity")
+    acc = t.get("overload.accepted")
+    t.add("capacity: 64 calls in flight", fmt_rate(v(cap)), "", "", None,
+          ratio_text="", key="overload.capacity")
+    off = t.get("overload.offered")
+    t.add("offered while overloaded (calls fired without waiting)",
+          fmt_rate(v(off)), "capacity", fmt_rate(v(cap)),
+          ratio_of(v(off), v(cap)), key="overload.offered")
+    t.add("accepted while overloaded", fmt_rate(v(acc)), "capacity",
+          fmt_rate(v(cap)), ratio_of(v(acc), v(cap)), key="overload.accepted")
+    ref = t.get("overload.refused")
+    t.add("refused with overloaded", "n/a" if ref is None else "%d" % v(ref),
+          "", "", None, ratio_text="", key="overload.refused")
+    t.add("latency of a refusal (call to its callback)",
+          fmt_us(t.get("overload.refusal_latency")), "", "", None,
+          ratio_text="", key="overload.refusal_latency")
+    rss = t.get("overload.rss")
+    before = None if rss is None else rss.get("before")
+    after = None if rss is None else rss.get("after")
+    t.add("RSS, peak during overload", fmt_bytes(v(rss)), "RSS before",
+          fmt_bytes(before), ratio_of(v(rss), before), key="overload.rss")
+    t.add("RSS after overload", fmt_bytes(after), "RSS before",
+          fmt_bytes(before), ratio_of(after, before))
+    rec = t.get("overload.recovered")
+    t.add("recovered: 64 calls in flight after overload", fmt_rate(v(rec)),
+          "capacity", fmt_rate(v(cap)), ratio_of(v(rec), v(cap)),
+          key="overload.recovered")
+
 
 def v(rec):
     return None if rec is None else rec.get("value")

@@ -28,6 +28,7 @@ std::string_view to_string(errc code) {
     case errc::committed_late: return "committed_late";
     case errc::overflow: return "overflow";
     case errc::would_block: return "would_block";
+    case errc::overloaded: return "overloaded";
   }
   return "unknown_error_code";
 }

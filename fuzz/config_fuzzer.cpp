@@ -59,14 +59,37 @@ void check_settings(const caf::actor_system_config& cfg) {
   auto* timeout_entry = caf::get_if(&content, "varsync.timeout-ms");
   auto* level_entry = caf::get_if(&content, "varsync.log-level");
   auto* budget_entry = caf::get_if(&content, "varsync.memory-budget-mb");
+  auto* ops_entry = caf::get_if(&content, "varsync.max-queued-operations");
+  auto* mb_entry = caf::get_if(&content, "varsync.max-queued-mb");
   if (!s) {
     FUZZ_CHECK(has_code(s.error(), errc::invalid_argument),
                "read_config failed with another code");
     FUZZ_CHECK(!message_of(s.error()).empty(), "empty error message");
     FUZZ_CHECK(timeout_entry != nullptr || level_entry != nullptr
-                 || budget_entry != nullptr,
+                 || budget_entry != nullptr || ops_entry != nullptr
+                 || mb_entry != nullptr,
                "read_config failed without a varsync entry");
     return;
+  }
+  // The overload bounds (V3): positive, equal to their entries, else the
+  // defaults.
+  FUZZ_CHECK(s->max_queued_operations > 0 && s->max_queued_bytes > 0,
+             "an unbounded queue accepted");
+  if (ops_entry == nullptr) {
+    FUZZ_CHECK(s->max_queued_operations == 4096,
+               "default max-queued-operations is not 4096");
+  } else {
+    auto* n = caf::get_if<int64_t>(ops_entry);
+    FUZZ_CHECK(n != nullptr && static_cast<size_t>(*n) == s->max_queued_operations,
+               "max-queued-operations differs from the config entry");
+  }
+  if (mb_entry == nullptr) {
+    FUZZ_CHECK(s->max_queued_bytes == size_t{256} << 20,
+               "default max-queued-mb is not 256");
+  } else {
+    auto* mb = caf::get_if<int64_t>(mb_entry);
+    FUZZ_CHECK(mb != nullptr && (static_cast<size_t>(*mb) << 20) == s->max_queued_bytes,
+               "max-queued-mb differs from the config entry");
   }
   FUZZ_CHECK(s->timeout.count() > 0, "non-positive timeout accepted");
   if (timeout_entry == nullptr) {

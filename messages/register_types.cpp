@@ -29,7 +29,11 @@ void register_types(caf::actor_system_config& cfg) {
     .add<int64_t>("varsync", "timeout-ms",
                   "default deadline of every call, in milliseconds")
     .add<int64_t>("varsync", "memory-budget-mb",
-                  "most host memory varsync may hold, in MiB (0: automatic)");
+                  "most host memory varsync may hold, in MiB (0: automatic)")
+    .add<int64_t>("varsync", "max-queued-operations",
+                  "operations a queue holds before refusing (overloaded)")
+    .add<int64_t>("varsync", "max-queued-mb",
+                  "tensor MiB a queue holds before refusing (overloaded)");
   cfg.add_message_type<tensor>("varsync::tensor");
   cfg.add_message_type<variable_spec>("varsync::variable_spec");
   cfg.add_message_type<variable_info>("varsync::variable_info");
@@ -89,6 +93,23 @@ read_config(const caf::actor_system_config& cfg) {
                         "varsync.memory-budget-mb must be a non-negative "
                         "integer (MiB; 0: automatic)");
     out.memory_budget_bytes = static_cast<uint64_t>(*mb) << 20;
+  }
+  if (auto* value = caf::get_if(&content, "varsync.max-queued-operations")) {
+    auto* n = caf::get_if<int64_t>(value);
+    if (n == nullptr || *n <= 0)
+      return make_error(errc::invalid_argument,
+                        "varsync.max-queued-operations must be a positive "
+                        "integer (there is no unbounded queue)");
+    out.max_queued_operations = static_cast<size_t>(*n);
+  }
+  if (auto* value = caf::get_if(&content, "varsync.max-queued-mb")) {
+    // At most 2^24 MiB (16 TiB): the bound in bytes must not overflow.
+    auto* mb = caf::get_if<int64_t>(value);
+    if (mb == nullptr || *mb <= 0 || *mb > (int64_t{1} << 24))
+      return make_error(errc::invalid_argument,
+                        "varsync.max-queued-mb must be a positive integer of "
+                        "at most 16777216 (there is no unbounded queue)");
+    out.max_queued_bytes = static_cast<size_t>(*mb) << 20;
   }
   return out;
 }

@@ -74,7 +74,7 @@ if [[ ${#missing[@]} -gt 0 ]]; then
 fi
 
 # -- build ------------------------------------------------------------------------
-targets=(api_latency local_updates bulk scale copy_bandwidth)
+targets=(api_latency local_updates bulk scale copy_bandwidth overload)
 say "building ${targets[*]} in ${build_dir} (Release)"
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DVARSYNC_BUILD_BENCH=ON -DVARSYNC_BUILD_TESTS=OFF \
@@ -129,7 +129,7 @@ fi
 # -- run ----------------------------------------------------------------------------
 load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
 step=0
-steps=$((5 + have_mpi * 2 + have_tf * 2))
+steps=$((6 + have_mpi * 2 + have_tf * 2))
 run() { # run <name> <timeout s> <command...>: stdout/stderr to raw/<name>.log
   local name="$1" limit="$2"
   shift 2
@@ -182,6 +182,8 @@ run api_latency 300 "$bin/api_latency" "${quick_flag[@]}" \
 run local_updates 240 "$bin/local_updates" "${quick_flag[@]}" \
   --json "$json/local.jsonl"
 run scale 240 "$bin/scale" "${quick_flag[@]}" --json "$json/scale.jsonl"
+run overload 120 "$bin/overload" "${quick_flag[@]}" \
+  --json "$json/overload.jsonl"
 load_end="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 # -- report -------------------------------------------------------------------------

@@ -42,11 +42,16 @@ using coordinator_actor = caf::typed_actor<
 
 /// One replica as seen by an actor bound to it: replica-context reads and
 /// updates of that replica's components outside a step (R1, N1; ON_WRITE
-/// variables refuse local updates).
+/// variables refuse local updates). Requests the replica would have to defer
+/// beyond the strategy's max_queued_operations are answered `overloaded`
+/// (V3). local_add adds a double, converted to the dtype, to a scalar
+/// ON_READ or NONE component: no reply and no tensor per update; what is not
+/// applied is counted in strategy_description::local_adds_dropped.
 using replica_local_actor = caf::typed_actor<
   caf::replies_to<local_read_atom, uint64_t>::with<tensor>,
   caf::replies_to<local_update_atom, uint64_t, update_op,
-                  tensor>::with<ok_atom>>;
+                  tensor>::with<ok_atom>,
+  caf::reacts_to<local_add_atom, uint64_t, double>>;
 
 /// The checkpoint actor (varsync/checkpoint_actor.hpp): save / restore /
 /// save_survivors of the named variables (an empty list selects every

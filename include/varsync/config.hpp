@@ -4,6 +4,7 @@
 // entries in that config.
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -29,12 +30,22 @@ struct config_settings {
   std::chrono::milliseconds timeout{30000};
   /// "varsync.memory-budget-mb" in bytes; 0 (the default): automatic.
   uint64_t memory_budget_bytes = 0;
+  /// "varsync.max-queued-operations", 4096 when unset; positive. How many
+  /// operations each queue of a strategy may hold before it refuses more
+  /// with `overloaded` (V3).
+  size_t max_queued_operations = 4096;
+  /// "varsync.max-queued-mb" in bytes, 256 MiB when unset; the entry is a
+  /// positive number of MiB (at most 16 TiB). The tensor bytes each queue
+  /// may hold before it refuses more with `overloaded`.
+  size_t max_queued_bytes = size_t{256} << 20;
 };
 
-/// Reads "varsync.log-level", "varsync.timeout-ms" and
-/// "varsync.memory-budget-mb". invalid_argument if the timeout is not a
-/// positive integer, the budget not a non-negative integer (of at most
-/// 2^44 MiB) or the log level not a string.
+/// Reads "varsync.log-level", "varsync.timeout-ms",
+/// "varsync.memory-budget-mb", "varsync.max-queued-operations" and
+/// "varsync.max-queued-mb". invalid_argument if the timeout or a queue
+/// bound is not a positive integer (the MiB bound at most 2^24), the memory
+/// budget not a non-negative integer (of at most 2^44 MiB) or the log level
+/// not a string.
 caf::expected<config_settings>
 read_config(const caf::actor_system_config& cfg);
 

@@ -40,6 +40,9 @@ enum class errc : uint8_t {
   /// A blocking call from a thread that runs the strategy's actors (an async
   /// callback, a replica step, an actor): it would wait for itself.
   would_block,
+  /// Refused at once because the queue it would wait in is full (V3):
+  /// nothing was changed, nothing was sent; retry later or slow down.
+  overloaded,
 };
 
 /// The atom naming varsync's error category ("varsync").

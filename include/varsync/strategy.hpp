@@ -56,6 +56,16 @@ struct strategy_options {
   /// "varsync.memory-budget-mb" if set, else automatic (what the machine
   /// and the process's cgroup have available; docs/memory.md).
   std::optional<size_t> memory_budget_bytes;
+  /// Overload bounds (V3): how many operations, and how many bytes of their
+  /// tensor arguments, may wait in each queue of the strategy (calls of the
+  /// blocking and async APIs outstanding, actor requests waiting for the
+  /// coordinator, local requests deferred by a replica). Beyond them a
+  /// request is refused at once with `overloaded` and changes nothing.
+  /// Unset: the actor system config's "varsync.max-queued-operations" /
+  /// "varsync.max-queued-mb" if set, else 4096 operations and 256 MiB.
+  /// Zero is invalid_argument: there is no unbounded queue.
+  std::optional<size_t> max_queued_operations;
+  std::optional<size_t> max_queued_bytes;
 };
 
 namespace detail {
@@ -103,7 +113,8 @@ public:
   /// The callback API (callbacks run on the coordinator's thread: keep them
   /// short and never block in them). The blocking calls of this class fail
   /// at once with would_block when made from a callback, a replica step or an
-  /// actor of the strategy's actor system.
+  /// actor of the strategy's actor system. A call refused as `overloaded`
+  /// (or made after shutdown) is called back at once, on the calling thread.
   async_strategy async() const;
 
   // -- variables -------------------------------------------------------------

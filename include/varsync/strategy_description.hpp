@@ -17,13 +17,19 @@ struct strategy_description {
   uint64_t collectives_run = 0;
   /// One line per failed replica: "replica 1 (cpu:1): <reason>".
   std::vector<std::string> failures;
+  /// Fire-and-forget local adds (local_add_atom) that the replicas did not
+  /// apply: refused while overloaded, or invalid (unknown variable, ON_WRITE,
+  /// a value or sum the dtype cannot hold). They have no reply; this is
+  /// where they are counted (docs/actor-protocol.md).
+  uint64_t local_adds_dropped = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f,
                                         strategy_description& x) {
   return f(caf::meta::type_name("varsync::strategy_description"), x.devices,
-           x.collective, x.collectives_run, x.failures);
+           x.collective, x.collectives_run, x.failures,
+           x.local_adds_dropped);
 }
 
 } // namespace varsync

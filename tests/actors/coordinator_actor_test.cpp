@@ -1087,3 +1087,107 @@ TEST_CASE_METHOD(coordinator_fixture,
   CHECK(seen.get());
   CHECK_FALSE(detail::on_varsync_actor_thread());
 }
+
+// -- overload (V3) --------------------------------------------------------------------
+
+TEST_CASE_METHOD(actor_fixture,
+                 "V3: actor requests beyond max_queued_operations waiting for "
+                 "the coordinator are refused at once with overloaded, the "
+                 "accepted ones are applied exactly",
+                 "[coordinator][overload]") {
+  strategy_options opts;
+  opts.devices = {"cpu:0", "cpu:1"};
+  opts.timeout = std::chrono::milliseconds(20000);
+  opts.max_queued_operations = 16;
+  opts.faults = {delay_replica(1, std::chrono::milliseconds(5))};
+  auto s = strategy::create(sys, opts);
+  REQUIRE(s);
+  auto coordinator = coordinator_of(*s);
+  REQUIRE(coordinator);
+  stop_at_end(coordinator);
+  auto v = s->create_variable("counter", tensor::scalar<int64_t>(0),
+                              synchronization::on_write, aggregation::sum);
+  REQUIRE(v);
+  constexpr int n = 1000;
+  auto send_one = [&] {
+    return self->request(coordinator, test::reply_deadline, update_atom::value,
+                         v->id(), update_op::assign_add,
+                         tensor::scalar<int64_t>(1));
+  };
+  std::vector<decltype(send_one())> handles;
+  for (int i = 0; i < n; ++i)
+    handles.push_back(send_one());
+  // One more while the queue is full: refused at once, not after the
+  // accepted updates (80 x 5 ms at least) or the deadline.
+  auto t0 = std::chrono::steady_clock::now();
+  auto probe = ask<ok_atom>(coordinator, update_atom::value, v->id(),
+                            update_op::assign_add, tensor::scalar<int64_t>(1));
+  auto probe_took = std::chrono::steady_clock::now() - t0;
+  int ok = probe ? 1 : 0;
+  if (!probe) {
+    CHECK(has_code(probe.error(), errc::overloaded));
+    CHECK(probe_took < std::chrono::milliseconds(300));
+  }
+  int refused = 0;
+  int other = 0;
+  for (auto& h : handles)
+    h.receive([&](ok_atom) { ++ok; },
+              [&](caf::error& err) {
+                if (has_code(err, errc::overloaded))
+                  ++refused;
+                else
+                  ++other;
+              });
+  CHECK(other == 0);
+  // 64 in flight plus 16 waiting, a few more if some finished meanwhile.
+  CHECK(ok >= 80);
+  CHECK(refused >= n / 2);
+  CHECK(ok + refused == n + (probe ? 1 : 0));
+  // Recovery, and exactly the accepted updates applied.
+  REQUIRE(ask<ok_atom>(coordinator, update_atom::value, v->id(),
+                       update_op::assign_add, tensor::scalar<int64_t>(1)));
+  auto x = ask<tensor>(coordinator, read_atom::value, v->id());
+  REQUIRE(x);
+  CHECK(x->to_vector<int64_t>() == std::vector<int64_t>{static_cast<int64_t>(ok) + 1});
+  s->shutdown();
+}
+
+TEST_CASE_METHOD(actor_fixture,
+                 "local_add through replica_of: applied to the bound replica's "
+                 "component, and the ones not applied are reported in "
+                 "strategy_description::local_adds_dropped",
+                 "[coordinator][local_add]") {
+  strategy_options opts;
+  opts.devices = {"cpu:0", "cpu:1"};
+  opts.timeout = std::chrono::milliseconds(20000);
+  auto s = strategy::create(sys, opts);
+  REQUIRE(s);
+  auto coordinator = coordinator_of(*s);
+  REQUIRE(coordinator);
+  stop_at_end(coordinator);
+  auto hits = s->create_variable("hits", tensor::scalar<int64_t>(0),
+                                 synchronization::on_read, aggregation::sum);
+  auto w = s->create_variable("w", tensor::scalar<float>(0.f),
+                              synchronization::on_write, aggregation::sum);
+  REQUIRE(hits);
+  REQUIRE(w);
+  auto r0 = replica_of(*s, 0);
+  auto r1 = replica_of(*s, 1);
+  for (int i = 0; i < 500; ++i) {
+    self->send(r0, local_add_atom::value, hits->id(), 1.0);
+    self->send(r1, local_add_atom::value, hits->id(), 2.0);
+  }
+  self->send(r1, local_add_atom::value, w->id(), 1.0); // on_write: dropped
+  REQUIRE(ask<tensor>(r0, local_read_atom::value, hits->id()));
+  REQUIRE(ask<tensor>(r1, local_read_atom::value, hits->id()));
+  auto total = s->read(*hits); // ON_READ sum over the replicas
+  REQUIRE(total);
+  CHECK(total->to_vector<int64_t>() == std::vector<int64_t>{1500});
+  auto stats = ask<strategy_description>(coordinator, describe_atom::value);
+  REQUIRE(stats);
+  CHECK(stats->local_adds_dropped == 1);
+  auto wv = s->read(*w);
+  REQUIRE(wv);
+  CHECK(wv->to_vector<float>() == std::vector<float>{0.f});
+  s->shutdown();
+}

@@ -5,7 +5,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -809,4 +811,140 @@ TEST_CASE_METHOD(replica_fixture,
   CHECK(has_code(err, errc::overflow));
   CHECK(message_of(err).find("element 1") != std::string::npos);
   CHECK(read(r, 1).to_vector<int64_t>() == std::vector<int64_t>{1, 2});
+}
+
+// -- overload (V3) and local_add ------------------------------------------------------
+
+namespace {
+
+struct bounded_replica_fixture : replica_fixture {
+  std::shared_ptr<std::atomic<uint64_t>> dropped
+    = std::make_shared<std::atomic<uint64_t>>(0);
+
+  // A replica that defers at most `max_deferred` operations; `delay` > 0
+  // delays every operation after the first (the create).
+  replica_actor spawn_bounded(size_t max_deferred,
+                              std::chrono::milliseconds delay) {
+    replica_config rc{0, 1, device_id{device_kind::host, 0}, {},
+                      on_step_exception::stop_replica, max_deferred, dropped};
+    if (delay.count() > 0)
+      rc.faults.push_back(delay_replica(0, delay, 2));
+    auto r = spawn_replica(sys, rc);
+    REQUIRE(r);
+    stop_at_end(*r);
+    self->send(*r, bind_atom::value);
+    return *r;
+  }
+};
+
+} // namespace
+
+TEST_CASE_METHOD(bounded_replica_fixture,
+                 "V3: replica actor: local requests the replica would defer "
+                 "beyond max_queued_operations are refused at once with "
+                 "overloaded",
+                 "[replica][overload]") {
+  auto r = spawn_bounded(4, std::chrono::milliseconds(100));
+  auto x = tensor::scalar<int64_t>(0);
+  create(r, info_of(1, "counter", x, synchronization::on_read,
+                    aggregation::sum),
+         x);
+  constexpr int n = 40;
+  auto send_one = [&] {
+    return self->request(r, test::reply_deadline, local_update_atom::value,
+                         uint64_t{1}, update_op::assign_add,
+                         tensor::scalar<int64_t>(1));
+  };
+  std::vector<decltype(send_one())> handles;
+  for (int i = 0; i < n; ++i)
+    handles.push_back(send_one());
+  // One more while 4 wait: refused at once, not after the queue (4 x
+  // 100 ms) or the deadline.
+  auto t0 = std::chrono::steady_clock::now();
+  auto probe = ask<tensor>(r, local_read_atom::value, uint64_t{1});
+  auto probe_took = std::chrono::steady_clock::now() - t0;
+  REQUIRE_FALSE(probe);
+  CHECK(has_code(probe.error(), errc::overloaded));
+  CHECK(probe_took < std::chrono::milliseconds(300));
+  int ok = 0;
+  int refused = 0;
+  for (auto& h : handles)
+    h.receive([&](ok_atom) { ++ok; },
+              [&](caf::error& err) {
+                CHECK(has_code(err, errc::overloaded));
+                ++refused;
+              });
+  // 4 deferred (more only if the machine stalled for a whole delay).
+  CHECK(ok >= 4);
+  CHECK(ok + refused == n);
+  CHECK(refused >= n / 2);
+  // Recovery: the queue drained, local requests are served again.
+  auto value = ask<tensor>(r, local_read_atom::value, uint64_t{1});
+  REQUIRE(value);
+  CHECK(value->to_vector<int64_t>() == std::vector<int64_t>{static_cast<int64_t>(ok)});
+}
+
+TEST_CASE_METHOD(bounded_replica_fixture,
+                 "replica actor: local_add adds to on_read and none scalars "
+                 "without a reply, what it cannot apply is counted",
+                 "[replica][local_add]") {
+  auto r = spawn_bounded(4096, std::chrono::milliseconds(0));
+  create(r, info_of(1, "hits", tensor::scalar<int64_t>(0),
+                    synchronization::on_read, aggregation::sum),
+         tensor::scalar<int64_t>(0));
+  create(r, info_of(2, "local", tensor::scalar<float>(1.f),
+                    synchronization::none, aggregation::none),
+         tensor::scalar<float>(1.f));
+  create(r, info_of(3, "mirrored", tensor::scalar<float>(0.f),
+                    synchronization::on_write, aggregation::sum),
+         tensor::scalar<float>(0.f));
+  create(r, info_of(4, "small", tensor::scalar<int32_t>(2147483600),
+                    synchronization::on_read, aggregation::sum),
+         tensor::scalar<int32_t>(2147483600));
+  create(r, info_of(5, "vector", tensor::zeros(dtype::float32, {2}),
+                    synchronization::on_read, aggregation::sum),
+         tensor::zeros(dtype::float32, {2}));
+  for (int i = 0; i < 1000; ++i)
+    self->send(r, local_add_atom::value, uint64_t{1}, 1.0);
+  self->send(r, local_add_atom::value, uint64_t{2}, 0.5);
+  // Not applied, each counted: on_write, overflow of int32, a fraction for
+  // an integer, a non-scalar, an unknown variable.
+  self->send(r, local_add_atom::value, uint64_t{3}, 1.0);
+  self->send(r, local_add_atom::value, uint64_t{4}, 100.0);
+  self->send(r, local_add_atom::value, uint64_t{1}, 0.5);
+  self->send(r, local_add_atom::value, uint64_t{5}, 1.0);
+  self->send(r, local_add_atom::value, uint64_t{99}, 1.0);
+  // Messages of one sender arrive in order: the read sees every add.
+  auto hits = ask<tensor>(r, local_read_atom::value, uint64_t{1});
+  REQUIRE(hits);
+  CHECK(hits->to_vector<int64_t>() == std::vector<int64_t>{1000});
+  auto local = ask<tensor>(r, local_read_atom::value, uint64_t{2});
+  REQUIRE(local);
+  CHECK(local->to_vector<float>() == std::vector<float>{1.5f});
+  CHECK(read(r, 3).to_vector<float>() == std::vector<float>{0.f});
+  CHECK(read(r, 4).to_vector<int32_t>() == std::vector<int32_t>{2147483600});
+  CHECK(dropped->load() == 5);
+}
+
+TEST_CASE_METHOD(bounded_replica_fixture,
+                 "V3: replica actor: local_add beyond max_queued_operations "
+                 "deferred is dropped and counted, the rest applied",
+                 "[replica][local_add][overload]") {
+  auto r = spawn_bounded(4, std::chrono::milliseconds(100));
+  auto x = tensor::scalar<int64_t>(0);
+  create(r, info_of(1, "hits", x, synchronization::on_read, aggregation::sum),
+         x);
+  for (int i = 0; i < 40; ++i)
+    self->send(r, local_add_atom::value, uint64_t{1}, 1.0);
+  // Refused too while 4 are deferred; then served once they drained.
+  auto refused = ask<tensor>(r, local_read_atom::value, uint64_t{1});
+  REQUIRE_FALSE(refused);
+  CHECK(has_code(refused.error(), errc::overloaded));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  auto hits = ask<tensor>(r, local_read_atom::value, uint64_t{1});
+  REQUIRE(hits);
+  auto applied = hits->to_vector<int64_t>().at(0);
+  CHECK(applied >= 4);
+  CHECK(applied + static_cast<int64_t>(dropped->load()) == 40);
+  CHECK(dropped->load() >= 20);
 }

@@ -33,7 +33,15 @@ struct completion_counter {
 
 TEST_CASE("admission: a burst of thousands of async calls completes in "
           "issue order with nothing lost") {
-  auto s = make_strategy(4, 60s);
+  // 10,000 calls outstanding at once: beyond the default bound (V3, 4096),
+  // so this strategy admits them all (tests/reliability/overload_test.cpp
+  // covers the refusals).
+  strategy_options options;
+  options.devices = test_devices(4);
+  options.timeout = 60s;
+  options.scheduler_threads = 2;
+  options.max_queued_operations = 10000;
+  auto s = VS_VALUE(strategy::create(options));
   auto counter = make_var(s, "counter", tensor::scalar<int64_t>(0),
                           synchronization::on_write, aggregation::sum);
   auto last = make_var(s, "last", tensor::scalar<int64_t>(0),

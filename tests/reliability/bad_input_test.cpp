@@ -50,6 +50,7 @@
 #include <unistd.h>
 
 #include "varsync/checkpoint.hpp"
+#include "varsync/testing.hpp"
 #ifdef VARSYNC_HAVE_CUDA
 #include "devices/cuda/cuda_device.hpp"
 #endif
@@ -788,6 +789,22 @@ TEST_CASE("bad input matrix: every invalid call fails with its exact code and "
      [] { return create_error({"cpu:1", "cpu:0", "cpu:1"}); }},
     {"strategy::create with a negative timeout", errc::invalid_argument,
      [] { return create_error({"cpu:0"}, -1ms); }},
+    {"strategy::create with max_queued_operations = 0 (no unbounded queue)",
+     errc::invalid_argument,
+     [] {
+       auto opts = options_for({"cpu:0"});
+       opts.max_queued_operations = 0;
+       auto s = strategy::create(opts);
+       return s ? caf::error{} : s.error();
+     }, "max_queued_operations"},
+    {"strategy::create with max_queued_bytes = 0 (no unbounded queue)",
+     errc::invalid_argument,
+     [] {
+       auto opts = options_for({"cpu:0"});
+       opts.max_queued_bytes = 0;
+       auto s = strategy::create(opts);
+       return s ? caf::error{} : s.error();
+     }, "max_queued_bytes"},
 
     // -- invalid_argument: checkpoint files that cannot be read / written ---------------
     {"restore from a path that does not exist", errc::invalid_argument,
@@ -1377,6 +1394,31 @@ TEST_CASE("bad input matrix: every invalid call fails with its exact code and "
      }},
     {"save after shutdown", errc::shut_down,
      [&] { return save(dead, dir.file("dead.safetensors")); }},
+
+    // -- overloaded (V3) ---------------------------------------------------------------
+    {"a blocking call while max_queued_operations (1) calls are outstanding",
+     errc::overloaded,
+     [] {
+       auto opts = options_for({"cpu:0", "cpu:1"});
+       opts.max_queued_operations = 1;
+       opts.faults = {delay_replica(1, 200ms, 2)}; // the assign_adds
+       auto slow = strategy::create(opts);
+       if (!slow)
+         return slow.error();
+       auto c = slow->create_variable("c", tensor::scalar<float>(0),
+                                      synchronization::on_write,
+                                      aggregation::sum);
+       if (!c)
+         return c.error();
+       std::promise<caf::error> first;
+       slow->async().assign_add(*c, 1.0, [&](caf::error e) {
+         first.set_value(std::move(e));
+       });
+       auto err = slow->assign_add(*c, 1.0);
+       first.get_future().wait();
+       slow->shutdown();
+       return err;
+     }, "max_queued_operations"},
   };
 
   // Every code that host replicas can produce has at least one row.
@@ -1392,6 +1434,7 @@ TEST_CASE("bad input matrix: every invalid call fails with its exact code and "
     INFO("code without a row: " << to_string(static_cast<errc>(code)));
     CHECK(per_code[static_cast<errc>(code)] > 0);
   }
+  CHECK(per_code[errc::overloaded] > 0);
   CHECK(rows.size() >= 40);
 
   std::map<errc, int> passed;

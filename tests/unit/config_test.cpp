@@ -31,6 +31,8 @@ TEST_CASE("config: defaults when varsync's entries are unset") {
   auto s = read_config(quiet(cfg));
   REQUIRE(s);
   CHECK(s->timeout == 30000ms);
+  CHECK(s->max_queued_operations == 4096);
+  CHECK(s->max_queued_bytes == size_t{256} << 20);
   CHECK(s->log_level.empty());
   CHECK(s->unknown_log_level.empty());
 }
@@ -64,6 +66,38 @@ TEST_CASE("config: entries set by the application are checked") {
         cfg.set("varsync.timeout-ms", -5);
       else // cfg.set() refuses a string; content can still hold one
         caf::put(cfg.content, "varsync.timeout-ms", std::string{"250"});
+      auto s = read_config(cfg);
+      REQUIRE_FALSE(s);
+      CHECK(has_code(s.error(), errc::invalid_argument));
+    }
+  }
+  SECTION("overload bounds") {
+    caf::actor_system_config cfg;
+    quiet(cfg).set("varsync.max-queued-operations", 16);
+    cfg.set("varsync.max-queued-mb", 3);
+    auto s = read_config(cfg);
+    REQUIRE(s);
+    CHECK(s->max_queued_operations == 16);
+    CHECK(s->max_queued_bytes == size_t{3} << 20);
+  }
+  SECTION("overload bounds that are not positive integers: there is no "
+          "unbounded queue") {
+    for (int variant = 0; variant < 6; ++variant) {
+      caf::actor_system_config cfg;
+      quiet(cfg);
+      if (variant == 0)
+        cfg.set("varsync.max-queued-operations", 0);
+      else if (variant == 1)
+        cfg.set("varsync.max-queued-operations", -3);
+      else if (variant == 2)
+        caf::put(cfg.content, "varsync.max-queued-operations",
+                 std::string{"16"});
+      else if (variant == 3)
+        cfg.set("varsync.max-queued-mb", 0);
+      else if (variant == 4) // would overflow the bound in bytes
+        cfg.set("varsync.max-queued-mb", std::numeric_limits<int64_t>::max());
+      else
+        caf::put(cfg.content, "varsync.max-queued-mb", 1.5);
       auto s = read_config(cfg);
       REQUIRE_FALSE(s);
       CHECK(has_code(s.error(), errc::invalid_argument));
