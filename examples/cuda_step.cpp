@@ -60,6 +60,7 @@ int fail(const char* what, const caf::error& err) {
 
 struct cuda_step_options : caf::actor_system_config {
   bool smoke = false;
+  std::vector<examples::flag> flags{{&smoke, "smoke"}};
   std::string devices = "cuda:0,cuda:0";
   int steps = 0;      // 0: 5, or 3 with --smoke
   int64_t size = 0;   // 0: 1 << 20, or 4096 with --smoke
@@ -68,7 +69,7 @@ struct cuda_step_options : caf::actor_system_config {
     register_types(*this);
     set("logger.verbosity", caf::atom("quiet"));
     opt_group{custom_options_, "global"}
-      .add(smoke, "smoke", "a short run: 3 steps over 4096 elements")
+      .add<bool>("smoke", "a short run: 3 steps over 4096 elements")
       .add(devices, "devices", "comma-separated replica devices")
       .add(steps, "steps", "number of steps (default 5)")
       .add(size, "size", "elements per variable (default 1 << 20)");

@@ -7,6 +7,7 @@
 //  - exec_main discards what caf_main returns, so an example reports its
 //    exit status through examples::exit_status (EXAMPLE_MAIN returns it).
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -38,14 +39,31 @@ join_long_values(const caf::config_option_set& opts, int argc, char** argv) {
   return out;
 }
 
-/// An example's config: Base declares the options in its constructor.
+/// A bool flag of an example: declared unbound (`.add<bool>(name, ...)`)
+/// and read into its member after parsing. CAF 0.17's option bound to a
+/// bool member calls a null function while parsing "--flag" in clang-built
+/// programs that also declare varsync's options (seen under ASan); unbound
+/// options do not.
+struct flag {
+  bool* value;
+  const char* name;
+};
+
+/// An example's config: Base declares the options in its constructor and
+/// lists its bool flags in `flags`.
 template <class Base>
 struct config : Base {
   /// Hides actor_system_config::parse, which exec_main calls on the
   /// caf_main's config type.
   caf::error parse(int argc, char** argv, const char* ini_file) {
-    return caf::actor_system_config::parse(
+    auto err = caf::actor_system_config::parse(
       join_long_values(this->custom_options_, argc, argv), ini_file);
+    if (!err)
+      for (auto& f : this->flags)
+        *f.value = caf::get_or<bool>(
+          static_cast<const caf::actor_system_config&>(*this),
+          caf::string_view{f.name, std::strlen(f.name)}, false);
+    return err;
   }
 };
 

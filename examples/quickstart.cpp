@@ -97,12 +97,13 @@ void expect_error(const char* what, const caf::error& err, errc code) {
 
 struct quickstart_options : caf::actor_system_config {
   bool smoke = false;
+  std::vector<examples::flag> flags{{&smoke, "smoke"}};
 
   quickstart_options() {
     register_types(*this);
     set("logger.verbosity", caf::atom("quiet"));
-    opt_group{custom_options_, "global"}.add(
-      smoke, "smoke", "a short run (fewer counting steps), as in the tests");
+    opt_group{custom_options_, "global"}.add<bool>(
+      "smoke", "a short run (fewer counting steps), as in the tests");
   }
 };
 

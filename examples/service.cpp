@@ -248,13 +248,14 @@ T must(caf::expected<T> x, const char* what) {
 
 struct service_options : caf::actor_system_config {
   bool smoke = false;
+  std::vector<examples::flag> flags{{&smoke, "smoke"}};
 
   service_options() {
     register_types(*this);
     set("scheduler.max-threads", 2);
     set("logger.verbosity", caf::atom("quiet"));
-    opt_group{custom_options_, "global"}.add(
-      smoke, "smoke", "a short run (400 requests instead of 4000)");
+    opt_group{custom_options_, "global"}.add<bool>(
+      "smoke", "a short run (400 requests instead of 4000)");
   }
 };
 

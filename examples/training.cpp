@@ -146,12 +146,14 @@ struct training_options : caf::actor_system_config {
   std::string resume;
   int stop_after = unset; // unset: never
   bool print_weights = false;
+  std::vector<examples::flag> flags{{&smoke, "smoke"},
+                                    {&print_weights, "print-weights"}};
 
   training_options() {
     register_types(*this);
     set("logger.verbosity", caf::atom("quiet"));
     opt_group{custom_options_, "global"}
-      .add(smoke, "smoke", "a short run (8 epochs unless --epochs is given)")
+      .add<bool>("smoke", "a short run (8 epochs unless --epochs is given)")
       .add(epochs, "epochs", "number of epochs (default: 30, 8 with --smoke)")
       .add(checkpoint, "checkpoint",
            "save every variable to this path after each epoch")
@@ -159,8 +161,8 @@ struct training_options : caf::actor_system_config {
            "restore from this path and continue after its last epoch")
       .add(stop_after, "stop-after-epoch",
            "stop (exit 0) once this many epochs are done, as if killed")
-      .add(print_weights, "print-weights",
-           "print the final w and b as hexfloats on one line");
+      .add<bool>("print-weights",
+                 "print the final w and b as hexfloats on one line");
   }
 };
 
