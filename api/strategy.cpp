@@ -482,15 +482,6 @@ caf::expected<T> strategy_core::await(std::chrono::milliseconds timeout,
   return slot->take();
 }
 
-template <class T>
-caf::expected<T>
-strategy_core::call(std::chrono::milliseconds timeout,
-                    std::function<void(coordinator_state&, reply_fn<T>)> op) {
-  return await<T>(timeout, [&](reply_fn<T> done) {
-    submit<T>(std::move(op), std::move(done));
-  });
-}
-
 } // namespace detail
 
 bool await_strategy_shutdowns(std::chrono::milliseconds limit) {

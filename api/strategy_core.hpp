@@ -80,12 +80,6 @@ public:
   /// blocking call goes through await(), which checks this first.
   caf::error check_may_block() const;
 
-  /// submit() and wait up to `timeout` for the outcome.
-  template <class T>
-  caf::expected<T>
-  call(std::chrono::milliseconds timeout,
-       std::function<void(coordinator_state&, reply_fn<T>)> op);
-
   void shutdown();
   bool stopped() const { return stopped_.load(); }
   /// True if the strategy created its actor system itself.
