@@ -8,10 +8,13 @@
 //   4. contributes g to an ON_WRITE (mean) update of the weights with
 //      update_from_device; the step's collective waits for the kernels
 //      through the replica's step-done event.
-// The host then checks the weights and the ON_READ sum against the same
-// arithmetic done on the host.
+// Host replicas (cpu:K) in a mixed layout do the same arithmetic on the host
+// through the same API (read, device_pointer, assign_sub). The host then
+// checks the weights and the ON_READ sum against the same arithmetic done on
+// the host.
 //
-//   cuda_step [--smoke] [--devices cuda:0,cuda:0] [--steps K] [--size N]
+//   cuda_step [--smoke] [--devices cuda:0,cuda:0|cpu:0,cuda:0] [--steps K]
+//             [--size N]
 //
 // Exits with 77 (skipped) when no GPU is visible. Options are CAF options
 // (--long-help lists them; --name value or --name=value).
@@ -84,13 +87,17 @@ int run_example(caf::actor_system& sys, const config& cfg) {
   int64_t n = cfg.size > 0 ? cfg.size : cfg.smoke ? 4096 : int64_t{1} << 20;
   if (cfg.steps < 0 || cfg.size < 0 || !cfg.remainder.empty()) {
     std::fprintf(stderr,
-                 "usage: cuda_step [--smoke] [--devices cuda:0,cuda:0] "
+                 "usage: cuda_step [--smoke] [--devices cuda:0,cuda:0|"
+                 "cpu:0,cuda:0] "
                  "[--steps K] [--size N]\n");
     return 2;
   }
-  int gpus = 0;
-  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus == 0) {
-    std::printf("cuda_step: SKIPPED: no CUDA GPU visible (or no driver)\n");
+  // Only a machine without a GPU skips; a broken GPU machine fails.
+  auto gpus = cuda_gpu_count();
+  if (!gpus)
+    return fail("cuda_gpu_count", gpus.error());
+  if (*gpus == 0) {
+    std::printf("cuda_step: SKIPPED: no CUDA GPU on this machine\n");
     return 77;
   }
   strategy_options options;
@@ -114,14 +121,17 @@ int run_example(caf::actor_system& sys, const config& cfg) {
   if (!seen)
     return fail("create gradient_sum", seen.error());
 
-  // The user's own per-replica scratch buffer, on each replica's GPU.
+  // The user's own per-replica scratch buffer, on each GPU replica's GPU.
   std::vector<float*> grad(static_cast<size_t>(replicas), nullptr);
   for (int r = 0; r < replicas; ++r) {
     auto id = parse_device(devices[static_cast<size_t>(r)]);
-    if (!id || id->kind != device_kind::cuda) {
-      std::fprintf(stderr, "cuda_step: every device must be cuda:K\n");
+    if (!id) {
+      std::fprintf(stderr, "cuda_step: bad device '%s'\n",
+                   devices[static_cast<size_t>(r)].c_str());
       return 2;
     }
+    if (id->kind != device_kind::cuda)
+      continue;
     if (cudaSetDevice(id->index) != cudaSuccess
         || cudaMalloc(&grad[static_cast<size_t>(r)],
                       static_cast<size_t>(n) * sizeof(float))
@@ -134,6 +144,23 @@ int run_example(caf::actor_system& sys, const config& cfg) {
   for (int step = 0; step < steps; ++step) {
     auto err = s->run([&](replica_context& ctx) {
       auto r = ctx.replica_id();
+      if (ctx.device().kind == device_kind::host) {
+        // A host replica: the same arithmetic, on its host components.
+        auto w = ctx.read(*weights);
+        auto acc = ctx.device_pointer(*seen);
+        if (!w || !acc)
+          throw std::runtime_error("read / device_pointer failed");
+        auto g = tensor::empty(dtype::float32, {n});
+        auto* gp = g.mutable_data<float>();
+        for (int64_t i = 0; i < n; ++i) {
+          volatile float half = 0.5f * w->as<float>()[i];
+          gp[i] = half + static_cast<float>(r + 1);
+          acc->as<float>()[i] += gp[i];
+        }
+        if (auto e = ctx.assign_sub(*weights, g))
+          throw std::runtime_error(describe(e));
+        return;
+      }
       auto* g = grad[static_cast<size_t>(r)];
       if (use_replica_gpu(ctx) != cudaSuccess)
         throw std::runtime_error("cudaSetDevice failed");

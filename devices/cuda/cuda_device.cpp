@@ -1,5 +1,7 @@
 #include "devices/cuda/cuda_device.hpp"
 
+#include <dlfcn.h>
+
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -423,12 +425,31 @@ caf::expected<std::unique_ptr<device>> make_cuda_device(int index) {
 }
 
 int cuda_device_count() {
+  auto n = cuda_gpu_count();
+  return n ? *n : 0;
+}
+
+caf::expected<int> cuda_gpu_count() {
   int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();
+  auto e = cudaGetDeviceCount(&count);
+  if (e == cudaSuccess)
+    return count;
+  cudaGetLastError();
+  if (e == cudaErrorNoDevice)
     return 0;
+  // The runtime reports a missing driver as "insufficient driver" too: tell a
+  // machine with no driver at all (no GPU) from one whose driver is too old.
+  if (e == cudaErrorInsufficientDriver) {
+    void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (driver == nullptr)
+      return 0;
+    dlclose(driver);
   }
-  return count;
+  return make_error(errc::device_error,
+                    std::string{"CUDA cannot count the GPUs: "}
+                      + cudaGetErrorName(e) + " (" + cudaGetErrorString(e)
+                      + "); a GPU machine whose driver or device nodes are "
+                        "broken, not a machine without a GPU");
 }
 
 } // namespace varsync

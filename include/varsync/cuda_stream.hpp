@@ -17,6 +17,8 @@
 
 #include <cuda_runtime.h>
 
+#include <caf/expected.hpp>
+
 #include "varsync/device_view.hpp"
 #include "varsync/replica_context.hpp"
 
@@ -43,5 +45,11 @@ inline cudaError_t use_replica_gpu(const replica_context& ctx) {
     return cudaErrorInvalidValue;
   return cudaSetDevice(d.index);
 }
+
+/// The number of CUDA GPUs this process can use: 0 on a machine without one
+/// (cudaErrorNoDevice, or no CUDA driver installed at all), a device_error for
+/// any other CUDA failure (a driver too old for the runtime, missing device
+/// nodes), so that a broken GPU machine is not mistaken for one without a GPU.
+caf::expected<int> cuda_gpu_count();
 
 } // namespace varsync

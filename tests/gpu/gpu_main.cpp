@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "devices/cuda/cuda_device.hpp"
+#include "varsync/error.hpp"
 
 int main(int argc, char** argv) {
   Catch::Session session;
@@ -18,11 +19,19 @@ int main(int argc, char** argv) {
   const auto& cfg = session.configData();
   const bool listing = cfg.listTests || cfg.listTestNamesOnly || cfg.listTags
                        || cfg.listReporters || cfg.showHelp;
-  if (!listing && varsync::cuda_device_count() == 0) {
-    std::cout << (argc > 0 ? argv[0] : "gpu_tests")
-              << ": SKIPPED: no CUDA GPU visible (or no driver); "
-                 "exiting with 77\n";
-    return 77;
+  if (!listing) {
+    // Only a machine without a GPU skips; a broken GPU machine fails.
+    auto gpus = varsync::cuda_gpu_count();
+    if (!gpus) {
+      std::cerr << (argc > 0 ? argv[0] : "gpu_tests") << ": "
+                << varsync::describe(gpus.error()) << "\n";
+      return 1;
+    }
+    if (*gpus == 0) {
+      std::cout << (argc > 0 ? argv[0] : "gpu_tests")
+                << ": SKIPPED: no CUDA GPU on this machine; exiting with 77\n";
+      return 77;
+    }
   }
   return session.run();
 }
