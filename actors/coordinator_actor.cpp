@@ -22,7 +22,7 @@ namespace varsync {
 
 namespace {
 
-std::string quoted(const std::string& s) {
+std::string quote_name(const std::string& s) {
   return "'" + s + "'";
 }
 
@@ -376,7 +376,7 @@ void coordinator_state::create(caf::timespan timeout, variable_spec spec,
     return done(std::move(info.error()));
   if (names_.count(info->name) > 0)
     return done(make_error(errc::already_exists,
-                           "a variable named " + quoted(info->name)
+                           "a variable named " + quote_name(info->name)
                              + " already exists in this strategy"));
   if (auto err = check_replicas())
     return done(std::move(err));
@@ -387,7 +387,7 @@ void coordinator_state::create(caf::timespan timeout, variable_spec spec,
   auto nbytes = spec.initial_value.nbytes();
   auto reserved = host_copies_bytes(nbytes);
   if (auto err = budget_.reserve(
-        reserved, "variable " + quoted(info->name) + " ("
+        reserved, "variable " + quote_name(info->name) + " ("
                     + std::to_string(num_replicas()) + " components of "
                     + std::to_string(nbytes) + " bytes)"))
     return done(std::move(err));
@@ -430,7 +430,7 @@ void coordinator_state::lookup(const std::string& name,
       return done(e.info);
   }
   done(make_error(errc::unknown_variable,
-                  "no variable named " + quoted(name)
+                  "no variable named " + quote_name(name)
                     + " exists in this strategy"));
 }
 
@@ -536,7 +536,7 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
   }
   if (auto err = budget_.check(
         static_cast<uint64_t>(element_count(info.shape)) * size_of(info.type),
-        "read of variable " + quoted(info.name)))
+        "read of variable " + quote_name(info.name)))
     return done(std::move(err));
   auto collective = std::make_shared<collective_plan>();
   collective->num_replicas = num_replicas();
@@ -659,7 +659,7 @@ void coordinator_state::local_values(caf::timespan timeout, uint64_t id,
         saturating_mul(static_cast<uint64_t>(element_count(info.shape))
                          * size_of(info.type),
                        replicas_.size()),
-        "local_values of variable " + quoted(info.name)))
+        "local_values of variable " + quote_name(info.name)))
     return done(std::move(err));
   gather<tensor>(
     replicas_.size(), timeout,
@@ -739,7 +739,7 @@ void coordinator_state::finish_step(caf::timespan timeout,
   auto name_of = [this](uint64_t id) {
     auto i = entries_.find(id);
     return i == entries_.end() ? "#" + std::to_string(id)
-                               : quoted(i->second.info.name);
+                               : quote_name(i->second.info.name);
   };
   for (size_t r = 1; r < reports.size(); ++r) {
     auto& mine = reports[r].updates;
@@ -940,7 +940,7 @@ void coordinator_state::start_collective(caf::timespan timeout,
           continue;
         auto i = entries_.find(plan->items[static_cast<size_t>(k)].variable_id);
         auto name = i == entries_.end() ? std::string{"?"}
-                                        : quoted(i->second.info.name);
+                                        : quote_name(i->second.info.name);
         return leave_and_finish(make_error(
           errc::aggregation_required,
           "variable " + name

@@ -110,7 +110,7 @@ public:
         return record_failure(std::move(value.error()));
       return update(v, op, *value);
     }
-    if (auto err = check_overflow(comp, op, data))
+    if (auto err = check_overflow(comp, op, data, !host_memory_))
       return record_failure(std::move(err));
     return device_->apply_local(comp.data, op, comp.info.type, data,
                                 element_count(comp.info.shape));
@@ -174,15 +174,22 @@ private:
   }
 
   // V4: an integer update that does not fit the dtype changes nothing.
-  // Host memory only: device components are not readable here.
-  caf::error check_overflow(const component& comp, update_op op,
-                            const void* y) const {
-    if (!host_memory_ || op == update_op::assign || is_floating(comp.info.type))
+  // `y` is host memory unless `y_on_device`; device components (and device
+  // values) are copied to the host for the check: integer variables only.
+  caf::error check_overflow(const component& comp, update_op op, const void* y,
+                            bool y_on_device = false) const {
+    if (op == update_op::assign || is_floating(comp.info.type))
       return {};
-    const void* inputs[] = {y};
+    const int64_t n = element_count(comp.info.shape);
+    auto staged_c = host_copy(comp.data, comp.info.type, n, !host_memory_);
+    if (!staged_c)
+      return std::move(staged_c.error());
+    auto staged_y = host_copy(y, comp.info.type, n, y_on_device);
+    if (!staged_y)
+      return std::move(staged_y.error());
+    const void* inputs[] = {staged_y->second};
     auto i = host::first_overflow(reduce_op::sum, op, comp.info.type, inputs,
-                                  comp.data, 0,
-                                  element_count(comp.info.shape));
+                                  staged_c->second, 0, n);
     if (i < 0)
       return {};
     return make_error(errc::overflow,
@@ -191,6 +198,19 @@ private:
                         + std::string{to_string(comp.info.type)}
                         + " at element " + std::to_string(i) + " on replica "
                         + std::to_string(cfg_.rank) + "; nothing was changed");
+  }
+
+  /// `data` readable by host code: itself, or a host copy of device memory
+  /// (the tensor keeps the copy alive).
+  caf::expected<std::pair<tensor, const void*>>
+  host_copy(const void* data, dtype type, int64_t n, bool on_device) const {
+    if (!on_device)
+      return std::make_pair(tensor{}, data);
+    auto t = device_->download(data, type, tensor_shape{n});
+    if (!t)
+      return std::move(t.error());
+    const void* raw = t->raw();
+    return std::make_pair(std::move(*t), raw);
   }
 
   caf::error record_failure(caf::error err) {
@@ -379,9 +399,13 @@ private:
                             "none variables only");
     if (auto err = validate_scalar(comp.info, value))
       return err;
-    if (!host_memory_) // device memory: one small upload, no overflow check
-      return device_->apply(comp.data, update_op::assign_add,
-                            tensor::filled(comp.info.type, {}, value));
+    if (!host_memory_) { // device memory: one small upload
+      auto x = tensor::filled(comp.info.type, {}, value);
+      if (auto err = check_overflow(comp, update_op::assign_add, x.raw()))
+        return make_error(errc::invalid_argument,
+                          message_of(err) + " (local_add skipped)");
+      return device_->apply(comp.data, update_op::assign_add, x);
+    }
     auto overflow = [&] {
       return make_error(errc::invalid_argument,
                         "variable '" + comp.info.name + "': adding "
@@ -487,11 +511,24 @@ private:
     }
     // V4: every replica checks its own component before any worker writes,
     // so an integer overflow anywhere fails the collective with nothing
-    // changed. Device components are checked by nobody (docs).
-    if (host_memory_ && mismatch < 0) {
-      auto k = enter_overflow(plan, [&](const collective_item& item) {
-        return item.components[rank];
-      });
+    // changed. A device component is copied to the host for the check
+    // (integer items only).
+    if (mismatch < 0) {
+      caf::error copy_failed;
+      std::vector<tensor> copies;
+      auto component_of = [&](const collective_item& item) -> const void* {
+        auto c = host_copy(item.components[rank], item.type, item.count,
+                           !host_memory_);
+        if (!c) {
+          copy_failed = std::move(c.error());
+          return nullptr;
+        }
+        copies.push_back(std::move(c->first));
+        return c->second;
+      };
+      auto k = enter_overflow(plan, component_of);
+      if (copy_failed)
+        return copy_failed;
       if (k >= 0) {
         auto& item = plan.items[static_cast<size_t>(k)];
         auto c = find(item.variable_id);
@@ -499,7 +536,7 @@ private:
         if (item.first_only)
           inputs = inputs.first(1);
         auto at = host::first_overflow(item.rop, item.uop, item.type, inputs,
-                                       item.components[rank], 0, item.count);
+                                       component_of(item), 0, item.count);
         return make_error(errc::overflow,
                           "variable '" + (c ? (*c)->info.name : std::string{"?"})
                             + "': " + std::string{to_string(item.uop)}
@@ -636,11 +673,7 @@ replica_actor::behavior_type replica_state::make_behavior() {
                             + "): host collective work on device memory");
       auto k = allreduce_one_pass(*plan, cfg_.rank, cfg_.num_replicas);
       if (k >= 0)
-        return make_error(errc::overflow,
-                          "the " + std::string{to_string(plan->items[static_cast<size_t>(k)].rop)}
-                            + " of " + std::string{to_string(plan->items[static_cast<size_t>(k)].type)}
-                            + " values (item " + std::to_string(k)
-                            + ") overflows the dtype");
+        return output_overflow_error(*plan, k);
       return ok_atom::value;
     },
     [this](collective_leave_atom) {

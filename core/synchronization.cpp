@@ -19,7 +19,7 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-std::string quoted(std::string_view s) {
+std::string quote_name(std::string_view s) {
   std::string out = "'";
   out += s;
   out += "'";
@@ -73,7 +73,7 @@ caf::expected<synchronization> parse_synchronization(int64_t value,
   if (value >= 0 && value <= 3)
     return static_cast<synchronization>(value);
   return make_error(errc::invalid_synchronization,
-                    "variable " + quoted(var) + ": synchronization value "
+                    "variable " + quote_name(var) + ": synchronization value "
                       + std::to_string(value)
                       + " is not one of 0 (auto), 1 (none), 2 (on_write), "
                         "3 (on_read)");
@@ -91,8 +91,8 @@ caf::expected<synchronization> parse_synchronization(std::string_view text,
     if (key == name)
       return value;
   return make_error(errc::invalid_synchronization,
-                    "variable " + quoted(var) + ": synchronization "
-                      + quoted(text)
+                    "variable " + quote_name(var) + ": synchronization "
+                      + quote_name(text)
                       + " is not one of auto, none, on_write, on_read");
 }
 
@@ -101,7 +101,7 @@ caf::expected<aggregation> parse_aggregation(int64_t value,
   if (value >= 0 && value <= 3)
     return static_cast<aggregation>(value);
   return make_error(errc::invalid_aggregation,
-                    "variable " + quoted(var) + ": aggregation value "
+                    "variable " + quote_name(var) + ": aggregation value "
                       + std::to_string(value)
                       + " is not one of 0 (none), 1 (sum), 2 (mean), "
                         "3 (only_first_replica)");
@@ -119,7 +119,7 @@ caf::expected<aggregation> parse_aggregation(std::string_view text,
     if (key == name)
       return value;
   return make_error(errc::invalid_aggregation,
-                    "variable " + quoted(var) + ": aggregation " + quoted(text)
+                    "variable " + quote_name(var) + ": aggregation " + quote_name(text)
                       + " is not one of none, sum, mean, only_first_replica");
 }
 
@@ -135,7 +135,7 @@ caf::expected<reduce_op> parse_reduce_op(std::string_view text) {
     if (key == name)
       return value;
   return make_error(errc::invalid_argument,
-                    "reduce op " + quoted(text)
+                    "reduce op " + quote_name(text)
                       + " is not one of sum, mean, min, max, prod");
 }
 
@@ -143,7 +143,7 @@ caf::error check_update_op(update_op op, std::string_view var) {
   if (is_valid(op))
     return {};
   return make_error(errc::invalid_argument,
-                    "variable " + quoted(var) + ": update op "
+                    "variable " + quote_name(var) + ": update op "
                       + std::to_string(static_cast<int>(op))
                       + " is not one of 0 (assign), 1 (assign_add), "
                         "2 (assign_sub)");

@@ -12,6 +12,8 @@
 #include <span>
 
 #include "devices/host_kernels.hpp"
+#include <caf/error.hpp>
+
 #include "sync/collective_plan.hpp"
 
 namespace varsync {
@@ -26,6 +28,10 @@ std::pair<int64_t, int64_t> worker_slice(int64_t total, int worker,
 /// slice (its output is then unusable), or -1. Items that write components
 /// are checked at enter (enter_overflow), before any worker writes.
 int64_t allreduce_one_pass(collective_plan& plan, int worker, int num_workers);
+
+/// The error for an allreduce_one_pass result k >= 0 (an output item whose
+/// integer reduction does not fit the dtype).
+caf::error output_overflow_error(const collective_plan& plan, int64_t k);
 
 /// The integer overflow check of one replica at enter: -1, or the index of
 /// the first item with target components whose update of `component_of(item)`

@@ -13,7 +13,7 @@ namespace varsync {
 
 namespace {
 
-std::string quoted(std::string_view s) {
+std::string quote_name(std::string_view s) {
   return "'" + std::string{s} + "'";
 }
 
@@ -132,7 +132,7 @@ caf::expected<variable_info> validate_variable_spec(const variable_spec& spec) {
   auto type_value = static_cast<int>(spec.initial_value.type());
   if (type_value > static_cast<int>(dtype::int64))
     return make_error(errc::invalid_argument,
-                      "variable " + quoted(spec.name) + ": unknown dtype "
+                      "variable " + quote_name(spec.name) + ": unknown dtype "
                         + std::to_string(type_value));
   variable_info info;
   info.name = spec.name;
@@ -142,7 +142,7 @@ caf::expected<variable_info> validate_variable_spec(const variable_spec& spec) {
   info.agg = *agg;
   if (info.agg == aggregation::mean && !is_floating(info.type))
     return make_error(errc::invalid_argument,
-                      "variable " + quoted(spec.name)
+                      "variable " + quote_name(spec.name)
                         + ": mean aggregation needs a floating dtype but the "
                           "initial value is "
                         + std::string{to_string(info.type)}
@@ -156,12 +156,12 @@ caf::error validate_value(const variable_info& info, const tensor& value,
                           std::string_view what) {
   if (value.type() != info.type)
     return make_error(errc::dtype_mismatch,
-                      "variable " + quoted(info.name) + ": " + std::string{what}
+                      "variable " + quote_name(info.name) + ": " + std::string{what}
                         + " expects dtype " + std::string{to_string(info.type)}
                         + " but got " + std::string{to_string(value.type())});
   if (value.shape() != info.shape)
     return make_error(errc::shape_mismatch,
-                      "variable " + quoted(info.name) + ": " + std::string{what}
+                      "variable " + quote_name(info.name) + ": " + std::string{what}
                         + " expects shape " + to_string(info.shape)
                         + " but got " + to_string(value.shape()));
   return {};
@@ -170,7 +170,7 @@ caf::error validate_value(const variable_info& info, const tensor& value,
 caf::error validate_scalar(const variable_info& info, double value) {
   if (!info.shape.empty())
     return make_error(errc::shape_mismatch,
-                      "variable " + quoted(info.name) + " has shape "
+                      "variable " + quote_name(info.name) + " has shape "
                         + to_string(info.shape)
                         + "; a scalar value needs shape []");
   if (!is_floating(info.type)) {
@@ -183,7 +183,7 @@ caf::error validate_scalar(const variable_info& info, double value) {
     if (!std::isfinite(value) || value != std::trunc(value) || value < lo
         || value >= hi)
       return make_error(errc::invalid_argument,
-                        "variable " + quoted(info.name) + " has dtype "
+                        "variable " + quote_name(info.name) + " has dtype "
                           + std::string{to_string(info.type)} + "; the value "
                           + std::to_string(value)
                           + " is not an integer it can hold");

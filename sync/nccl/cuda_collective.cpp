@@ -9,6 +9,7 @@
 #include "devices/cuda/cuda_device.hpp"
 #include "devices/cuda/cuda_device_internal.hpp"
 #include "devices/host_kernels.hpp"
+#include "sync/allreduce_one_pass.hpp"
 #include "sync/nccl/nccl_clique.hpp"
 
 namespace varsync {
@@ -133,6 +134,41 @@ struct cuda_collective::impl {
       std::memcpy(item.output, inputs[0], nbytes_of(item));
     else
       host::reduce(item.rop, item.type, item.output, inputs, 0, item.count);
+  }
+
+  // -- V4 ----------------------------------------------------------------------
+
+  /// The first output item whose integer reduction does not fit its dtype,
+  /// or -1; checked before any item runs. Device inputs are copied to the
+  /// host for the check (integer items only). Items that write components
+  /// were checked by every replica at enter.
+  caf::expected<int64_t> output_overflow(const collective_plan& plan, int n) {
+    for (size_t k = 0; k < plan.items.size(); ++k) {
+      auto& item = plan.items[k];
+      if (is_floating(item.type) || item.target != collective_target::output
+          || item.first_only || item.count == 0 || n < 2)
+        continue;
+      std::vector<tensor> copies;
+      std::vector<const void*> inputs(item.inputs.begin(),
+                                      item.inputs.begin() + n);
+      if (item.source == collective_source::components) {
+        for (int r = 0; r < n; ++r) {
+          if (slot_of(r) < 0)
+            continue; // host memory already
+          auto t = gpu_of(r).download(inputs[static_cast<size_t>(r)],
+                                      item.type, tensor_shape{item.count});
+          if (!t)
+            return std::move(t.error());
+          copies.push_back(std::move(*t));
+          inputs[static_cast<size_t>(r)] = copies.back().raw();
+        }
+      }
+      if (host::first_overflow(item.rop, update_op::assign, item.type, inputs,
+                               nullptr, 0, item.count)
+          >= 0)
+        return static_cast<int64_t>(k);
+    }
+    return int64_t{-1};
   }
 
   // -- staged through host memory (mixed, same_gpu_then_nccl) ---------------
@@ -411,6 +447,13 @@ caf::error cuda_collective::run(collective_plan& plan) {
                         "match the replica count");
   }
   caf::error err = d.wait_for_replicas(plan);
+  if (!err) {
+    auto k = d.output_overflow(plan, n);
+    if (!k)
+      err = std::move(k.error());
+    else if (*k >= 0)
+      err = output_overflow_error(plan, *k);
+  }
   if (!err) {
     switch (d.topo.path) {
       case cuda_collective_path::nccl_clique:
