@@ -305,6 +305,36 @@ void seeds_config() {
         file("[varsync]\nmemory-budget-mb=-1\n"));
   write(t, "cli_huge_memory_budget",
         cli("--varsync.memory-budget-mb=17592186044416"));
+  write(t, "file_zero_memory_budget", file("[varsync]\nmemory-budget-mb=0\n"));
+  write(t, "file_largest_memory_budget",
+        file("[varsync]\nmemory-budget-mb=17592186044415\n"));
+  write(t, "file_wrong_type_memory_budget",
+        file("[varsync]\nmemory-budget-mb=\"lots\"\n"));
+  // The overload bounds (V3): valid, zero (no unbounded queue), negative,
+  // huge (the MiB would overflow in bytes) and of the wrong type.
+  write(t, "file_overload_bounds",
+        file("[varsync]\nmax-queued-operations=64\nmax-queued-mb=16\n"));
+  write(t, "cli_overload_bounds",
+        cli("--varsync.max-queued-operations=1\n--varsync.max-queued-mb=1"));
+  write(t, "file_zero_max_queued_operations",
+        file("[varsync]\nmax-queued-operations=0\n"));
+  write(t, "cli_negative_max_queued_operations",
+        cli("--varsync.max-queued-operations=-1"));
+  write(t, "file_huge_max_queued_operations",
+        file("[varsync]\nmax-queued-operations=9223372036854775807\n"));
+  write(t, "file_wrong_type_max_queued_operations",
+        file("[varsync]\nmax-queued-operations=true\n"));
+  write(t, "cli_zero_max_queued_mb", cli("--varsync.max-queued-mb=0"));
+  write(t, "file_negative_max_queued_mb",
+        file("[varsync]\nmax-queued-mb=-16\n"));
+  write(t, "file_largest_max_queued_mb",
+        file("[varsync]\nmax-queued-mb=16777216\n"));
+  write(t, "cli_huge_max_queued_mb", cli("--varsync.max-queued-mb=16777217"));
+  write(t, "cli_wrong_type_max_queued_mb", cli("--varsync.max-queued-mb=1.5"));
+  write(t, "file_all_entries",
+        file("[varsync]\ntimeout-ms=100\nlog-level=\"warn\"\n"
+             "memory-budget-mb=512\nmax-queued-operations=4096\n"
+             "max-queued-mb=256\n"));
 }
 
 } // namespace
