@@ -1,7 +1,8 @@
 // Fuzzes varsync's configuration as it arrives from outside: the log level
 // name (VARSYNC_LOG_LEVEL, "varsync.log-level", set_log_level) and the
 // entries "varsync.log-level" / "varsync.timeout-ms" /
-// "varsync.memory-budget-mb" of an actor system
+// "varsync.memory-budget-mb" / "varsync.max-queued-operations" /
+// "varsync.max-queued-mb" of an actor system
 // config filled from a CAF config file or from command-line arguments
 // (options declared by register_types, read and checked by read_config, the
 // reader strategy creation uses).
@@ -10,10 +11,12 @@
 // config file, 2: command-line arguments, one per line); the rest is the text.
 // Properties: set_log_level accepts exactly spdlog's level names and leaves
 // the level alone otherwise; a parsed config either fails read_config with
-// invalid_argument and a message, or yields a positive timeout equal to the
-// config's entry (30 s when unset), a memory budget equal to its entry in
-// MiB (0 when unset) and a log level that is either a valid
-// name or reported as unknown.
+// invalid_argument and a message naming a varsync entry, or yields a
+// positive timeout equal to the config's entry (30 s when unset), a memory
+// budget equal to its entry in MiB (0 when unset, below 2^44 MiB), overload
+// bounds equal to their entries (positive; at most 2^24 MiB; 4096 calls and
+// 256 MiB when unset) and a log level that is either a valid name or reported
+// as unknown.
 
 #include <algorithm>
 #include <array>
@@ -64,7 +67,8 @@ void check_settings(const caf::actor_system_config& cfg) {
   if (!s) {
     FUZZ_CHECK(has_code(s.error(), errc::invalid_argument),
                "read_config failed with another code");
-    FUZZ_CHECK(!message_of(s.error()).empty(), "empty error message");
+    FUZZ_CHECK(message_of(s.error()).find("varsync.") != std::string::npos,
+               "the error does not name the entry");
     FUZZ_CHECK(timeout_entry != nullptr || level_entry != nullptr
                  || budget_entry != nullptr || ops_entry != nullptr
                  || mb_entry != nullptr,
@@ -88,7 +92,9 @@ void check_settings(const caf::actor_system_config& cfg) {
                "default max-queued-mb is not 256");
   } else {
     auto* mb = caf::get_if<int64_t>(mb_entry);
-    FUZZ_CHECK(mb != nullptr && (static_cast<size_t>(*mb) << 20) == s->max_queued_bytes,
+    // In range first: a shifted huge entry could wrap to an equal value.
+    FUZZ_CHECK(mb != nullptr && *mb > 0 && *mb <= (int64_t{1} << 24)
+                 && (static_cast<size_t>(*mb) << 20) == s->max_queued_bytes,
                "max-queued-mb differs from the config entry");
   }
   FUZZ_CHECK(s->timeout.count() > 0, "non-positive timeout accepted");
@@ -103,7 +109,7 @@ void check_settings(const caf::actor_system_config& cfg) {
     FUZZ_CHECK(s->memory_budget_bytes == 0, "a budget without an entry");
   } else {
     auto* mb = caf::get_if<int64_t>(budget_entry);
-    FUZZ_CHECK(mb != nullptr && *mb >= 0
+    FUZZ_CHECK(mb != nullptr && *mb >= 0 && *mb < (int64_t{1} << 44)
                  && s->memory_budget_bytes == static_cast<uint64_t>(*mb) << 20,
                "memory budget differs from the config entry");
   }

@@ -25,7 +25,10 @@
 // shifts of 32 bits or more). Set VARSYNC_FUZZ_UNBOUNDED=1 to hand every
 // input to CAF unchanged and reproduce the allocation.
 // Deserialized enum fields (dtype, synchronization, aggregation, update_op)
-// must be in range: the inspect load callbacks reject the rest (V4).
+// must be in range: the inspect load callbacks reject the rest (V4). Beyond
+// "what is accepted is in range", every accepted variable_spec, variable_info
+// and step_report is serialized again with one enum field set out of range
+// (serializing checks nothing), and that message must be rejected.
 
 #include <cstddef>
 #include <cstdint>
@@ -243,6 +246,29 @@ void check_info(const variable_info& info) {
   (void) to_string(info.type);
 }
 
+/// A byte past an enum's last value `max`, chosen by the input.
+template <class E>
+E out_of_range(E max, uint8_t pick) {
+  auto first = static_cast<unsigned>(max) + 1;
+  return static_cast<E>(first + pick % (256 - first));
+}
+
+/// `x` serializes and deserializes again; with `corrupt` applied (an enum
+/// set out of range) it no longer deserializes.
+template <class T, class Corrupt>
+void check_rejects_corrupted(T x, Corrupt corrupt) {
+  auto buf = serialize(x);
+  T again;
+  FUZZ_CHECK(deserialize(reinterpret_cast<const uint8_t*>(buf.data()),
+                         buf.size(), again),
+             "a serialized message does not deserialize");
+  corrupt(x);
+  buf = serialize(x);
+  FUZZ_CHECK(!deserialize(reinterpret_cast<const uint8_t*>(buf.data()),
+                          buf.size(), again),
+             "an out-of-range enum was accepted");
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -254,6 +280,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1)
     return 0;
   auto selector = data[0] % 6;
+  // Which enum a corruption check sets out of range, and to what.
+  const uint8_t pick = data[size - 1];
   ++data;
   --size;
 
@@ -285,6 +313,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (deserialize(data, size, spec)) {
         check_tensor(spec.initial_value);
         check_enums(spec.sync, spec.agg);
+        check_rejects_corrupted(spec, [pick](variable_spec& x) {
+          if (pick % 2 == 0)
+            x.sync = out_of_range(synchronization::on_read, pick);
+          else
+            x.agg = out_of_range(aggregation::only_first_replica, pick);
+        });
         // A remote creation request is validated before anything happens.
         auto info = validate_variable_spec(spec);
         if (!info)
@@ -298,18 +332,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     case 2: {
       variable_info info;
-      if (deserialize(data, size, info))
+      if (deserialize(data, size, info)) {
         check_info(info);
+        check_rejects_corrupted(info, [pick](variable_info& x) {
+          switch (pick % 3) {
+            case 0: x.type = out_of_range(dtype::int64, pick); break;
+            case 1: x.sync = out_of_range(synchronization::on_read, pick); break;
+            default: x.agg = out_of_range(aggregation::only_first_replica, pick);
+          }
+        });
+      }
       break;
     }
     case 3: {
       step_report report;
-      if (deserialize(data, size, report))
+      if (deserialize(data, size, report)) {
         for (auto& u : report.updates) {
           FUZZ_CHECK(is_valid(u.op),
                      "update_op out of range after deserialization");
           check_tensor(u.value);
         }
+        if (!report.updates.empty())
+          check_rejects_corrupted(report, [pick](step_report& x) {
+            auto& u = x.updates[pick % x.updates.size()];
+            u.op = out_of_range(update_op::assign_sub, pick);
+          });
+      }
       break;
     }
     case 4: {

@@ -218,6 +218,55 @@ void seeds_deserialize(caf::actor_system& sys) {
                     20});
   write(t, "deserialize-tensor-byte-count-overflow",
         std::string{"\x00\x02\x01\x40\x00\x00\x00\x00\x00\x00\x00\x00", 12});
+  // Enum fields out of range (V4): the inspect load callbacks must reject
+  // them. Serializing checks nothing, so a cast gives the bytes; the first
+  // value past the range and the largest byte.
+  auto shifted = s;
+  shifted[1] = 6; // the first dtype past int64
+  write(t, "invalid_tensor_dtype_6", shifted);
+  variable_spec first_bad_sync = spec;
+  first_bad_sync.sync = static_cast<synchronization>(4);
+  write(t, "invalid_spec_sync_4", serialized(sys, 1, first_bad_sync));
+  variable_spec bad_agg = spec;
+  bad_agg.agg = static_cast<aggregation>(0xff);
+  write(t, "invalid_spec_agg_255", serialized(sys, 1, bad_agg));
+  // trainable travels as an int8 (-1 unset, 0, 1), the last byte.
+  auto bad_trainable = serialized(sys, 1, spec);
+  bad_trainable.back() = 2;
+  write(t, "invalid_spec_trainable_2", bad_trainable);
+  variable_info edge{9, "hits", dtype::int64, {}, synchronization::on_read,
+                     aggregation::only_first_replica, false};
+  write(t, "info_enum_maxima", serialized(sys, 2, edge));
+  auto info_with = [&](auto change) {
+    auto x = info;
+    change(x);
+    return x;
+  };
+  write(t, "invalid_info_dtype_6",
+        serialized(sys, 2, info_with([](variable_info& x) {
+                     x.type = static_cast<dtype>(6);
+                   })));
+  write(t, "invalid_info_sync_255",
+        serialized(sys, 2, info_with([](variable_info& x) {
+                     x.sync = static_cast<synchronization>(0xff);
+                   })));
+  write(t, "invalid_info_agg_4",
+        serialized(sys, 2, info_with([](variable_info& x) {
+                     x.agg = static_cast<aggregation>(4);
+                   })));
+  write(t, "invalid_vector_info_second_sync_4",
+        serialized(sys, 5,
+                   std::vector<variable_info>{
+                     info, info_with([](variable_info& x) {
+                       x.sync = static_cast<synchronization>(4);
+                     })}));
+  step_report bad_op;
+  bad_op.updates.push_back({7, update_op::assign, w});
+  bad_op.updates.push_back({8, static_cast<update_op>(3), hits});
+  write(t, "invalid_step_report_op_3", serialized(sys, 3, bad_op));
+  step_report worst_op;
+  worst_op.updates.push_back({8, static_cast<update_op>(0xff), hits});
+  write(t, "invalid_step_report_op_255", serialized(sys, 3, worst_op));
 }
 
 void seeds_safetensors() {
@@ -305,6 +354,36 @@ void seeds_config() {
         file("[varsync]\nmemory-budget-mb=-1\n"));
   write(t, "cli_huge_memory_budget",
         cli("--varsync.memory-budget-mb=17592186044416"));
+  write(t, "file_zero_memory_budget", file("[varsync]\nmemory-budget-mb=0\n"));
+  write(t, "file_largest_memory_budget",
+        file("[varsync]\nmemory-budget-mb=17592186044415\n"));
+  write(t, "file_wrong_type_memory_budget",
+        file("[varsync]\nmemory-budget-mb=\"lots\"\n"));
+  // The overload bounds (V3): valid, zero (no unbounded queue), negative,
+  // huge (the MiB would overflow in bytes) and of the wrong type.
+  write(t, "file_overload_bounds",
+        file("[varsync]\nmax-queued-operations=64\nmax-queued-mb=16\n"));
+  write(t, "cli_overload_bounds",
+        cli("--varsync.max-queued-operations=1\n--varsync.max-queued-mb=1"));
+  write(t, "file_zero_max_queued_operations",
+        file("[varsync]\nmax-queued-operations=0\n"));
+  write(t, "cli_negative_max_queued_operations",
+        cli("--varsync.max-queued-operations=-1"));
+  write(t, "file_huge_max_queued_operations",
+        file("[varsync]\nmax-queued-operations=9223372036854775807\n"));
+  write(t, "file_wrong_type_max_queued_operations",
+        file("[varsync]\nmax-queued-operations=true\n"));
+  write(t, "cli_zero_max_queued_mb", cli("--varsync.max-queued-mb=0"));
+  write(t, "file_negative_max_queued_mb",
+        file("[varsync]\nmax-queued-mb=-16\n"));
+  write(t, "file_largest_max_queued_mb",
+        file("[varsync]\nmax-queued-mb=16777216\n"));
+  write(t, "cli_huge_max_queued_mb", cli("--varsync.max-queued-mb=16777217"));
+  write(t, "cli_wrong_type_max_queued_mb", cli("--varsync.max-queued-mb=1.5"));
+  write(t, "file_all_entries",
+        file("[varsync]\ntimeout-ms=100\nlog-level=\"warn\"\n"
+             "memory-budget-mb=512\nmax-queued-operations=4096\n"
+             "max-queued-mb=256\n"));
 }
 
 } // namespace

@@ -7,8 +7,17 @@
 // no call may have failed, the test must finish within its bound (no
 // deadlock: a watchdog aborts the process if it does not), and resident
 // memory must stay flat after a warm-up of 1 s.
+//
+// Overload (V3): clients offer far more async updates than small bounds
+// allow, for 2/5 of that time. Every call must be answered exactly once,
+// either applied or refused with `overloaded` (on the calling thread, as
+// strategy.hpp promises); every variable must count exactly the accepted
+// calls (a refusal changes nothing); and a closed-loop phase afterwards must
+// see no refusal at all (recovery).
 
 #include "../semantics/fixture.hpp"
+
+#include "varsync/testing.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -284,6 +293,36 @@ void async_client(const strategy& s, shared_state& st, unsigned seed,
   wait_below(0); // drain: every callback has run
 }
 
+/// A deadlock must fail the run, not hang it: aborts the process unless
+/// destroyed within `limit`.
+class watchdog {
+public:
+  explicit watchdog(std::chrono::milliseconds limit)
+    : thread_{[this, limit] {
+        std::unique_lock<std::mutex> lock{mtx_};
+        if (!cv_.wait_for(lock, limit, [this] { return done_; })) {
+          std::cerr << "load test: no progress within " << limit.count()
+                    << " ms: deadlock suspected, aborting" << std::endl;
+          std::abort();
+        }
+      }} {
+  }
+  ~watchdog() {
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+private:
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_; // last: starts once the members above exist
+};
+
 } // namespace
 
 TEST_CASE("load: 16 concurrent clients mixing reads, writes and replica steps "
@@ -294,33 +333,7 @@ TEST_CASE("load: 16 concurrent clients mixing reads, writes and replica steps "
   const auto warm_up = std::min<std::chrono::milliseconds>(1000ms, run_for / 2);
   const auto slack = 60s; // for the final checks, start-up and slow machines
 
-  // Watchdog: a deadlock must fail the run, not hang it.
-  std::mutex watchdog_mutex;
-  std::condition_variable watchdog_cv;
-  bool test_done = false;
-  const auto hard_limit = run_for + 2 * slack;
-  std::thread watchdog{[&] {
-    std::unique_lock<std::mutex> lock{watchdog_mutex};
-    if (!watchdog_cv.wait_for(lock, hard_limit, [&] { return test_done; })) {
-      std::cerr << "load test: no progress within " << hard_limit.count()
-                << " ms: deadlock suspected, aborting" << std::endl;
-      std::abort();
-    }
-  }};
-  struct stop_watchdog {
-    std::mutex& m;
-    std::condition_variable& cv;
-    bool& done;
-    std::thread& t;
-    ~stop_watchdog() {
-      {
-        std::lock_guard<std::mutex> guard{m};
-        done = true;
-      }
-      cv.notify_all();
-      t.join();
-    }
-  } stopper{watchdog_mutex, watchdog_cv, test_done, watchdog};
+  watchdog guard{run_for + 2 * slack}; // a deadlock fails, not hangs
 
   const auto test_start = std::chrono::steady_clock::now();
   strategy_options options;
@@ -470,5 +483,232 @@ TEST_CASE("load: 16 concurrent clients mixing reads, writes and replica steps "
   INFO("resident growth " << mib(rss_end - rss_warm) << " MiB, bound "
                           << mib(bound) << " MiB");
   CHECK(rss_end - rss_warm < bound);
+  s.shutdown();
+}
+
+namespace {
+
+constexpr int burst_clients = 4;
+constexpr int burst_scalars = 8;
+constexpr int burst_tensors = 4;
+constexpr int64_t burst_tensor_elements = 16 * 1024; // 64 KiB of float32
+constexpr size_t burst_max_ops = 64;
+constexpr size_t burst_max_bytes = 8 * 64 * 1024; // eight tensor calls
+constexpr int recovery_calls = 100;               // per client
+
+struct burst_state {
+  std::vector<variable> vars; // scalars first, then tensors
+  /// Accepted calls per variable (each adds exactly 1).
+  std::vector<std::atomic<int64_t>> accepted;
+  std::atomic<int64_t> issued{0};
+  std::atomic<int64_t> refused_scalar{0};
+  std::atomic<int64_t> refused_tensor{0};
+  std::atomic<int64_t> refused_elsewhere{0}; // not on the calling thread
+  std::atomic<int64_t> duplicates{0};
+  std::atomic<int64_t> other{0};
+  std::mutex mtx;
+  std::condition_variable cv;
+  int64_t answered = 0; // guarded by mtx
+  std::vector<std::string> first_failures;
+
+  explicit burst_state(size_t n) : accepted(n) {
+  }
+
+  bool is_tensor(size_t i) const {
+    return i >= static_cast<size_t>(burst_scalars);
+  }
+
+  void fail(const std::string& what) {
+    std::lock_guard<std::mutex> guard{mtx};
+    if (first_failures.size() < 20)
+      first_failures.push_back(what);
+  }
+
+  void answer() {
+    std::lock_guard<std::mutex> guard{mtx};
+    ++answered;
+    cv.notify_all();
+  }
+
+  /// False if some issued call is still unanswered at `deadline`.
+  bool wait_answered(std::chrono::steady_clock::time_point deadline) {
+    std::unique_lock<std::mutex> guard{mtx};
+    return cv.wait_until(guard, deadline,
+                         [this] { return answered >= issued.load(); });
+  }
+};
+
+/// Fires async assign_adds without waiting until `until`.
+void burst_client(const strategy& s, burst_state& st, unsigned seed,
+                  std::chrono::steady_clock::time_point until) {
+  std::mt19937_64 rng{seed};
+  auto api = s.async();
+  const auto one = tensor::scalar<int64_t>(1);
+  const auto ones
+    = tensor::filled(dtype::float32, {burst_tensor_elements}, 1.0);
+  const auto me = std::this_thread::get_id();
+  while (std::chrono::steady_clock::now() < until) {
+    auto i = static_cast<size_t>(rng() % st.vars.size());
+    // Per call: a duplicate answer must be seen, not merely counted twice.
+    auto once = std::make_shared<std::atomic<bool>>(false);
+    st.issued.fetch_add(1);
+    api.assign_add(st.vars[i], st.is_tensor(i) ? ones : one,
+                   [&st, i, me, once](caf::error err) {
+                     if (once->exchange(true)) {
+                       st.duplicates.fetch_add(1);
+                       st.fail("a second answer for " + st.vars[i].name());
+                       return; // not answered again
+                     }
+                     if (!err) {
+                       st.accepted[i].fetch_add(1);
+                     } else if (has_code(err, errc::overloaded)) {
+                       (st.is_tensor(i) ? st.refused_tensor : st.refused_scalar)
+                         .fetch_add(1);
+                       if (std::this_thread::get_id() != me)
+                         st.refused_elsewhere.fetch_add(1);
+                     } else {
+                       st.other.fetch_add(1);
+                       st.fail("assign_add " + st.vars[i].name() + ": "
+                               + describe(err));
+                     }
+                     st.answer();
+                   });
+  }
+}
+
+} // namespace
+
+TEST_CASE("load: clients offering far more than the bounds allow get "
+          "overloaded refusals, everything accepted is applied exactly, and "
+          "the strategy recovers") {
+  // 2 s of burst by default; VARSYNC_LOAD_SECONDS scales it.
+  const auto burst_for = std::chrono::duration_cast<std::chrono::milliseconds>(
+    std::chrono::duration<double>(load_seconds() * 0.4));
+  const auto slack = 60s; // drain, recovery and checks on a slow machine
+  watchdog guard{burst_for + 2 * slack};
+
+  strategy_options options;
+  options.devices.clear();
+  for (int r = 0; r < replicas; ++r)
+    options.devices.push_back("cpu:" + std::to_string(r));
+  options.timeout = 30s;
+  options.scheduler_threads = 2;
+  options.max_queued_operations = burst_max_ops;
+  options.max_queued_bytes = burst_max_bytes;
+  // A slow replica: calls are served far slower than the clients offer them,
+  // on any machine, so that refusals are certain.
+  options.faults = {delay_replica(1, 1ms)};
+  auto s = VS_VALUE(strategy::create(options));
+
+  burst_state st{burst_scalars + burst_tensors};
+  for (int i = 0; i < burst_scalars; ++i)
+    st.vars.push_back(make_var(s, "scalar_" + std::to_string(i),
+                               tensor::scalar<int64_t>(0),
+                               synchronization::on_write, aggregation::sum));
+  for (int i = 0; i < burst_tensors; ++i)
+    st.vars.push_back(make_var(
+      s, "tensor_" + std::to_string(i),
+      tensor::zeros(dtype::float32, {burst_tensor_elements}),
+      synchronization::on_write, aggregation::sum));
+
+  // -- burst: open loop --------------------------------------------------------
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> clients;
+  for (int c = 0; c < burst_clients; ++c)
+    clients.emplace_back([&, c] {
+      burst_client(s, st, static_cast<unsigned>(2000 + c), start + burst_for);
+    });
+  for (auto& t : clients)
+    t.join();
+  clients.clear();
+  // Every accepted call is answered (a lost answer fails here, not later).
+  bool drained = st.wait_answered(std::chrono::steady_clock::now() + slack);
+  const auto burst_done = std::chrono::steady_clock::now();
+
+  int64_t accepted = 0;
+  for (auto& a : st.accepted)
+    accepted += a.load();
+  const int64_t refused = st.refused_scalar + st.refused_tensor;
+  std::cout << "load (overload): " << burst_clients << " clients, "
+            << replicas << " replicas, bounds " << burst_max_ops
+            << " calls / " << burst_max_bytes << " bytes, "
+            << std::chrono::duration<double>(burst_done - start).count()
+            << " s burst and drain\n  issued: " << st.issued.load()
+            << ", accepted: " << accepted << ", refused: " << refused
+            << " (scalar " << st.refused_scalar.load() << ", tensor "
+            << st.refused_tensor.load() << "), other errors: "
+            << st.other.load() << ", duplicate answers: "
+            << st.duplicates.load() << std::endl;
+  for (auto& f : st.first_failures)
+    std::cout << "  failure: " << f << std::endl;
+
+  {
+    std::lock_guard<std::mutex> guard{st.mtx};
+    INFO("answered " << st.answered << " of " << st.issued.load());
+    REQUIRE(drained);
+  }
+  CHECK(st.other == 0);
+  CHECK(st.duplicates == 0);
+  CHECK(accepted + refused == st.issued.load());
+  // Refusals happened, to both kinds of call, and at once.
+  CHECK(st.refused_scalar > 0);
+  CHECK(st.refused_tensor > 0);
+  CHECK(st.refused_elsewhere == 0);
+  CHECK(accepted > 0);
+
+  // -- recovery: closed loop, nothing refused ------------------------------------
+  // Each client has one call outstanding at a time: 4 calls (at most 4
+  // tensors, 256 KiB) stay within both bounds once the burst has drained.
+  std::atomic<int64_t> recovery_failures{0};
+  for (int c = 0; c < burst_clients; ++c)
+    clients.emplace_back([&, c] {
+      const auto ones
+        = tensor::filled(dtype::float32, {burst_tensor_elements}, 1.0);
+      for (int k = 0; k < recovery_calls; ++k) {
+        auto i = static_cast<size_t>(c * recovery_calls + k) % st.vars.size();
+        auto err = st.is_tensor(i) ? s.assign_add(st.vars[i], ones)
+                                   : s.assign_add(st.vars[i], 1.0);
+        if (err) {
+          recovery_failures.fetch_add(1);
+          st.fail("recovery assign_add " + st.vars[i].name() + ": "
+                  + describe(err));
+        } else {
+          st.accepted[i].fetch_add(1);
+        }
+      }
+    });
+  for (auto& t : clients)
+    t.join();
+  for (auto& f : st.first_failures)
+    std::cout << "  failure: " << f << std::endl;
+  CHECK(recovery_failures == 0);
+
+  // -- every variable counts exactly its accepted calls --------------------------
+  for (size_t i = 0; i < st.vars.size(); ++i) {
+    const auto& v = st.vars[i];
+    const auto n = st.accepted[i].load();
+    INFO("variable " << v.name() << ", accepted " << n);
+    auto values = VS_VALUE(s.local_values(v));
+    REQUIRE(values.size() == static_cast<size_t>(replicas));
+    CHECK(components_equal(values));
+    auto value = VS_VALUE(s.read(v));
+    if (st.is_tensor(i)) {
+      // Exact: the counts stay far below float32's 2^24.
+      auto xs = value.to_vector<float>();
+      REQUIRE(xs.size() == static_cast<size_t>(burst_tensor_elements));
+      auto wrong = std::count_if(xs.begin(), xs.end(), [n](float x) {
+        return static_cast<double>(x) != static_cast<double>(n);
+      });
+      CHECK(wrong == 0);
+    } else {
+      CHECK(value.to_vector<int64_t>()[0] == n);
+    }
+  }
+  // Nothing answered twice after the drain either.
+  {
+    std::lock_guard<std::mutex> guard{st.mtx};
+    CHECK(st.answered == st.issued.load());
+  }
+  CHECK(st.duplicates == 0);
   s.shutdown();
 }
