@@ -33,6 +33,10 @@ start_system_host(std::unique_ptr<caf::actor_system_config> cfg);
 
 caf::actor_system& system_of(system_host& host);
 
+/// Releases a host whose strategy was never created and waits until its
+/// actor system is gone (a failed strategy::create).
+void discard_system_host(system_host& host);
+
 /// CAF 0.17 keeps a reference to the logger of the last actor system that a
 /// thread spawned into, and that system's destructor waits until each such
 /// thread lets go of it: a user's thread that spawned into an owned system

@@ -1,0 +1,259 @@
+// The coordinator: cross-replica reads, updates and per-replica values.
+
+#include "actors/coordinator_state.hpp"
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include <caf/actor_system.hpp>
+#include <caf/system_messages.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/send.hpp>
+
+#include "actors/collective_driver.hpp"
+#include "actors/actor_thread.hpp"
+#include "actors/replica_actor.hpp"
+#include "varsync/error.hpp"
+#include "core/logging.hpp"
+#include "sync/collective_path.hpp"
+#include "sync/distributed_reduce.hpp"
+#include "actors/coordinator_gather.hpp"
+
+namespace varsync {
+
+using namespace coordinator_helpers;
+
+// -- cross-replica context ------------------------------------------------------
+
+void coordinator_state::read(caf::timespan timeout, uint64_t id,
+                             reply_fn<tensor> done) {
+  auto left = remaining(timeout, "read");
+  if (!left)
+    return done(std::move(left.error()));
+  timeout = *left;
+  auto e = find(id);
+  if (!e)
+    return done(std::move(e.error()));
+  if ((*e)->writes_in_flight > 0)
+    return read_after_writes<tensor>(
+      **e, timeout,
+      [this, id, done](caf::timespan t) { read(t, id, done); }, done);
+  auto& info = (*e)->info;
+  auto plan = (*e)->policy->cross_replica_read(info, num_replicas());
+  if (auto err = check_replicas())
+    return done(std::move(err));
+  switch (plan.source) {
+    case read_source::none:
+      return done(std::move(plan.error));
+    case read_source::primary:
+      gather<tensor>(
+        1, timeout,
+        [this, id](size_t) {
+          return self_->request(replicas_[0], caf::infinite,
+                                component_read_atom::value, id);
+        },
+        [done](caf::expected<std::vector<tensor>> r) {
+          if (!r)
+            return done(std::move(r.error()));
+          done(std::move(r->front()));
+        });
+      return;
+    case read_source::reduce_components:
+      break;
+  }
+  if (small_enough_to_gather(info)) {
+    // Small values: one round of copies and a reduction bounded by the
+    // threshold beats the three phases of a collective.
+    gather<tensor>(
+      replicas_.size(), timeout,
+      [this, id](size_t i) {
+        return self_->request(replicas_[i], caf::infinite,
+                              component_read_atom::value, id);
+      },
+      [op = plan.op, done, name = info.name](
+        caf::expected<std::vector<tensor>> r) {
+        if (!r)
+          return done(std::move(r.error()));
+        auto value = reduce_values(op, *r);
+        if (!value && has_code(value.error(), errc::overflow))
+          return done(make_error(errc::overflow,
+                                 "variable '" + name + "': the aggregated "
+                                   "read: " + message_of(value.error())));
+        done(std::move(value));
+      });
+    return;
+  }
+  if (auto err = budget_.check(
+        static_cast<uint64_t>(element_count(info.shape)) * size_of(info.type),
+        "read of variable " + quote_name(info.name)))
+    return done(std::move(err));
+  auto collective = std::make_shared<collective_plan>();
+  collective->num_replicas = num_replicas();
+  auto& item = collective->add_item();
+  item.variable_id = id;
+  item.type = info.type;
+  item.count = element_count(info.shape);
+  item.rop = plan.op;
+  item.source = collective_source::components;
+  item.target = collective_target::output;
+  item.result = tensor::empty(info.type, info.shape);
+  item.output = item.result.mutable_raw();
+  run_collective(timeout, collective,
+                 [collective, done, name = info.name](caf::expected<ok_atom> r) {
+                   if (!r) {
+                     if (has_code(r.error(), errc::overflow))
+                       return done(make_error(
+                         errc::overflow, "variable '" + name
+                                           + "': the aggregated read: "
+                                           + message_of(r.error())));
+                     return done(std::move(r.error()));
+                   }
+                   done(std::move(collective->items[0].result));
+                 });
+}
+
+void coordinator_state::update(caf::timespan timeout, uint64_t id,
+                               update_op op, tensor value,
+                               reply_fn<ok_atom> done) {
+  auto left = remaining(timeout, "update");
+  if (!left)
+    return done(std::move(left.error()));
+  timeout = *left;
+  auto e = find(id);
+  if (!e)
+    return done(std::move(e.error()));
+  auto& info = (*e)->info;
+  // V4: an op outside the enum would throw in every replica's kernel.
+  if (auto err = check_update_op(op, info.name))
+    return done(std::move(err));
+  if (auto err = validate_value(info, value, to_string(op)))
+    return done(std::move(err));
+  if (auto err = check_replicas())
+    return done(std::move(err));
+  // Dispatch is the commit point (V2): from here the update reaches every
+  // live component, and reads of the variable wait for its confirmation (W8).
+  ++(*e)->writes_in_flight;
+  done = [this, id, done = std::move(done)](caf::expected<ok_atom> r) {
+    write_done(id);
+    done(std::move(r));
+  };
+  switch ((*e)->policy->cross_replica_update(info, op)) {
+    case update_target::every_component:
+      if (!is_floating(info.type) && op != update_op::assign
+          && replicas_.size() > 1) {
+        // V4: components may differ (on_read, none), so one may overflow
+        // where the others do not. A collective checks every component at
+        // enter, before any is written: all change or none.
+        auto plan = std::make_shared<collective_plan>();
+        plan->num_replicas = num_replicas();
+        auto& item = plan->add_item();
+        item.variable_id = id;
+        item.type = info.type;
+        item.count = element_count(info.shape);
+        item.rop = reduce_op::sum;
+        item.first_only = true;
+        item.uop = op;
+        item.source = collective_source::contributions;
+        item.target = collective_target::components;
+        item.mirrored = info.sync == synchronization::on_write;
+        item.contributions.assign(replicas_.size(), value);
+        for (size_t r = 0; r < item.contributions.size(); ++r)
+          item.inputs[r] = item.contributions[r].raw();
+        return run_collective(timeout, plan, std::move(done));
+      }
+      return gather_ok(
+        replicas_.size(), timeout,
+        [this, id, op, value](size_t i) {
+          return self_->request(replicas_[i], caf::infinite,
+                                component_update_atom::value, id, op, value);
+        },
+        std::move(done), on_deadline::committed);
+    case update_target::first_component:
+      return gather_ok(
+         1, timeout,
+        [this, id, op, value](size_t) {
+          return self_->request(replicas_[0], caf::infinite,
+                                component_update_atom::value, id, op, value);
+        },
+        std::move(done), on_deadline::committed);
+    case update_target::split:
+      return gather_ok(
+        replicas_.size(), timeout,
+        [this, id, value](size_t i) {
+          return self_->request(replicas_[i], caf::infinite,
+                                component_split_atom::value, id, value);
+        },
+        std::move(done), on_deadline::committed);
+  }
+}
+
+void coordinator_state::local_values(caf::timespan timeout, uint64_t id,
+                                     reply_fn<std::vector<tensor>> done) {
+  auto left = remaining(timeout, "local_values");
+  if (!left)
+    return done(std::move(left.error()));
+  timeout = *left;
+  auto e = find(id);
+  if (!e)
+    return done(std::move(e.error()));
+  if ((*e)->writes_in_flight > 0)
+    return read_after_writes<std::vector<tensor>>(
+      **e, timeout,
+      [this, id, done](caf::timespan t) { local_values(t, id, done); }, done);
+  if (auto err = check_replicas())
+    return done(std::move(err));
+  // One host copy of every component.
+  auto& info = (*e)->info;
+  if (auto err = budget_.check(
+        saturating_mul(static_cast<uint64_t>(element_count(info.shape))
+                         * size_of(info.type),
+                       replicas_.size()),
+        "local_values of variable " + quote_name(info.name)))
+    return done(std::move(err));
+  gather<tensor>(
+    replicas_.size(), timeout,
+    [this, id](size_t i) {
+      return self_->request(replicas_[i], caf::infinite, component_read_atom::value,
+                            id);
+    },
+    std::move(done));
+}
+
+void coordinator_state::survivor_values(
+  caf::timespan timeout, uint64_t id,
+  reply_fn<std::vector<std::optional<tensor>>> done) {
+  auto left = remaining(timeout, "survivor_values");
+  if (!left)
+    return done(std::move(left.error()));
+  timeout = *left;
+  auto e = find(id);
+  if (!e)
+    return done(std::move(e.error()));
+  if ((*e)->writes_in_flight > 0)
+    return read_after_writes<std::vector<std::optional<tensor>>>(
+      **e, timeout,
+      [this, id, done](caf::timespan t) { survivor_values(t, id, done); },
+      done);
+  std::vector<size_t> live;
+  for (size_t i = 0; i < replicas_.size(); ++i)
+    if (!replica_failures_[i])
+      live.push_back(i);
+  auto n = replicas_.size();
+  gather<tensor>(
+    live.size(), timeout,
+    [this, id, live](size_t k) {
+      return self_->request(replicas_[live[k]], caf::infinite,
+                            component_read_atom::value, id);
+    },
+    [n, live, done](caf::expected<std::vector<tensor>> r) {
+      if (!r)
+        return done(std::move(r.error()));
+      std::vector<std::optional<tensor>> out(n);
+      for (size_t k = 0; k < live.size(); ++k)
+        out[live[k]] = std::move((*r)[k]);
+      done(std::move(out));
+    });
+}
+
+} // namespace varsync

@@ -1,0 +1,156 @@
+#pragma once
+// Internal to the coordinator's source files (actors/coordinator_*.cpp): small
+// helpers and the templates (gather, read_after_writes) that several of them
+// use.
+
+#include <atomic>
+#include <string>
+
+#include <caf/sec.hpp>
+
+#include "actors/coordinator_state.hpp"
+#include "varsync/error.hpp"
+
+namespace varsync {
+
+namespace coordinator_helpers {
+
+inline std::string quote_name(const std::string& s) {
+  return "'" + s + "'";
+}
+
+// Cross-replica reductions of values up to this size gather copies and
+// reduce on the coordinator: constant work, cheaper than a collective.
+constexpr size_t gather_threshold_bytes = 4096;
+
+inline bool small_enough_to_gather(const variable_info& info) {
+  return static_cast<size_t>(element_count(info.shape)) * size_of(info.type)
+         <= gather_threshold_bytes;
+}
+
+// Variable ids are unique in the process, so that a handle of one strategy
+// never addresses another strategy's variable.
+inline uint64_t next_variable_id() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+inline bool is_timeout(const caf::error& err) {
+  return err.category() == caf::atom("system")
+         && err.code() == static_cast<uint8_t>(caf::sec::request_timeout);
+}
+
+} // namespace coordinator_helpers
+
+template <class T, class Send>
+void coordinator_state::gather(size_t count, caf::timespan timeout, Send send,
+                               reply_fn<std::vector<T>> done,
+                               on_deadline late) {
+  struct state final : expirable {
+    coordinator_state* owner = nullptr;
+    on_deadline late = on_deadline::abandoned;
+    std::vector<T> values;
+    size_t pending = 0;
+    bool finished = false;
+    caf::error error;
+    reply_fn<std::vector<T>> done;
+    operation_deadlines::handle deadline;
+
+    void finish() {
+      finished = true;
+      if (error)
+        done(std::move(error));
+      else
+        done(std::move(values));
+    }
+
+    bool watched = false;
+
+    void finish_one() {
+      if (--pending > 0 || finished)
+        return;
+      if (watched)
+        owner->unwatch(deadline);
+      finish();
+    }
+
+    void expire() override {
+      if (finished)
+        return;
+      auto missing = std::to_string(pending) + " of "
+                     + std::to_string(values.size());
+      if (late == on_deadline::committed)
+        error = make_error(errc::committed_late,
+                           "the operation was committed and is applied to "
+                           "every live component, but "
+                             + missing
+                             + " replicas did not confirm it within the "
+                               "deadline");
+      else
+        error = make_error(errc::timeout,
+                           missing
+                             + " replicas did not answer within the "
+                               "deadline; the operation was abandoned before "
+                               "its commit point");
+      finish();
+    }
+  };
+  if (count == 0) {
+    done(std::vector<T>{});
+    return;
+  }
+  auto st = std::make_shared<state>();
+  st->owner = this;
+  st->late = late;
+  st->values.resize(count);
+  st->pending = count;
+  st->done = std::move(done);
+  if (timeout != caf::timespan::max()) { // max: no deadline
+    st->deadline = watch(timeout, st.get());
+    st->watched = true;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    send(i).then(
+      [st, i](T value) {
+        st->values[i] = std::move(value);
+        st->finish_one();
+      },
+      [this, st, i](caf::error& err) {
+        if (!st->error)
+          st->error = translate(err, i);
+        st->finish_one();
+      });
+  }
+}
+
+template <class Send>
+void coordinator_state::gather_ok(size_t count, caf::timespan timeout,
+                                  Send send, reply_fn<ok_atom> done,
+                                  on_deadline late) {
+  gather<ok_atom>(count, timeout, std::move(send),
+                  [done = std::move(done)](caf::expected<std::vector<ok_atom>> r) {
+                    if (r)
+                      done(ok_atom::value);
+                    else
+                      done(std::move(r.error()));
+                  },
+                  late);
+}
+
+template <class T>
+void coordinator_state::read_after_writes(
+  entry& e, caf::timespan timeout, std::function<void(caf::timespan)> rerun,
+  reply_fn<T> done) {
+  auto w = std::make_shared<pending_read>();
+  w->since = operation_deadlines::clock::now();
+  w->timeout = timeout;
+  w->rerun = std::move(rerun);
+  w->fail = [done](caf::error err) { done(std::move(err)); };
+  if (timeout != caf::timespan::max()) {
+    w->deadline = watch(timeout, w.get());
+    w->watched = true;
+  }
+  e.waiting_reads.push_back(std::move(w));
+}
+
+} // namespace varsync

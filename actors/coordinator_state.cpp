@@ -1,0 +1,231 @@
+// The coordinator: construction, shared helpers, read ordering (W8), deadlines
+// and admission (V3).
+
+#include "actors/coordinator_state.hpp"
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include <caf/actor_system.hpp>
+#include <caf/system_messages.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/send.hpp>
+
+#include "actors/collective_driver.hpp"
+#include "actors/actor_thread.hpp"
+#include "actors/replica_actor.hpp"
+#include "varsync/error.hpp"
+#include "core/logging.hpp"
+#include "sync/collective_path.hpp"
+#include "sync/distributed_reduce.hpp"
+#include "actors/coordinator_gather.hpp"
+
+namespace varsync {
+
+using namespace coordinator_helpers;
+
+coordinator_state::coordinator_state(self_pointer self,
+                                     std::vector<device_id> devices,
+                                     std::vector<replica_actor> replicas,
+                                     caf::timespan default_timeout,
+                                     std::optional<collective_driver_actor> driver,
+                                     std::string collective,
+                                     memory_budget budget,
+                                     size_t max_queued_operations,
+                                     size_t max_queued_bytes,
+                                     std::shared_ptr<std::atomic<uint64_t>>
+                                       local_adds_dropped)
+  : self_(self),
+    devices_(std::move(devices)),
+    replicas_(std::move(replicas)),
+    driver_(std::move(driver)),
+    collective_(std::move(collective)),
+    budget_(std::move(budget)),
+    replica_failures_(replicas_.size()),
+    default_timeout_(default_timeout),
+    max_queued_operations_(max_queued_operations),
+    max_queued_bytes_(max_queued_bytes),
+    local_adds_dropped_(std::move(local_adds_dropped)) {
+  if (!local_adds_dropped_)
+    local_adds_dropped_ = std::make_shared<std::atomic<uint64_t>>(0);
+  if (collective_.empty())
+    collective_ = describe_collective(devices_);
+}
+
+// -- helpers ------------------------------------------------------------------
+
+caf::expected<coordinator_state::entry*> coordinator_state::find(uint64_t id) {
+  auto i = entries_.find(id);
+  if (i == entries_.end() || !i->second.ready)
+    return make_error(errc::unknown_variable,
+                      "no variable with id " + std::to_string(id)
+                        + " exists in this strategy (destroyed, or never "
+                          "created)");
+  return &i->second;
+}
+
+caf::error coordinator_state::check_replicas() const {
+  for (size_t i = 0; i < replica_failures_.size(); ++i)
+    if (replica_failures_[i])
+      return make_error(errc::replica_failed,
+                        "replica " + std::to_string(i) + " ("
+                          + to_string(devices_[i])
+                          + ") has failed: " + varsync::describe(replica_failures_[i]));
+  return {};
+}
+
+caf::error coordinator_state::translate(const caf::error& err,
+                                        size_t replica) const {
+  if (err.category() == error_category)
+    return err;
+  auto who = "replica " + std::to_string(replica) + " ("
+             + to_string(devices_[replica]) + ")";
+  if (is_timeout(err))
+    return make_error(errc::timeout,
+                      who + " did not answer within the call's deadline");
+  return make_error(errc::replica_failed,
+                    who + " failed: " + self_->system().render(err));
+}
+
+uint64_t coordinator_state::host_copies_bytes(uint64_t nbytes) const {
+  uint64_t out = 0;
+  for (auto& d : devices_)
+    if (d.kind == device_kind::host)
+      out = saturating_add(out, host_component_footprint(nbytes));
+  return out;
+}
+
+caf::expected<caf::timespan>
+coordinator_state::remaining(caf::timespan timeout, const char* what) const {
+  if (timeout == caf::timespan::max() || queued_for_.count() == 0)
+    return timeout;
+  if (queued_for_ >= timeout)
+    return make_error(errc::timeout,
+                      std::string{what} + " waited "
+                        + std::to_string(std::chrono::duration_cast<
+                                           std::chrono::milliseconds>(queued_for_)
+                                           .count())
+                        + " ms for admission behind other operations, past "
+                          "its deadline; it was not started, nothing was "
+                          "changed");
+  return timeout - queued_for_;
+}
+
+void coordinator_state::pending_read::expire() {
+  if (finished)
+    return;
+  finished = true;
+  fail(make_error(errc::timeout,
+                  "the read waited for writes of the variable that were "
+                  "issued before it and are not yet confirmed by every "
+                  "replica, past its deadline; nothing was changed"));
+}
+
+void coordinator_state::write_done(uint64_t id) {
+  auto i = entries_.find(id);
+  if (i == entries_.end())
+    return;
+  if (i->second.writes_in_flight > 0 && --i->second.writes_in_flight == 0)
+    flush_reads(i->second);
+}
+
+void coordinator_state::flush_reads(entry& e) {
+  auto reads = std::move(e.waiting_reads);
+  e.waiting_reads.clear();
+  auto now = operation_deadlines::clock::now();
+  for (auto& w : reads) {
+    if (w->finished)
+      continue;
+    w->finished = true;
+    if (w->watched)
+      unwatch(w->deadline);
+    auto left = w->timeout;
+    if (left != caf::timespan::max()) {
+      auto waited = std::chrono::duration_cast<caf::timespan>(now - w->since);
+      if (waited >= left) {
+        w->fail(make_error(errc::timeout,
+                           "the read waited for earlier writes of the "
+                           "variable past its deadline; nothing was "
+                           "changed"));
+        continue;
+      }
+      left -= waited;
+    }
+    w->rerun(left);
+  }
+}
+
+operation_deadlines::handle coordinator_state::watch(caf::timespan timeout,
+                                                     expirable* op) {
+  auto deadline = operation_deadlines::clock::now()
+                  + std::chrono::duration_cast<
+                    operation_deadlines::clock::duration>(timeout);
+  auto h = deadlines_.add(deadline, op);
+  if (!tick_at_ || deadline < *tick_at_) {
+    tick_at_ = deadline;
+    auto delay = deadline - operation_deadlines::clock::now();
+    if (delay < std::chrono::milliseconds(1))
+      delay = std::chrono::milliseconds(1);
+    self_->delayed_send(self_, delay, deadline_atom::value);
+  }
+  return h;
+}
+
+void coordinator_state::on_deadline_tick() {
+  auto now = operation_deadlines::clock::now();
+  if (tick_at_ && *tick_at_ > now)
+    return; // an earlier tick that a nearer deadline superseded
+  tick_at_.reset();
+  deadlines_.expire_due(now);
+  if (auto next = deadlines_.next()) {
+    tick_at_ = *next;
+    auto delay = *next - now;
+    if (delay < std::chrono::milliseconds(1))
+      delay = std::chrono::milliseconds(1);
+    self_->delayed_send(self_, delay, deadline_atom::value);
+  }
+}
+
+// -- admission -----------------------------------------------------------------
+
+caf::error coordinator_state::refuse_if_full(size_t bytes) const {
+  if (in_flight_ < max_in_flight && waiting_.empty())
+    return {}; // runs at once
+  if (waiting_.size() >= max_queued_operations_)
+    return make_error(errc::overloaded,
+                      "refused: " + std::to_string(waiting_.size())
+                        + " requests already wait for the coordinator "
+                          "(max_queued_operations); nothing was changed, "
+                          "retry later");
+  // A request larger than the bound alone still waits in an empty queue.
+  if (!waiting_.empty() && queued_bytes_ + bytes > max_queued_bytes_)
+    return make_error(errc::overloaded,
+                      "refused: the requests waiting for the coordinator "
+                      "hold "
+                        + std::to_string(queued_bytes_)
+                        + " bytes of tensors (max_queued_bytes "
+                        + std::to_string(max_queued_bytes_)
+                        + "); nothing was changed, retry later");
+  return {};
+}
+
+void coordinator_state::release_slot() {
+  --in_flight_;
+  if (draining_)
+    return; // the loop below, further up the stack, starts the next one
+  draining_ = true;
+  while (in_flight_ < max_in_flight && !waiting_.empty()) {
+    auto next = std::move(waiting_.front());
+    waiting_.pop_front();
+    queued_bytes_ -= next.bytes;
+    ++in_flight_;
+    queued_for_ = std::chrono::duration_cast<caf::timespan>(
+      operation_deadlines::clock::now() - next.since);
+    next.run();
+    queued_for_ = caf::timespan{0};
+  }
+  draining_ = false;
+}
+
+} // namespace varsync

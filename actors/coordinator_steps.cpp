@@ -1,0 +1,307 @@
+// The coordinator: replica steps, all_reduce and host collectives.
+
+#include "actors/coordinator_state.hpp"
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include <caf/actor_system.hpp>
+#include <caf/system_messages.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/send.hpp>
+
+#include "actors/collective_driver.hpp"
+#include "actors/actor_thread.hpp"
+#include "actors/replica_actor.hpp"
+#include "varsync/error.hpp"
+#include "core/logging.hpp"
+#include "sync/collective_path.hpp"
+#include "sync/distributed_reduce.hpp"
+#include "actors/coordinator_gather.hpp"
+
+namespace varsync {
+
+using namespace coordinator_helpers;
+
+// -- replica steps ----------------------------------------------------------------
+
+void coordinator_state::run(caf::timespan timeout, replica_step_ptr step,
+                            reply_fn<ok_atom> done) {
+  auto left = remaining(timeout, "run");
+  if (!left)
+    return done(std::move(left.error()));
+  timeout = *left;
+  if (!step)
+    return done(make_error(errc::invalid_argument, "run: no step function"));
+  if (auto err = check_replicas())
+    return done(std::move(err));
+  gather<step_report>(
+    replicas_.size(), timeout,
+    [this, step](size_t i) {
+      return self_->request(replicas_[i], caf::infinite, step_atom::value, step);
+    },
+    [this, timeout, done = std::move(done)](
+      caf::expected<std::vector<step_report>> reports) mutable {
+      if (!reports)
+        return done(std::move(reports.error()));
+      finish_step(timeout, *reports, std::move(done));
+    });
+}
+
+void coordinator_state::finish_step(caf::timespan timeout,
+                                    std::vector<step_report>& reports,
+                                    reply_fn<ok_atom> done) {
+  // W6: every replica must issue the same sequence of ON_WRITE updates.
+  auto& first = reports[0].updates;
+  auto name_of = [this](uint64_t id) {
+    auto i = entries_.find(id);
+    return i == entries_.end() ? "#" + std::to_string(id)
+                               : quote_name(i->second.info.name);
+  };
+  for (size_t r = 1; r < reports.size(); ++r) {
+    auto& mine = reports[r].updates;
+    auto n = std::min(first.size(), mine.size());
+    for (size_t k = 0; k < n; ++k)
+      if (mine[k].variable_id != first[k].variable_id
+          || mine[k].op != first[k].op)
+        return done(make_error(
+          errc::mismatched_replica_updates,
+          "update " + std::to_string(k) + " of the step: replica 0 issued "
+            + std::string{to_string(first[k].op)} + " on "
+            + name_of(first[k].variable_id) + " but replica "
+            + std::to_string(r) + " issued "
+            + std::string{to_string(mine[k].op)} + " on "
+            + name_of(mine[k].variable_id)
+            + "; no on_write update of the step was applied"));
+    if (mine.size() != first.size())
+      return done(make_error(
+        errc::mismatched_replica_updates,
+        "replica 0 issued " + std::to_string(first.size())
+          + " on_write updates in the step but replica " + std::to_string(r)
+          + " issued " + std::to_string(mine.size())
+          + "; no on_write update of the step was applied"));
+  }
+  if (first.empty())
+    return done(ok_atom::value);
+  // V4: reports of remote replicas are checked like any message.
+  for (auto& u : first)
+    if (!is_valid(u.op)) {
+      auto i = entries_.find(u.variable_id);
+      return done(check_update_op(
+        u.op, i == entries_.end() ? "#" + std::to_string(u.variable_id)
+                                  : i->second.info.name));
+    }
+  // One fused collective applies every update of the step, in issue order.
+  auto plan = std::make_shared<collective_plan>();
+  plan->num_replicas = num_replicas();
+  for (size_t k = 0; k < first.size(); ++k) {
+    auto e = find(first[k].variable_id);
+    if (!e)
+      return done(std::move(e.error()));
+    auto rule = (*e)->policy->combine_contributions((*e)->info);
+    auto& item = plan->add_item();
+    item.variable_id = first[k].variable_id;
+    item.type = (*e)->info.type;
+    item.count = element_count((*e)->info.shape);
+    item.rop = rule.op;
+    item.first_only = rule.first_only;
+    item.require_equal = rule.require_equal;
+    item.uop = first[k].op;
+    item.source = collective_source::contributions;
+    item.target = collective_target::components;
+    item.mirrored = (*e)->info.sync == synchronization::on_write;
+    for (auto& report : reports)
+      item.contributions.push_back(std::move(report.updates[k].value));
+    for (size_t r = 0; r < item.contributions.size(); ++r)
+      item.inputs[r] = item.contributions[r].raw();
+  }
+  run_collective(timeout, plan, std::move(done));
+}
+
+void coordinator_state::all_reduce(caf::timespan timeout, reduce_op op,
+                                   std::vector<std::vector<tensor>> values,
+                                   reply_fn<std::vector<tensor>> done) {
+  auto left = remaining(timeout, "all_reduce");
+  if (!left)
+    return done(std::move(left.error()));
+  timeout = *left;
+  if (auto err = check_reduce_op(op, "all_reduce"))
+    return done(std::move(err));
+  auto plan = std::make_shared<collective_plan>();
+  plan->num_replicas = num_replicas();
+  for (size_t k = 0; k < values.size(); ++k) {
+    auto& group = values[k];
+    auto where = "all_reduce value " + std::to_string(k);
+    if (group.size() != replicas_.size())
+      return done(make_error(errc::invalid_argument,
+                             where + ": expected "
+                               + std::to_string(replicas_.size())
+                               + " per-replica values but got "
+                               + std::to_string(group.size())));
+    for (size_t r = 1; r < group.size(); ++r) {
+      if (group[r].type() != group[0].type())
+        return done(make_error(errc::dtype_mismatch,
+                               where + ": replica " + std::to_string(r)
+                                 + " has dtype "
+                                 + std::string{to_string(group[r].type())}
+                                 + " but replica 0 has "
+                                 + std::string{to_string(group[0].type())}));
+      if (group[r].shape() != group[0].shape())
+        return done(make_error(errc::shape_mismatch,
+                               where + ": replica " + std::to_string(r)
+                                 + " has shape " + to_string(group[r].shape())
+                                 + " but replica 0 has "
+                                 + to_string(group[0].shape())));
+    }
+    if (op == reduce_op::mean && !is_floating(group[0].type()))
+      return done(make_error(errc::invalid_argument,
+                             where + ": mean of "
+                               + std::string{to_string(group[0].type())}
+                               + " values needs conversion to float64 first"));
+  }
+  // The outputs, sized by the caller's values, before any is allocated.
+  uint64_t output_bytes = 0;
+  for (auto& group : values)
+    output_bytes = saturating_add(output_bytes, group[0].nbytes());
+  if (auto err = budget_.check(output_bytes,
+                               "all_reduce of " + std::to_string(values.size())
+                                 + " values"))
+    return done(std::move(err));
+  for (auto& group : values) {
+    auto& item = plan->add_item();
+    item.type = group[0].type();
+    item.count = group[0].size();
+    item.rop = op;
+    item.source = collective_source::contributions;
+    item.target = collective_target::output;
+    item.contributions = std::move(group);
+    for (size_t r = 0; r < item.contributions.size(); ++r)
+      item.inputs[r] = item.contributions[r].raw();
+    item.result = tensor::empty(item.type, item.contributions[0].shape());
+    item.output = item.result.mutable_raw();
+  }
+  if (plan->items.empty())
+    return done(std::vector<tensor>{});
+  if (auto err = check_replicas())
+    return done(std::move(err));
+  run_collective(timeout, plan, [plan, done](caf::expected<ok_atom> r) {
+    if (!r)
+      return done(std::move(r.error()));
+    std::vector<tensor> out;
+    for (auto& item : plan->items)
+      out.push_back(std::move(item.result));
+    done(std::move(out));
+  });
+}
+
+// -- host collectives -----------------------------------------------------------
+
+void coordinator_state::run_collective(caf::timespan timeout,
+                                       std::shared_ptr<collective_plan> plan,
+                                       reply_fn<ok_atom> done) {
+  if (collective_running_) {
+    // The deadline runs while the collective waits for the one before it.
+    auto since = operation_deadlines::clock::now();
+    pending_collectives_.emplace_back(
+      [this, since, timeout, plan, done = std::move(done)]() mutable {
+        auto left = timeout;
+        if (timeout != caf::timespan::max()) {
+          auto waited = std::chrono::duration_cast<caf::timespan>(
+            operation_deadlines::clock::now() - since);
+          if (waited >= timeout) {
+            // Not entered: abandoned on every replica, nothing changed.
+            done(make_error(errc::timeout,
+                            "the collective waited for earlier collectives "
+                            "past its deadline; it was not started, nothing "
+                            "was changed"));
+            return finish_collective();
+          }
+          left = timeout - waited;
+        }
+        start_collective(left, std::move(plan), std::move(done));
+      });
+    return;
+  }
+  start_collective(timeout, std::move(plan), std::move(done));
+}
+
+void coordinator_state::start_collective(caf::timespan timeout,
+                                         std::shared_ptr<collective_plan> plan,
+                                         reply_fn<ok_atom> done) {
+  collective_running_ = true;
+  auto leave_and_finish = [this, done](caf::expected<ok_atom> r) {
+    if (r)
+      ++collectives_run_;
+    for (auto& replica : replicas_)
+      self_->send(replica, collective_leave_atom::value);
+    done(std::move(r));
+    finish_collective();
+  };
+  if (auto err = check_replicas())
+    return leave_and_finish(std::move(err));
+  if (driver_) // the replicas publish their step-done events at enter
+    plan->ready_events.assign(replicas_.size(), nullptr);
+  gather<int64_t>(
+    replicas_.size(), timeout,
+    [this, plan](size_t i) {
+      return self_->request(replicas_[i], caf::infinite,
+                            collective_enter_atom::value, plan);
+    },
+    [this, timeout, plan, leave_and_finish](
+      caf::expected<std::vector<int64_t>> votes) {
+      if (!votes)
+        return leave_and_finish(std::move(votes.error()));
+      for (size_t r = 0; r < votes->size(); ++r) {
+        auto k = (*votes)[r];
+        if (k < 0)
+          continue;
+        auto i = entries_.find(plan->items[static_cast<size_t>(k)].variable_id);
+        auto name = i == entries_.end() ? std::string{"?"}
+                                        : quote_name(i->second.info.name);
+        return leave_and_finish(make_error(
+          errc::aggregation_required,
+          "variable " + name
+            + " has aggregation none, but replica " + std::to_string(r)
+            + " contributed a value that differs from replica 0's; give the "
+              "variable an aggregation (sum, mean, only_first_replica) or "
+              "contribute equal values. No update of the step was applied"));
+      }
+      // The work phase is memory work that cannot be interrupted halfway:
+      // it runs to completion (a dead replica still fails it at once).
+      if (driver_) {
+        // One place issues the work of every replica (NCCL needs the calls
+        // of all local ranks in one group).
+        self_->request(*driver_, caf::infinite, collective_work_atom::value,
+                       plan)
+          .then([leave_and_finish](ok_atom) { leave_and_finish(ok_atom::value); },
+                [this, leave_and_finish](caf::error& err) {
+                  if (err.category() == error_category)
+                    return leave_and_finish(std::move(err));
+                  leave_and_finish(make_error(
+                    errc::device_error,
+                    "the device collective failed: "
+                      + self_->system().render(err)));
+                });
+        return;
+      }
+      gather_ok(
+        replicas_.size(), caf::timespan::max(),
+        [this, plan](size_t i) {
+          return self_->request(replicas_[i], caf::infinite,
+                                collective_work_atom::value, plan);
+        },
+        leave_and_finish);
+    });
+}
+
+void coordinator_state::finish_collective() {
+  collective_running_ = false;
+  if (!pending_collectives_.empty()) {
+    auto next = std::move(pending_collectives_.front());
+    pending_collectives_.pop_front();
+    next();
+  }
+}
+
+} // namespace varsync
