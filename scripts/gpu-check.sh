@@ -264,7 +264,13 @@ if [[ $failed -eq 0 ]]; then
 fi
 
 # --- Report -------------------------------------------------------------------
-python3 - "$report_dir" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+# The checkout's HEAD, and whether files differ from it (a copied working
+# tree may carry a .git that is older than its files).
+commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+if [[ "$commit" != unknown ]] && ! git diff --quiet HEAD -- 2>/dev/null; then
+  commit+=" plus uncommitted changes"
+fi
+python3 - "$report_dir" "$commit" \
   "$(nvcc --version | tail -n1)" <<'EOF'
 import json, os, sys
 report, commit, nvcc = sys.argv[1:4]
