@@ -156,7 +156,7 @@ void coordinator_state::update(caf::timespan timeout, uint64_t id,
         item.uop = op;
         item.source = collective_source::contributions;
         item.target = collective_target::components;
-        item.mirrored = info.sync == synchronization::on_write;
+        item.mirrored = policy_for(info.sync).mirrored();
         item.contributions.assign(replicas_.size(), value);
         for (size_t r = 0; r < item.contributions.size(); ++r)
           item.inputs[r] = item.contributions[r].raw();

@@ -19,6 +19,7 @@
 #include "sync/collective_path.hpp"
 #include "sync/distributed_reduce.hpp"
 #include "actors/coordinator_gather.hpp"
+#include "sync/step_rules.hpp"
 
 namespace varsync {
 
@@ -52,36 +53,14 @@ void coordinator_state::run(caf::timespan timeout, replica_step_ptr step,
 void coordinator_state::finish_step(caf::timespan timeout,
                                     std::vector<step_report>& reports,
                                     reply_fn<ok_atom> done) {
-  // W6: every replica must issue the same sequence of ON_WRITE updates.
-  auto& first = reports[0].updates;
   auto name_of = [this](uint64_t id) {
     auto i = entries_.find(id);
     return i == entries_.end() ? "#" + std::to_string(id)
                                : quote_name(i->second.info.name);
   };
-  for (size_t r = 1; r < reports.size(); ++r) {
-    auto& mine = reports[r].updates;
-    auto n = std::min(first.size(), mine.size());
-    for (size_t k = 0; k < n; ++k)
-      if (mine[k].variable_id != first[k].variable_id
-          || mine[k].op != first[k].op)
-        return done(make_error(
-          errc::mismatched_replica_updates,
-          "update " + std::to_string(k) + " of the step: replica 0 issued "
-            + std::string{to_string(first[k].op)} + " on "
-            + name_of(first[k].variable_id) + " but replica "
-            + std::to_string(r) + " issued "
-            + std::string{to_string(mine[k].op)} + " on "
-            + name_of(mine[k].variable_id)
-            + "; no on_write update of the step was applied"));
-    if (mine.size() != first.size())
-      return done(make_error(
-        errc::mismatched_replica_updates,
-        "replica 0 issued " + std::to_string(first.size())
-          + " on_write updates in the step but replica " + std::to_string(r)
-          + " issued " + std::to_string(mine.size())
-          + "; no on_write update of the step was applied"));
-  }
+  if (auto err = check_same_updates(reports, name_of))
+    return done(std::move(err));
+  auto& first = reports[0].updates;
   if (first.empty())
     return done(ok_atom::value);
   // V4: reports of remote replicas are checked like any message.
@@ -110,7 +89,7 @@ void coordinator_state::finish_step(caf::timespan timeout,
     item.uop = first[k].op;
     item.source = collective_source::contributions;
     item.target = collective_target::components;
-    item.mirrored = (*e)->info.sync == synchronization::on_write;
+    item.mirrored = (*e)->policy->mirrored();
     for (auto& report : reports)
       item.contributions.push_back(std::move(report.updates[k].value));
     for (size_t r = 0; r < item.contributions.size(); ++r)

@@ -306,9 +306,8 @@ caf::expected<stored_value> find_stored(const st::decoded_file& file,
 } // namespace
 
 bool is_per_component(const variable& v) {
-  return v.synchronization() == synchronization::none
-         || (v.synchronization() == synchronization::on_read
-             && v.aggregation() == aggregation::none);
+  return policy_for(v.synchronization()).checkpoint_layout(v.info())
+         == checkpoint_entries::per_component;
 }
 
 std::string component_entry_name(const std::string& variable, int r) {
@@ -400,25 +399,24 @@ caf::error add_variable(const strategy& s, const variable& v,
     }
   if (present.empty())
     return lost("no component survives");
-  if (v.synchronization() != synchronization::on_read) {
-    // on_write: every live component holds the value (W7).
+  auto rule = policy_for(v.synchronization()).survivors(v.info());
+  if (rule.kind == survivor_rule::any_component) {
     tensors.push_back({name, std::move(present.front())});
     return {};
   }
-  if (v.aggregation() == aggregation::only_first_replica) {
+  if (rule.kind == survivor_rule::component_0) {
     if (!live[0])
-      return lost("only_first_replica reads replica 0, which is lost");
+      return lost(std::string{to_string(v.aggregation())}
+                  + " reads replica 0, which is lost");
     tensors.push_back({name, std::move(*live[0])});
     return {};
   }
-  // sum / mean: the value depends on the lost components.
+  // An aggregation: the value depends on the lost components.
   if (!survivors->aggregate_survivors)
     return lost("its value is unknown; set "
                 "survivor_options::aggregate_survivors to store the "
                 "aggregation of the surviving components only");
-  auto op = v.aggregation() == aggregation::mean ? reduce_op::mean
-                                                 : reduce_op::sum;
-  auto value = reduce_values(op, present);
+  auto value = reduce_values(rule.op, present);
   if (!value)
     return value.error();
   meta[name + ".survivors_only"] = "true";

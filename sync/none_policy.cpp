@@ -41,4 +41,15 @@ contribution_rule none_policy::combine_contributions(const variable_info&)
   return {};
 }
 
+// K1: components are independent (N1): each is stored.
+checkpoint_entries none_policy::checkpoint_layout(const variable_info&)
+  const {
+  return checkpoint_entries::per_component;
+}
+
+// Never asked: per_component variables save their live components.
+survivor_rule none_policy::survivors(const variable_info&) const {
+  return {survivor_rule::any_component};
+}
+
 } // namespace varsync

@@ -51,4 +51,22 @@ contribution_rule on_read_policy::combine_contributions(const variable_info&)
   return {};
 }
 
+// K1: without aggregation there is no cross-replica value; each component
+// is stored.
+checkpoint_entries
+on_read_policy::checkpoint_layout(const variable_info& info) const {
+  return info.agg == aggregation::none ? checkpoint_entries::per_component
+                                       : checkpoint_entries::one_value;
+}
+
+// K6: the value is an aggregation of components, so it depends on the lost
+// ones unless it reads component 0 only.
+survivor_rule on_read_policy::survivors(const variable_info& info) const {
+  if (info.agg == aggregation::only_first_replica)
+    return {survivor_rule::component_0};
+  return {survivor_rule::aggregate, info.agg == aggregation::mean
+                                      ? reduce_op::mean
+                                      : reduce_op::sum};
+}
+
 } // namespace varsync

@@ -19,6 +19,10 @@ public:
   bool collective_replica_updates() const override { return false; }
   contribution_rule
   combine_contributions(const variable_info& info) const override;
+  bool mirrored() const override { return false; }
+  checkpoint_entries
+  checkpoint_layout(const variable_info& info) const override;
+  survivor_rule survivors(const variable_info& info) const override;
 };
 
 } // namespace varsync

@@ -31,4 +31,14 @@ on_write_policy::combine_contributions(const variable_info& info) const {
   return {reduce_op::sum, true, true};
 }
 
+checkpoint_entries on_write_policy::checkpoint_layout(const variable_info&)
+  const {
+  return checkpoint_entries::one_value;
+}
+
+// K6: every live component holds the value (W7).
+survivor_rule on_write_policy::survivors(const variable_info&) const {
+  return {survivor_rule::any_component};
+}
+
 } // namespace varsync

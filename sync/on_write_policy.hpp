@@ -20,6 +20,10 @@ public:
   bool collective_replica_updates() const override { return true; }
   contribution_rule
   combine_contributions(const variable_info& info) const override;
+  bool mirrored() const override { return true; }
+  checkpoint_entries
+  checkpoint_layout(const variable_info& info) const override;
+  survivor_rule survivors(const variable_info& info) const override;
 };
 
 } // namespace varsync

@@ -52,6 +52,31 @@ struct contribution_rule {
   bool require_equal = false;
 };
 
+/// How a checkpoint stores a variable (K1).
+enum class checkpoint_entries : uint8_t {
+  /// One tensor: the cross-replica value.
+  one_value,
+  /// One tensor per component ("<name>/replica_<r>"): there is no single
+  /// cross-replica value to store.
+  per_component,
+};
+
+/// What save_survivors stores for a one_value variable when components are
+/// lost (K6).
+struct survivor_rule {
+  enum kind_t : uint8_t {
+    /// Any live component: they all hold the value.
+    any_component,
+    /// Component 0, which must be live.
+    component_0,
+    /// The reduction `op` of the live components, only when the caller asks
+    /// for it: the value the lost components would have given is unknown.
+    aggregate,
+  };
+  kind_t kind = any_component;
+  reduce_op op = reduce_op::sum;
+};
+
 class sync_policy {
 public:
   virtual ~sync_policy() = default;
@@ -78,6 +103,19 @@ public:
   /// The combination of contributions (only for collective updates).
   virtual contribution_rule combine_contributions(const variable_info& info)
     const = 0;
+
+  /// True if every component holds the same value at all times (W7): a
+  /// collective may compute a new value from one component and store it in
+  /// all, and any live component stands for the variable.
+  virtual bool mirrored() const = 0;
+
+  /// How a checkpoint stores the variable (K1).
+  virtual checkpoint_entries checkpoint_layout(const variable_info& info)
+    const = 0;
+
+  /// What save_survivors stores for it when components are lost (K6); only
+  /// asked for one_value variables.
+  virtual survivor_rule survivors(const variable_info& info) const = 0;
 };
 
 /// C1: `auto` resolves to `on_write` in a mirrored strategy.

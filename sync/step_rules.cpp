@@ -1,0 +1,41 @@
+#include "sync/step_rules.hpp"
+
+#include <algorithm>
+
+#include "varsync/error.hpp"
+
+namespace varsync {
+
+caf::error
+check_same_updates(const std::vector<step_report>& reports,
+                   const std::function<std::string(uint64_t)>& name_of) {
+  if (reports.empty())
+    return {};
+  auto& first = reports[0].updates;
+  for (size_t r = 1; r < reports.size(); ++r) {
+    auto& mine = reports[r].updates;
+    auto n = std::min(first.size(), mine.size());
+    for (size_t k = 0; k < n; ++k)
+      if (mine[k].variable_id != first[k].variable_id
+          || mine[k].op != first[k].op)
+        return make_error(
+          errc::mismatched_replica_updates,
+          "update " + std::to_string(k) + " of the step: replica 0 issued "
+            + std::string{to_string(first[k].op)} + " on "
+            + name_of(first[k].variable_id) + " but replica "
+            + std::to_string(r) + " issued "
+            + std::string{to_string(mine[k].op)} + " on "
+            + name_of(mine[k].variable_id)
+            + "; no on_write update of the step was applied");
+    if (mine.size() != first.size())
+      return make_error(
+        errc::mismatched_replica_updates,
+        "replica 0 issued " + std::to_string(first.size())
+          + " on_write updates in the step but replica " + std::to_string(r)
+          + " issued " + std::to_string(mine.size())
+          + "; no on_write update of the step was applied");
+  }
+  return {};
+}
+
+} // namespace varsync
