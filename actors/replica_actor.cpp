@@ -515,10 +515,11 @@ private:
     // (integer items only).
     if (mismatch < 0) {
       caf::error copy_failed;
-      std::vector<tensor> copies;
+      std::vector<tensor> copies; // device components only
       auto component_of = [&](const collective_item& item) -> const void* {
-        auto c = host_copy(item.components[rank], item.type, item.count,
-                           !host_memory_);
+        if (host_memory_)
+          return item.components[rank];
+        auto c = host_copy(item.components[rank], item.type, item.count, true);
         if (!c) {
           copy_failed = std::move(c.error());
           return nullptr;

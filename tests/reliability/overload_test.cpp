@@ -64,6 +64,18 @@ struct outcomes {
   }
 };
 
+// Fires `n` async assign_adds of `x` without waiting; each outcome goes to
+// `out` with the time it was sent.
+template <class X>
+void fire_adds(const async_strategy& api, const variable& v, const X& x, int n,
+               outcomes& out) {
+  for (int i = 0; i < n; ++i) {
+    auto sent = clock_type::now();
+    api.update(v, update_op::assign_add, x,
+               [&out, sent](caf::error err) { out.add(err, sent); });
+  }
+}
+
 } // namespace
 
 TEST_CASE("V3: async calls beyond max_queued_operations are refused at once "
@@ -78,11 +90,7 @@ TEST_CASE("V3: async calls beyond max_queued_operations are refused at once "
   constexpr int n = 1000;
   outcomes out;
   auto api = s.async();
-  for (int i = 0; i < n; ++i) {
-    auto sent = clock_type::now();
-    api.update(v, update_op::assign_add, 1.0,
-               [&out, sent](caf::error err) { out.add(err, sent); });
-  }
+  fire_adds(api, v, 1.0, n, out);
   // While 16 are outstanding, a blocking call is refused too, at once.
   auto t0 = clock_type::now();
   auto blocked = s.assign_add(v, 1.0);
@@ -124,11 +132,7 @@ TEST_CASE("V3: calls are refused by their tensor bytes beyond "
   constexpr int n = 200;
   outcomes out;
   auto api = s.async();
-  for (int i = 0; i < n; ++i) {
-    auto sent = clock_type::now();
-    api.update(v, update_op::assign_add, one,
-               [&out, sent](caf::error err) { out.add(err, sent); });
-  }
+  fire_adds(api, v, one, n, out);
   REQUIRE(out.wait_for(n, 60s));
   CHECK(out.other == 0);
   CHECK(out.refused > 0);
@@ -156,11 +160,7 @@ TEST_CASE("V3: overload bounds come from the actor system config",
   constexpr int n = 100;
   outcomes out;
   auto api = s.async();
-  for (int i = 0; i < n; ++i) {
-    auto sent = clock_type::now();
-    api.update(v, update_op::assign_add, 1.0,
-               [&out, sent](caf::error err) { out.add(err, sent); });
-  }
+  fire_adds(api, v, 1.0, n, out);
   REQUIRE(out.wait_for(n, 60s));
   CHECK(out.other == 0);
   CHECK(out.refused >= n - 20);
