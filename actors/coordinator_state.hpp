@@ -253,6 +253,8 @@ private:
   std::optional<operation_deadlines::clock::time_point> tick_at_;
   bool collective_running_ = false;
   uint64_t collectives_run_ = 0;
+  /// The number of the last step sent to the replicas.
+  uint64_t steps_started_ = 0;
   std::deque<std::function<void()>> pending_collectives_;
 };
 

@@ -37,10 +37,21 @@ void coordinator_state::run(caf::timespan timeout, replica_step_ptr step,
     return done(make_error(errc::invalid_argument, "run: no step function"));
   if (auto err = check_replicas())
     return done(std::move(err));
+  const uint64_t seq = ++steps_started_;
+  if (driver_) {
+    // Device replicas may keep contributions in staging buffers until the
+    // step is over, whatever its outcome (host replicas never do).
+    done = [this, seq, done = std::move(done)](caf::expected<ok_atom> r) {
+      for (auto& replica : replicas_)
+        self_->send(replica, step_release_atom::value, seq);
+      done(std::move(r));
+    };
+  }
   gather<step_report>(
     replicas_.size(), timeout,
-    [this, step](size_t i) {
-      return self_->request(replicas_[i], caf::infinite, step_atom::value, step);
+    [this, seq, step](size_t i) {
+      return self_->request(replicas_[i], caf::infinite, step_atom::value, seq,
+                            step);
     },
     [this, timeout, done = std::move(done)](
       caf::expected<std::vector<step_report>> reports) mutable {
@@ -90,10 +101,15 @@ void coordinator_state::finish_step(caf::timespan timeout,
     item.source = collective_source::contributions;
     item.target = collective_target::components;
     item.mirrored = (*e)->policy->mirrored();
-    for (auto& report : reports)
+    for (auto& report : reports) {
+      item.staged[item.contributions.size()] = report.updates[k].staged;
       item.contributions.push_back(std::move(report.updates[k].value));
+    }
+    // Staged contributions are in device memory: their replica publishes
+    // the pointer at enter.
     for (size_t r = 0; r < item.contributions.size(); ++r)
-      item.inputs[r] = item.contributions[r].raw();
+      if (item.staged[r] == 0)
+        item.inputs[r] = item.contributions[r].raw();
   }
   run_collective(timeout, plan, std::move(done));
 }

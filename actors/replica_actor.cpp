@@ -27,6 +27,19 @@ namespace varsync {
 
 namespace {
 
+size_t nbytes_of(const variable_info& info) {
+  return static_cast<size_t>(element_count(info.shape)) * size_of(info.type);
+}
+
+/// One ON_WRITE contribution kept in the replica's device memory.
+struct staging_buffer {
+  void* data = nullptr;
+  size_t nbytes = 0;
+  uint64_t step = 0;     // the coordinator's number of the step that made it
+  bool recorded = false; // passed to update_from_device
+  tensor host;           // host replicas: the buffer
+};
+
 struct component {
   variable_info info;
   const sync_policy* policy = nullptr;
@@ -48,6 +61,9 @@ public:
   ~replica_state() override {
     for (auto& [id, c] : components_)
       device_->release(c.data);
+    for (auto& [id, b] : staged_)
+      if (b.host.size() == 0 && b.data != nullptr)
+        device_->release(b.data);
   }
 
   replica_actor::behavior_type make_behavior();
@@ -100,20 +116,43 @@ public:
     auto& comp = **c;
     if (auto err = check_update_op(op, comp.info.name))
       return record_failure(std::move(err));
-    if (comp.policy->collective_replica_updates()) {
-      // The contribution joins the step's collective as a host tensor: one
-      // device-to-host copy on the replica's stream (after the step's
-      // kernels), named "device contributions staged through host memory" in
-      // docs/cuda.md.
-      auto value = device_->download(data, comp.info.type, comp.info.shape);
-      if (!value)
-        return record_failure(std::move(value.error()));
-      return update(v, op, *value);
-    }
+    if (comp.policy->collective_replica_updates())
+      return contribute_from_device(comp, op, data);
     if (auto err = check_overflow(comp, op, data, !host_memory_))
       return record_failure(std::move(err));
     return device_->apply_local(comp.data, op, comp.info.type, data,
                                 element_count(comp.info.shape));
+  }
+
+  caf::expected<device_view>
+  contribution_buffer(const variable_info& v) override {
+    auto c = find(v.id, v.name);
+    if (!c)
+      return std::move(c.error());
+    auto& comp = **c;
+    if (!comp.policy->collective_replica_updates() || recording_ == nullptr)
+      return make_error(errc::invalid_argument,
+                        "variable '" + comp.info.name + "' is "
+                          + std::string{to_string(comp.info.sync)}
+                          + ": contribution_buffer is for on_write variables "
+                            "in a replica step (other updates apply in place: "
+                            "pass any buffer to update_from_device)");
+    staging_buffer b;
+    b.step = current_step_;
+    b.nbytes = nbytes_of(comp.info);
+    if (host_memory_) {
+      b.host = tensor::empty(comp.info.type, comp.info.shape);
+      b.data = b.host.mutable_raw();
+    } else {
+      auto mem = device_->allocate(b.nbytes);
+      if (!mem)
+        return std::move(mem.error());
+      b.data = *mem;
+    }
+    void* data = b.data;
+    staged_.emplace(next_staged_id_++, std::move(b));
+    return device_view{comp.info.type, &comp.info.shape, data,
+                       element_count(comp.info.shape), cfg_.device};
   }
 
   caf::error update(const variable_info& v, update_op op,
@@ -171,6 +210,89 @@ private:
                           + (name.empty() ? "#" + std::to_string(id)
                                           : "'" + name + "'"));
     return &i->second;
+  }
+
+  /// An ON_WRITE contribution in this device's memory. Floating variables
+  /// with an aggregation keep it on the device (a staging buffer the
+  /// collective reads at enter); the others are checked on the host (V4's
+  /// overflow check, W4's equality), so their value is copied there.
+  caf::error contribute_from_device(component& comp, update_op op,
+                                    const void* data) {
+    if (recording_ == nullptr)
+      return make_error(errc::invalid_argument,
+                        "variable '" + comp.info.name
+                          + "' is on_write: update it in a replica step or "
+                            "in cross-replica context");
+    auto handed = unrecorded_buffer(data);
+    if (host_memory_ && handed != staged_.end()) {
+      // Host replicas: the buffer is a tensor already.
+      tensor value = std::move(handed->second.host);
+      staged_.erase(handed);
+      recording_->updates.push_back({comp.info.id, op, std::move(value)});
+      return {};
+    }
+    const bool stays = !host_memory_ && is_floating(comp.info.type)
+                       && !comp.policy->combine_contributions(comp.info)
+                             .require_equal;
+    if (!stays) {
+      auto value = device_->download(data, comp.info.type, comp.info.shape);
+      if (!value)
+        return record_failure(std::move(value.error()));
+      return update(comp.info, op, *value);
+    }
+    uint64_t id = 0;
+    if (handed != staged_.end()) {
+      handed->second.recorded = true;
+      id = handed->first;
+    } else {
+      // Copied on the stream, so the caller may reuse `data` at once.
+      staging_buffer b;
+      b.step = current_step_;
+      b.nbytes = nbytes_of(comp.info);
+      b.recorded = true;
+      auto mem = device_->allocate(b.nbytes);
+      if (!mem)
+        return record_failure(std::move(mem.error()));
+      b.data = *mem;
+      if (auto err = device_->copy_local(b.data, data, b.nbytes)) {
+        device_->release(b.data);
+        return record_failure(std::move(err));
+      }
+      id = next_staged_id_++;
+      staged_.emplace(id, std::move(b));
+    }
+    recording_->updates.push_back({comp.info.id, op, tensor{}, id});
+    return {};
+  }
+
+  /// The buffer this step got from contribution_buffer at `data` and has not
+  /// passed to update_from_device yet, or staged_.end().
+  std::unordered_map<uint64_t, staging_buffer>::iterator
+  unrecorded_buffer(const void* data) {
+    for (auto i = staged_.begin(); i != staged_.end(); ++i)
+      if (i->second.data == data && !i->second.recorded
+          && i->second.step == current_step_)
+        return i;
+    return staged_.end();
+  }
+
+  void release_buffer(staging_buffer& b) {
+    if (!host_memory_ && b.data != nullptr)
+      device_->release(b.data);
+    b.data = nullptr;
+  }
+
+  /// Releases the staging buffers of `step`: all of them, or only those the
+  /// step did not record (at the end of a step whose report goes out).
+  void release_step_buffers(uint64_t step, bool recorded_too) {
+    for (auto i = staged_.begin(); i != staged_.end();) {
+      if (i->second.step == step && (recorded_too || !i->second.recorded)) {
+        release_buffer(i->second);
+        i = staged_.erase(i);
+      } else {
+        ++i;
+      }
+    }
   }
 
   // V4: an integer update that does not fit the dtype changes nothing.
@@ -446,8 +568,10 @@ private:
                   cfg_.rank, to_string(cfg_.device), id, describe(err));
   }
 
-  caf::expected<step_report> run_step(const replica_step_ptr& step) {
+  caf::expected<step_report> run_step(uint64_t seq,
+                                      const replica_step_ptr& step) {
     step_report report;
+    current_step_ = seq;
     recording_ = &report;
     step_error_ = caf::error{};
     replica_context ctx{*this};
@@ -472,6 +596,9 @@ private:
     // event the collective waits for (CUDA); nothing on host devices.
     if (auto err = device_->mark_step_done(); err && !failure)
       failure = std::move(err);
+    // Buffers the step asked for but did not contribute go back now; a
+    // failed step's report never reaches a collective.
+    release_step_buffers(seq, failure || step_error_);
     if (failure) {
       if (cfg_.step_exception == on_step_exception::stop_replica) {
         // Fail-stop: the reply below still goes out, then the replica
@@ -506,6 +633,9 @@ private:
         if (item.target == collective_target::components)
           item.components[rank] = (*c)->data;
       }
+      if (rank < item.staged.size() && item.staged[rank] != 0)
+        if (auto err = publish_staged(item, rank))
+          return err;
       if (item.require_equal && mismatch < 0 && !inputs_equal(item, cfg_.rank))
         mismatch = static_cast<int64_t>(i);
     }
@@ -548,6 +678,30 @@ private:
       }
     }
     return mismatch;
+  }
+
+  /// inputs[rank] = this replica's staging buffer for `item`: one it
+  /// recorded, of the item's size, for an item that needs no host check.
+  caf::error publish_staged(collective_item& item, size_t rank) {
+    auto i = staged_.find(item.staged[rank]);
+    const size_t nbytes = static_cast<size_t>(item.count) * size_of(item.type);
+    if (i == staged_.end() || !i->second.recorded || host_memory_
+        || i->second.nbytes != nbytes || item.require_equal
+        || !is_floating(item.type)
+        || item.source != collective_source::contributions)
+      return make_error(errc::invalid_argument,
+                        "replica " + std::to_string(cfg_.rank)
+                          + ": the collective names staging buffer #"
+                          + std::to_string(item.staged[rank])
+                          + ", which this replica did not record for an item "
+                            "of that size and kind");
+    item.inputs[rank] = i->second.data;
+    return {};
+  }
+
+  /// The coordinator is done with step `seq`.
+  void release_step(uint64_t seq) {
+    release_step_buffers(seq, true);
   }
 
   void leave() {
@@ -595,6 +749,13 @@ private:
   std::unordered_set<uint64_t> warned_local_add_;
   step_report* recording_ = nullptr;
   caf::error step_error_;
+  /// The coordinator's number of the step running (or last run).
+  uint64_t current_step_ = 0;
+  /// ON_WRITE contributions in this device's memory, by id: handed out by
+  /// contribution_buffer or filled by update_from_device; a recorded one
+  /// lives until the coordinator releases its step (step_release).
+  std::unordered_map<uint64_t, staging_buffer> staged_;
+  uint64_t next_staged_id_ = 1;
   /// Host copies handed out by read() on devices that are not host
   /// accessible, kept until the step returns.
   std::vector<tensor> step_copies_;
@@ -649,11 +810,20 @@ replica_actor::behavior_type replica_state::make_behavior() {
         return err;
       return run_or_defer<ok_atom>([this, id, x] { return split(id, x); });
     },
-    [this](step_atom, const replica_step_ptr& step) -> caf::result<step_report> {
+    [this](step_atom, uint64_t seq,
+           const replica_step_ptr& step) -> caf::result<step_report> {
       if (auto err = refuse_unless_coordinator("step"))
         return err;
       return run_or_defer<step_report>(
-        [this, step] { return run_step(step); });
+        [this, seq, step] { return run_step(seq, step); });
+    },
+    [this](step_release_atom, uint64_t seq) {
+      if (refuse_unless_coordinator("step_release"))
+        return;
+      // After the step itself, which may still wait in deferred_.
+      if (!quiesced_ && deferred_.empty())
+        return release_step(seq);
+      deferred_.emplace_back([this, seq] { release_step(seq); });
     },
     [this](collective_enter_atom,
            const collective_plan_ptr& plan) -> caf::result<int64_t> {

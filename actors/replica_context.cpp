@@ -50,6 +50,13 @@ caf::error replica_context::update_from_device(const variable& v, update_op op,
   return impl_->update_from_device(v.info(), op, data);
 }
 
+caf::expected<device_view>
+replica_context::contribution_buffer(const variable& v) {
+  if (!v.valid())
+    return invalid_handle();
+  return impl_->contribution_buffer(v.info());
+}
+
 caf::error replica_context::update(const variable& v, update_op op,
                                    const tensor& value) {
   if (!v.valid())

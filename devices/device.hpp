@@ -44,6 +44,9 @@ public:
   /// later on it).
   virtual caf::error apply_local(void* dst, update_op op, dtype type,
                                  const void* y, int64_t count) = 0;
+  /// Copies `nbytes` within this device's memory (a step's buffer into a
+  /// staging buffer). Host: at once; CUDA: asynchronous on the stream.
+  virtual caf::error copy_local(void* dst, const void* src, size_t nbytes) = 0;
 
   // -- asynchronous devices (CUDA); host devices keep these defaults ---------
 

@@ -70,6 +70,12 @@ caf::error host_device::apply_local(void* dst, update_op op, dtype type,
   return {};
 }
 
+caf::error host_device::copy_local(void* dst, const void* src, size_t nbytes) {
+  if (nbytes > 0 && dst != src)
+    std::memmove(dst, src, nbytes);
+  return {};
+}
+
 namespace {
 
 // Written once by a backend's load-time registration, read at replica

@@ -22,6 +22,7 @@ public:
                           int num_replicas) override;
   caf::error apply_local(void* dst, update_op op, dtype type, const void* y,
                          int64_t count) override;
+  caf::error copy_local(void* dst, const void* src, size_t nbytes) override;
 
 private:
   int index_;

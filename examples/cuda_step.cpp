@@ -6,8 +6,11 @@
 //   3. adds g into its component of an ON_READ (sum) variable with another
 //      kernel, writing the GPU memory directly (local, R1),
 //   4. contributes g to an ON_WRITE (mean) update of the weights with
-//      update_from_device; the step's collective waits for the kernels
-//      through the replica's step-done event.
+//      update_from_device; g stays on the GPU: on even steps the gradient
+//      kernel writes into a contribution_buffer (no copy at all), on odd
+//      steps into the user's own buffer (one device copy). The step's
+//      collective waits for the kernels through the replica's step-done
+//      event.
 // Host replicas (cpu:K) in a mixed layout do the same arithmetic on the host
 // through the same API (read, device_pointer, assign_sub). The host then
 // checks the weights and the ON_READ sum against the same arithmetic done on
@@ -161,7 +164,16 @@ int run_example(caf::actor_system& sys, const config& cfg) {
           throw std::runtime_error(describe(e));
         return;
       }
+      // Even steps write the gradient straight into a contribution buffer
+      // (the collective reduces it where it is); odd steps use the user's
+      // own buffer, which update_from_device copies on the device.
       auto* g = grad[static_cast<size_t>(r)];
+      if (step % 2 == 0) {
+        auto buf = ctx.contribution_buffer(*weights);
+        if (!buf)
+          throw std::runtime_error(describe(buf.error()));
+        g = buf->as<float>();
+      }
       if (use_replica_gpu(ctx) != cudaSuccess)
         throw std::runtime_error("cudaSetDevice failed");
       auto w = ctx.device_pointer(*weights);

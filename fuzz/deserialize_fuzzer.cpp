@@ -99,6 +99,7 @@ public:
   void recorded_update_value() {
     skip(9); // variable id, op
     tensor_value();
+    skip(8); // staged buffer id
   }
 
   template <class F>
@@ -350,12 +351,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         for (auto& u : report.updates) {
           FUZZ_CHECK(is_valid(u.op),
                      "update_op out of range after deserialization");
+          FUZZ_CHECK(u.staged == 0 || u.value.size() == 0,
+                     "staged update with a host value after deserialization");
           check_tensor(u.value);
         }
         if (!report.updates.empty())
           check_rejects_corrupted(report, [pick](step_report& x) {
             auto& u = x.updates[pick % x.updates.size()];
-            u.op = out_of_range(update_op::assign_sub, pick);
+            if (pick % 2 == 1 && u.value.size() != 0)
+              u.staged = 1 + pick; // a staged id beside a host value
+            else
+              u.op = out_of_range(update_op::assign_sub, pick);
           });
       }
       break;

@@ -187,6 +187,10 @@ void seeds_deserialize(caf::actor_system& sys) {
   report.updates.push_back({7, update_op::assign_sub, w});
   report.updates.push_back({8, update_op::assign_add, hits});
   write(t, "step_report_2_updates", serialized(sys, 3, report));
+  step_report staged;
+  staged.updates.push_back({7, update_op::assign_add, tensor{}, 3});
+  staged.updates.push_back({8, update_op::assign, hits});
+  write(t, "step_report_staged", serialized(sys, 3, staged));
   write(t, "vector_tensor", serialized(sys, 4, std::vector<tensor>{w, hits, half}));
   write(t, "vector_info", serialized(sys, 5, std::vector<variable_info>{info, info}));
   // Invalid: a wrong byte count, an invalid dtype, a negative extent, a
@@ -267,6 +271,10 @@ void seeds_deserialize(caf::actor_system& sys) {
   step_report worst_op;
   worst_op.updates.push_back({8, static_cast<update_op>(0xff), hits});
   write(t, "invalid_step_report_op_255", serialized(sys, 3, worst_op));
+  step_report staged_with_value;
+  staged_with_value.updates.push_back({7, update_op::assign_add, w, 3});
+  write(t, "invalid_step_report_staged_with_value",
+        serialized(sys, 3, staged_with_value));
 }
 
 void seeds_safetensors() {

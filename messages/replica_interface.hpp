@@ -24,7 +24,10 @@ using replica_actor = replica_local_actor::extend<
   caf::replies_to<component_update_atom, uint64_t, update_op,
                   tensor>::with<ok_atom>,
   caf::replies_to<component_split_atom, uint64_t, tensor>::with<ok_atom>,
-  caf::replies_to<step_atom, replica_step_ptr>::with<step_report>,
+  // Steps are numbered by the coordinator; step_release ends step S on the
+  // replica (its staging buffers), in order after the step itself.
+  caf::replies_to<step_atom, uint64_t, replica_step_ptr>::with<step_report>,
+  caf::reacts_to<step_release_atom, uint64_t>,
   // Host collectives: enter answers the index of the first item whose
   // contribution from this replica differs from replica 0's where the plan
   // requires equality, or -1.

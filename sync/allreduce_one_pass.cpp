@@ -13,7 +13,16 @@ collective_item& collective_plan::add_item() {
   auto& item = items.emplace_back();
   item.inputs.assign(static_cast<size_t>(num_replicas), nullptr);
   item.components.assign(static_cast<size_t>(num_replicas), nullptr);
+  item.staged.assign(static_cast<size_t>(num_replicas), 0);
   return item;
+}
+
+bool collective_plan::has_staged_inputs() const {
+  for (auto& item : items)
+    for (auto id : item.staged)
+      if (id != 0)
+        return true;
+  return false;
 }
 
 int64_t collective_plan::total_elements() const {

@@ -43,6 +43,11 @@ struct collective_item {
   collective_source source = collective_source::contributions;
   collective_target target = collective_target::output;
   std::vector<tensor> contributions;
+  /// One per replica (source == contributions): 0, or the id of the
+  /// replica's staging buffer that holds its contribution in device memory
+  /// (contributions[r] is then empty). The replica fills inputs[r] at enter;
+  /// the collective may overwrite the buffer (it is released after the step).
+  std::vector<uint64_t> staged;
   /// One per replica: contribution or component data (filled at enter).
   std::vector<const void*> inputs;
   /// One per replica for target == components (filled at enter).
@@ -64,6 +69,8 @@ struct collective_plan {
 
   /// Creates an item with the per-replica slots sized for this plan.
   collective_item& add_item();
+  /// True if any item takes a contribution from a device staging buffer.
+  bool has_staged_inputs() const;
   /// Total elements over all items (the space the workers split).
   int64_t total_elements() const;
 };

@@ -53,6 +53,10 @@ public:
   /// Launches the update kernel on the stream and returns (asynchronous).
   caf::error apply_local(void* dst, update_op op, dtype type, const void* y,
                          int64_t count) override;
+  /// copy() on the stream (asynchronous).
+  caf::error copy_local(void* dst, const void* src, size_t nbytes) override {
+    return copy(dst, src, nbytes);
+  }
 
   /// Records the step-done event on the stream (created on first use, then
   /// re-recorded: a collective waits with cudaStreamWaitEvent, never the

@@ -34,6 +34,8 @@ public:
   virtual stream_handle stream() const = 0;
   virtual caf::error update_from_device(const variable_info& v, update_op op,
                                         const void* data) = 0;
+  virtual caf::expected<device_view>
+  contribution_buffer(const variable_info& v) = 0;
 };
 
 } // namespace detail
@@ -65,12 +67,24 @@ public:
   stream_handle stream() const;
   /// update(v, op, value) with the value in the replica's device memory:
   /// `data` holds as many elements of v's dtype as v has, on the replica's
-  /// device, written by work on stream() (or earlier). ON_READ and NONE: an
-  /// update kernel on the stream, no copy. ON_WRITE: the contribution is
-  /// copied to host memory when the call is made (the stream is waited for)
-  /// and joins the step's collective like any other contribution.
+  /// device, written by work on stream() (or earlier); it may be reused as
+  /// soon as the call returns (by work on stream()). ON_READ and NONE: an
+  /// update kernel on the stream, no copy. ON_WRITE: the contribution joins
+  /// the step's collective and stays on the device: no copy for a buffer
+  /// from contribution_buffer(v), else one device-to-device copy on the
+  /// stream. Exceptions, staged through host memory (docs/cuda.md): integer
+  /// variables (the overflow check of V4 runs on the host) and aggregation
+  /// NONE (the equality check of W4), and every value on host replicas.
   caf::error update_from_device(const variable& v, update_op op,
                                 const void* data);
+
+  /// A buffer for one ON_WRITE contribution to v, on the replica's device,
+  /// sized and typed like v's component, uninitialized: fill it (kernels on
+  /// stream()) and pass it to update_from_device(v, op, view.data), which
+  /// then takes it without a copy. Valid until the step returns; each call
+  /// gives a new buffer. invalid_argument for variables that are not
+  /// ON_WRITE (their updates apply in place: pass any buffer).
+  caf::expected<device_view> contribution_buffer(const variable& v);
 
   caf::error assign(const variable& v, const tensor& value);
   caf::error assign_add(const variable& v, const tensor& value);

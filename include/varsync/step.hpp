@@ -33,7 +33,12 @@ using replica_step_ptr = std::shared_ptr<replica_step>;
 struct recorded_update {
   uint64_t variable_id = 0;
   update_op op = update_op::assign;
+  /// The contribution, in host memory; empty when `staged` is set.
   tensor value;
+  /// Nonzero: the contribution stayed in the replica's device memory, in the
+  /// staging buffer with this id (ids are the replica's own; the replica
+  /// publishes the pointer when it enters the step's collective).
+  uint64_t staged = 0;
 };
 
 struct step_report {
@@ -46,10 +51,13 @@ typename Inspector::result_type inspect(Inspector& f, recorded_update& x) {
   auto load = caf::meta::load_callback([&]() -> caf::error {
     if (!is_valid(x.op))
       return caf::sec::invalid_argument;
+    // A staged contribution carries no host value.
+    if (x.staged != 0 && x.value.size() != 0)
+      return caf::sec::invalid_argument;
     return caf::none;
   });
   return f(caf::meta::type_name("varsync::recorded_update"), x.variable_id,
-           x.op, x.value, load);
+           x.op, x.value, x.staged, load);
 }
 
 template <class Inspector>

@@ -22,16 +22,16 @@ std::string describe_device_collective(const cuda_collective_plan& plan) {
       return "host one-pass shared-memory all-reduce (" + n
              + " in-process replicas)";
     case cuda_collective_path::nccl_clique:
-      out += " (" + n + " replicas): step updates copied from the host to "
-             "each GPU, ncclAllReduce per dtype in one group, update kernel "
-             "on each GPU; reads: ncclReduce to replica 0, one copy to the "
-             "host";
+      out += " (" + n + " replicas): step updates from device buffers "
+             "(host values copied to each GPU first), ncclAllReduce per dtype "
+             "in one group, update kernel on each GPU; reads: ncclReduce to "
+             "replica 0, one copy to the host";
       break;
     case cuda_collective_path::same_gpu:
       out += " (cuda:" + std::to_string(plan.gpus.at(0)) + ", " + n
-             + " replicas): step updates copied from the host to the GPU, "
-               "one reduce-and-apply kernel; reads: a reduce kernel, one "
-               "copy to the host";
+             + " replicas): step updates from device buffers (host values "
+               "copied to the GPU first), one reduce-and-apply kernel; reads: "
+               "a reduce kernel, one copy to the host";
       break;
     case cuda_collective_path::same_gpu_then_nccl:
       out += " is not implemented: staged through host memory instead (" + n
@@ -123,6 +123,15 @@ struct cuda_collective::impl {
 
   // -- items on every path ---------------------------------------------------
 
+  /// True if replica r's input to `item` is in GPU memory: its component,
+  /// or a contribution it kept in a staging buffer.
+  bool on_device(const collective_item& item, int r) const {
+    if (slot_of(r) < 0)
+      return false;
+    return item.source == collective_source::components
+           || item.staged[static_cast<size_t>(r)] != 0;
+  }
+
   static size_t nbytes_of(const collective_item& item) {
     return static_cast<size_t>(item.count) * size_of(item.type);
   }
@@ -179,9 +188,9 @@ struct cuda_collective::impl {
     std::vector<const void*> inputs(item.inputs.begin(), item.inputs.end());
     const int used = item.first_only ? 1 : n;
     inputs.resize(static_cast<size_t>(used));
-    if (item.source == collective_source::components) {
+    {
       for (int r = 0; r < used; ++r) {
-        if (slot_of(r) < 0)
+        if (!on_device(item, r))
           continue; // host memory already
         auto t = gpu_of(r).download(inputs[static_cast<size_t>(r)], item.type,
                                     shape);
@@ -230,9 +239,14 @@ struct cuda_collective::impl {
         return err;
       return copy_to_host(dev, item.output, *out, nbytes);
     }
-    // contributions (host tensors) -> components
+    // contributions -> components: staged ones are on the GPU already,
+    // host tensors are copied there first.
     std::vector<const void*> contributions;
     for (int r = 0; r < used; ++r) {
+      if (on_device(item, r)) {
+        contributions.push_back(item.inputs[static_cast<size_t>(r)]);
+        continue;
+      }
       auto p = scratch_on(0, nbytes);
       if (!p)
         return std::move(p.error());
@@ -248,12 +262,19 @@ struct cuda_collective::impl {
 
   // -- NCCL clique (replica r is rank r on gpus[r]) ----------------------------
 
-  /// Host contributions of `item` into scratch on every rank (only rank 0's
-  /// for first_only items).
+  /// The contributions of `item` in a device buffer per rank, reduced in
+  /// place: a staged contribution is its buffer (the replica's, released
+  /// after the step), a host one is copied into scratch (only rank 0's
+  /// matters for first_only items).
   caf::expected<std::vector<void*>> upload_contributions(collective_item& item,
                                                          int n) {
     std::vector<void*> bufs(static_cast<size_t>(n), nullptr);
     for (int r = 0; r < n; ++r) {
+      if (on_device(item, r)) {
+        bufs[static_cast<size_t>(r)] =
+          const_cast<void*>(item.inputs[static_cast<size_t>(r)]);
+        continue;
+      }
       auto p = scratch_on(r, nbytes_of(item));
       if (!p)
         return std::move(p.error());
@@ -441,10 +462,19 @@ caf::error cuda_collective::run(collective_plan& plan) {
                         "cuda_collective: expected one contribution per "
                         "replica");
     if (item.inputs.size() != static_cast<size_t>(n)
-        || item.components.size() != static_cast<size_t>(n))
+        || item.components.size() != static_cast<size_t>(n)
+        || item.staged.size() != static_cast<size_t>(n))
       return make_error(errc::invalid_argument,
                         "cuda_collective: the plan's per-replica slots do not "
                         "match the replica count");
+    for (int r = 0; r < n; ++r)
+      if (item.staged[static_cast<size_t>(r)] != 0
+          && (d.slot_of(r) < 0 || item.inputs[static_cast<size_t>(r)] == nullptr
+              || reads_components))
+        return make_error(errc::invalid_argument,
+                          "cuda_collective: replica " + std::to_string(r)
+                            + " names a staged contribution it did not "
+                              "publish on its GPU");
   }
   caf::error err = d.wait_for_replicas(plan);
   if (!err) {

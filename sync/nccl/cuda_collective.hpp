@@ -7,16 +7,19 @@
 //
 //   nccl_clique         N distinct GPUs: one NCCL clique (created once);
 //                       every rank's call issued inside one
-//                       ncclGroupStart/End; step updates: the host
-//                       contributions are copied to each GPU, then one
+//                       ncclGroupStart/End; step updates: contributions
+//                       the replicas kept on their GPU (staging buffers,
+//                       reduced in place; host values are copied to each
+//                       GPU first), then one
 //                       ncclAllReduce per dtype (all_reduce_batch) or per item
 //                       (ncclBroadcast from replica 0 for only_first_replica
 //                       and aggregation none), then the update kernel on every
 //                       component; reads: ncclReduce to replica 0, then one
 //                       device-to-host copy.
 //   same_gpu            every replica on one GPU (NCCL refuses duplicate
-//                       devices): device copies and the reduce_and_apply
-//                       kernel (same_device_all_reduce); reads: the reduce
+//                       devices): the reduce_and_apply kernel over the
+//                       replicas' staging buffers (host values copied to
+//                       the GPU first; same_device_all_reduce); reads: the reduce
 //                       kernel, then one device-to-host copy. Bit-identical to
 //                       the host kernels.
 //   mixed_host_cuda,    staged through host memory, explicitly: GPU inputs

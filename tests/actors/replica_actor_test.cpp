@@ -9,6 +9,7 @@
 #include <chrono>
 #include <thread>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -658,7 +659,7 @@ TEST_CASE_METHOD(replica_fixture,
     std::vector<variable>{variable{w_info}, variable{m_info}, variable{n_info},
                           variable{w_info}},
     2.0, 1);
-  auto report = ask<step_report>(r, step_atom::value,
+  auto report = ask<step_report>(r, step_atom::value, uint64_t{1},
                                  replica_step_ptr{step});
   INFO(describe_result(report));
   REQUIRE(report);
@@ -689,7 +690,7 @@ TEST_CASE_METHOD(replica_fixture,
                        aggregation::sum);
   auto step = std::make_shared<add_step>(std::vector<variable>{variable{ghost}},
                                          1.0, 0);
-  auto report = ask<step_report>(r, step_atom::value, replica_step_ptr{step});
+  auto report = ask<step_report>(r, step_atom::value, uint64_t{1}, replica_step_ptr{step});
   REQUIRE_FALSE(report);
   CHECK(has_code(report.error(), errc::unknown_variable));
 }
@@ -702,7 +703,7 @@ TEST_CASE_METHOD(replica_fixture,
   auto x = tensor::scalar<float>(1.f);
   create(r, info_of(1, "w", x), x);
   self->monitor(r);
-  auto report = ask<step_report>(r, step_atom::value,
+  auto report = ask<step_report>(r, step_atom::value, uint64_t{1},
                                  replica_step_ptr{std::make_shared<throwing_step>()});
   REQUIRE_FALSE(report);
   CHECK(has_code(report.error(), errc::replica_failed));
@@ -721,7 +722,7 @@ TEST_CASE_METHOD(replica_fixture,
   auto r = spawn(0, 1, on_step_exception::fail_step);
   auto x = tensor::scalar<float>(1.f);
   create(r, info_of(1, "w", x), x);
-  auto report = ask<step_report>(r, step_atom::value,
+  auto report = ask<step_report>(r, step_atom::value, uint64_t{1},
                                  replica_step_ptr{std::make_shared<throwing_step>()});
   REQUIRE_FALSE(report);
   CHECK(has_code(report.error(), errc::replica_failed));
@@ -947,4 +948,70 @@ TEST_CASE_METHOD(bounded_replica_fixture,
   CHECK(applied >= 4);
   CHECK(applied + static_cast<int64_t>(dropped->load()) == 40);
   CHECK(dropped->load() >= 20);
+}
+
+// -- contributions kept on the device ----------------------------------------
+
+namespace {
+
+struct buffer_step final : replica_step {
+  explicit buffer_step(variable v) : var(std::move(v)) {}
+
+  void run(replica_context& ctx) override {
+    auto buf = ctx.contribution_buffer(var);
+    if (!buf) {
+      errors.push_back(buf.error());
+      return;
+    }
+    std::vector<float> x(static_cast<size_t>(buf->size), 4.f);
+    std::memcpy(buf->data, x.data(), buf->nbytes());
+    if (auto err = ctx.update_from_device(var, update_op::assign_add,
+                                          buf->data))
+      errors.push_back(err);
+  }
+
+  variable var;
+  std::vector<caf::error> errors;
+};
+
+} // namespace
+
+TEST_CASE_METHOD(replica_fixture,
+                 "W4: replica actor: on a host replica a contribution buffer "
+                 "travels as the report's value (nothing stays staged)",
+                 "[replica][step]") {
+  auto r = spawn(0, 1);
+  auto x = tensor::from_list<float>({1.f, 2.f});
+  auto w_info = info_of(1, "w", x, synchronization::on_write, aggregation::sum);
+  create(r, w_info, x);
+  auto step = std::make_shared<buffer_step>(variable{w_info});
+  auto report = ask<step_report>(r, step_atom::value, uint64_t{7},
+                                 replica_step_ptr{step});
+  REQUIRE(report);
+  CHECK(step->errors.empty());
+  REQUIRE(report->updates.size() == 1);
+  CHECK(report->updates[0].staged == 0);
+  CHECK(report->updates[0].value.to_vector<float>()
+        == std::vector<float>{4.f, 4.f});
+}
+
+TEST_CASE_METHOD(replica_fixture,
+                 "V2: replica actor: a collective that names a staging buffer "
+                 "the replica does not hold fails at enter",
+                 "[replica][collective]") {
+  auto r = spawn(0, 1);
+  auto x = tensor::from_list<float>({1.f, 2.f});
+  create(r, info_of(1, "w", x), x);
+  auto plan = sum_into_components(1, {tensor{}}, update_op::assign_add);
+  plan->items[0].type = dtype::float32;
+  plan->items[0].count = 2;
+  plan->items[0].staged[0] = 5;
+  plan->items[0].inputs[0] = nullptr;
+  auto entered = ask<int64_t>(r, collective_enter_atom::value, plan);
+  REQUIRE_FALSE(entered);
+  CHECK(has_code(entered.error(), errc::invalid_argument));
+  CHECK(message_of(entered.error()).find("staging buffer #5")
+        != std::string::npos);
+  self->send(r, collective_leave_atom::value);
+  CHECK(read(r, 1).bitwise_equal(x));
 }

@@ -86,3 +86,188 @@ TEST_CASE("the strategy names its collective") {
   else
     CHECK(stats.collective.find("host one-pass") == std::string::npos);
 }
+
+// -- ON_WRITE contributions from device memory (W4 with the data on the
+//    replica's device: staging buffers on GPUs, host tensors on cpu:K) -------
+
+namespace {
+
+/// [r+1, 2(r+1), 3(r+1)] as float32: replica r's contribution.
+tensor contribution_of(int r) {
+  const float k = static_cast<float>(r + 1);
+  return tensor::from_list<float>({k, 2 * k, 3 * k});
+}
+
+} // namespace
+
+TEST_CASE("W4: contribution buffers carry ON_WRITE contributions into the "
+          "step's collective, with every aggregation") {
+  for (int n : {1, 2, 3}) {
+    INFO("replicas: " << n);
+    auto s = make_strategy(n);
+    auto sum = make_var(s, "sum", tensor::zeros(dtype::float32, {3}),
+                        synchronization::on_write, aggregation::sum);
+    auto mean = make_var(s, "mean", tensor::zeros(dtype::float32, {3}),
+                         synchronization::on_write, aggregation::mean);
+    auto first = make_var(s, "first", tensor::zeros(dtype::float32, {3}),
+                          synchronization::on_write,
+                          aggregation::only_first_replica);
+    auto dbl = make_var(s, "dbl", tensor::zeros(dtype::float64, {3}),
+                        synchronization::on_write, aggregation::sum);
+    // Several steps: buffers are released and reused between them.
+    const int steps = 5;
+    for (int step = 0; step < steps; ++step) {
+      VS_REQUIRE_OK(s.run([&](replica_context& ctx) {
+        auto x = contribution_of(ctx.replica_id());
+        for (auto* v : {&sum, &mean, &first}) {
+          auto buf = VS_VALUE_IN_STEP(ctx.contribution_buffer(*v));
+          if (buf.size != 3 || buf.type != dtype::float32
+              || buf.device != ctx.device() || buf.data == nullptr)
+            throw std::runtime_error("contribution_buffer: wrong view");
+          write_buffer(ctx, buf, x);
+          VS_STEP_OK(ctx.update_from_device(*v, update_op::assign_add,
+                                            buf.data));
+        }
+        // A buffer of the step's own (an ON_READ component here) is copied.
+        auto buf = VS_VALUE_IN_STEP(ctx.contribution_buffer(dbl));
+        write_buffer(ctx, buf, tensor::from_list<double>({1, 2, 3}));
+        VS_STEP_OK(ctx.update_from_device(dbl, update_op::assign_add,
+                                          buf.data));
+      }));
+    }
+    // sum: steps * sum_r (r+1) * [1,2,3]; mean: steps * mean; first: replica 0.
+    const double total = n * (n + 1) / 2.0;
+    std::vector<double> want_sum, want_mean, want_first, want_dbl;
+    for (double e : {1.0, 2.0, 3.0}) {
+      want_sum.push_back(steps * total * e);
+      want_mean.push_back(steps * total / n * e);
+      want_first.push_back(steps * e);
+      want_dbl.push_back(steps * n * e);
+    }
+    CHECK(values_of(VS_VALUE(s.read(sum))) == want_sum);
+    CHECK(values_of(VS_VALUE(s.read(mean))) == want_mean);
+    CHECK(values_of(VS_VALUE(s.read(first))) == want_first);
+    CHECK(values_of(VS_VALUE(s.read(dbl))) == want_dbl);
+    for (auto* v : {&sum, &mean, &first, &dbl})
+      CHECK(all_components_equal(s, *v));
+  }
+}
+
+TEST_CASE("W4: update_from_device copies a step's own buffer, so the step may "
+          "overwrite it at once") {
+  auto s = make_strategy(2);
+  auto scratch = make_var(s, "scratch", tensor::zeros(dtype::float32, {3}),
+                          synchronization::on_read, aggregation::sum);
+  auto w = make_var(s, "w", tensor::zeros(dtype::float32, {3}),
+                    synchronization::on_write, aggregation::sum);
+  VS_REQUIRE_OK(s.run([&](replica_context& ctx) {
+    auto dv = VS_VALUE_IN_STEP(ctx.device_pointer(scratch));
+    write_buffer(ctx, dv, contribution_of(ctx.replica_id()));
+    VS_STEP_OK(ctx.update_from_device(w, update_op::assign_add, dv.data));
+    // Overwritten after the call: the contribution was taken at the call.
+    write_buffer(ctx, dv, tensor::from_list<float>({100, 100, 100}));
+    VS_STEP_OK(ctx.update_from_device(w, update_op::assign_sub, dv.data));
+  }));
+  CHECK(values_of(VS_VALUE(s.read(w))) == std::vector<double>{-197, -194, -191});
+  CHECK(all_components_equal(s, w));
+}
+
+TEST_CASE("V2: contribution buffers: wrong variables fail, unused buffers and "
+          "failed steps change nothing, and the next step works") {
+  auto s = make_strategy(2);
+  auto w = make_var(s, "w", tensor::zeros(dtype::float32, {3}),
+                    synchronization::on_write, aggregation::sum);
+  auto local = make_var(s, "local", tensor::zeros(dtype::float32, {3}),
+                        synchronization::on_read, aggregation::sum);
+  auto before = take_snapshot(s);
+  // Not ON_WRITE, or no variable: invalid_argument; an unused buffer is fine.
+  VS_REQUIRE_OK(s.run([&](replica_context& ctx) {
+    auto a = ctx.contribution_buffer(local);
+    auto b = ctx.contribution_buffer(variable{});
+    if (a || !has_code(a.error(), errc::invalid_argument) || b
+        || !has_code(b.error(), errc::invalid_argument))
+      throw std::runtime_error("expected invalid_argument twice");
+    if (message_of(a.error()).find("'local'") == std::string::npos)
+      throw std::runtime_error("the error does not name the variable");
+    VS_VALUE_IN_STEP(ctx.contribution_buffer(w)); // never used
+  }));
+  CHECK(same(before, take_snapshot(s)));
+  // W6: replica 1 contributes to nothing: no update applies.
+  auto r = s.run([&](replica_context& ctx) {
+    if (ctx.replica_id() == 1)
+      return;
+    auto buf = VS_VALUE_IN_STEP(ctx.contribution_buffer(w));
+    write_buffer(ctx, buf, contribution_of(0));
+    VS_STEP_OK(ctx.update_from_device(w, update_op::assign_add, buf.data));
+  });
+  CHECK(has_code(r, errc::mismatched_replica_updates));
+  CHECK(same(before, take_snapshot(s)));
+  // A step that throws after contributing: nothing applied either.
+  auto s2 = make_strategy(2, 20s, on_step_exception::fail_step);
+  auto w2 = make_var(s2, "w2", tensor::zeros(dtype::float32, {3}),
+                     synchronization::on_write, aggregation::sum);
+  auto before2 = take_snapshot(s2);
+  auto thrown = s2.run([&](replica_context& ctx) {
+    auto buf = VS_VALUE_IN_STEP(ctx.contribution_buffer(w2));
+    write_buffer(ctx, buf, contribution_of(ctx.replica_id()));
+    VS_STEP_OK(ctx.update_from_device(w2, update_op::assign_add, buf.data));
+    if (ctx.replica_id() == 1)
+      throw std::runtime_error("after contributing");
+  });
+  CHECK(thrown);
+  CHECK(same(before2, take_snapshot(s2)));
+  // Both strategies go on normally.
+  for (auto* p : {&s, &s2}) {
+    auto& st = *p;
+    auto& v = p == &s ? w : w2;
+    VS_REQUIRE_OK(st.run([&](replica_context& ctx) {
+      auto buf = VS_VALUE_IN_STEP(ctx.contribution_buffer(v));
+      write_buffer(ctx, buf, contribution_of(ctx.replica_id()));
+      VS_STEP_OK(ctx.update_from_device(v, update_op::assign_add, buf.data));
+    }));
+    CHECK(values_of(VS_VALUE(st.read(v))) == std::vector<double>{3, 6, 9});
+    CHECK(all_components_equal(st, v));
+  }
+}
+
+TEST_CASE("V4/W4: device contributions of integer variables and of "
+          "aggregation none keep their host checks") {
+  auto s = make_strategy(2);
+  auto counter = make_var(s, "counter",
+                          tensor::from_list<int32_t>({2147483646, 0}),
+                          synchronization::on_write, aggregation::sum);
+  auto agreed = make_var(s, "agreed", tensor::zeros(dtype::float32, {3}),
+                         synchronization::on_write, aggregation::none);
+  auto before = take_snapshot(s);
+  // 2147483646 + 1 + 1 overflows int32: nothing changes.
+  auto r = s.run([&](replica_context& ctx) {
+    auto buf = VS_VALUE_IN_STEP(ctx.contribution_buffer(counter));
+    write_buffer(ctx, buf, tensor::from_list<int32_t>({1, 1}));
+    VS_STEP_OK(ctx.update_from_device(counter, update_op::assign_add,
+                                      buf.data));
+  });
+  CHECK(has_code(r, errc::overflow));
+  CHECK(same(before, take_snapshot(s)));
+  // Aggregation none: different contributions are refused, equal ones apply.
+  r = s.run([&](replica_context& ctx) {
+    auto buf = VS_VALUE_IN_STEP(ctx.contribution_buffer(agreed));
+    write_buffer(ctx, buf, contribution_of(ctx.replica_id()));
+    VS_STEP_OK(ctx.update_from_device(agreed, update_op::assign, buf.data));
+  });
+  CHECK(has_code(r, errc::aggregation_required));
+  CHECK(same(before, take_snapshot(s)));
+  VS_REQUIRE_OK(s.run([&](replica_context& ctx) {
+    auto buf = VS_VALUE_IN_STEP(ctx.contribution_buffer(agreed));
+    write_buffer(ctx, buf, contribution_of(0));
+    VS_STEP_OK(ctx.update_from_device(agreed, update_op::assign, buf.data));
+    auto cbuf = VS_VALUE_IN_STEP(ctx.contribution_buffer(counter));
+    write_buffer(ctx, cbuf, tensor::from_list<int32_t>({-1, 5}));
+    VS_STEP_OK(ctx.update_from_device(counter, update_op::assign_add,
+                                      cbuf.data));
+  }));
+  CHECK(values_of(VS_VALUE(s.read(agreed))) == std::vector<double>{1, 2, 3});
+  CHECK(values_of(VS_VALUE(s.read(counter)))
+        == std::vector<double>{2147483644, 10});
+  CHECK(all_components_equal(s, agreed));
+  CHECK(all_components_equal(s, counter));
+}

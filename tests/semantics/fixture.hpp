@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -15,7 +16,10 @@
 
 #include "varsync/varsync.hpp"
 #ifdef VARSYNC_SEMANTICS_ON_GPU
+#include <cuda_runtime.h>
+
 #include "devices/cuda/cuda_device.hpp"
+#include "varsync/cuda_stream.hpp"
 #endif
 
 namespace vs_test {
@@ -95,6 +99,28 @@ T value_in_step(caf::expected<T> x, const char* what) {
 }
 
 #define VS_VALUE_IN_STEP(expr) vs_test::value_in_step((expr), #expr)
+
+/// Inside a replica step: writes host tensor `x` into `dst`, a buffer on
+/// the replica's device (on a GPU: a copy on the replica's stream, waited
+/// for, as a user's kernel would write it).
+inline void write_buffer(replica_context& ctx, const device_view& dst,
+                         const tensor& x) {
+  if (dst.nbytes() != x.nbytes())
+    throw std::runtime_error("write_buffer: size mismatch");
+#ifdef VARSYNC_SEMANTICS_ON_GPU
+  if (!dst.host_accessible()) {
+    auto stream = cuda_stream(ctx);
+    if (cudaMemcpyAsync(dst.data, x.raw(), x.nbytes(), cudaMemcpyHostToDevice,
+                        stream)
+          != cudaSuccess
+        || cudaStreamSynchronize(stream) != cudaSuccess)
+      throw std::runtime_error("write_buffer: CUDA copy failed");
+    return;
+  }
+#endif
+  (void) ctx;
+  std::memcpy(dst.data, x.raw(), x.nbytes());
+}
 
 template <class T>
 T value_or_fail(caf::expected<T> x, const char* what) {
