@@ -4,11 +4,14 @@
 // use.
 
 #include <atomic>
+#include <optional>
 #include <string>
+#include <type_traits>
 
 #include <caf/sec.hpp>
 
 #include "actors/coordinator_state.hpp"
+#include "actors/spread_sends.hpp"
 #include "varsync/error.hpp"
 
 namespace varsync {
@@ -109,6 +112,10 @@ void coordinator_state::gather(size_t count, caf::timespan timeout, Send send,
     st->deadline = watch(timeout, st.get());
     st->watched = true;
   }
+  // One receiver continues on this worker; several run in parallel.
+  std::optional<spread_sends<std::remove_pointer_t<self_pointer>>> spread;
+  if (count > 1)
+    spread.emplace(self_);
   for (size_t i = 0; i < count; ++i) {
     send(i).then(
       [st, i](T value) {

@@ -107,6 +107,7 @@ caf::expected<strategy> strategy::create(strategy_options options) {
     threads = std::max(1u, std::thread::hardware_concurrency());
   cfg->set("scheduler.max-threads", threads);
   cfg->set("logger.verbosity", caf::atom("quiet"));
+  tune_scheduler(*cfg);
   auto host = detail::start_system_host(std::move(cfg));
   if (!host)
     return std::move(host.error());

@@ -1,7 +1,8 @@
 #pragma once
 // The actor system every benchmark uses: varsync's message types, two
 // scheduler threads (the development machines have 2 cores, and CAF's default
-// scheduler would start 4 threads on them), CAF's logger quiet.
+// scheduler would start 4 threads on them), CAF's logger quiet, and the
+// scheduler polling strategy::create uses (varsync::tune_scheduler).
 
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@ inline void configure(caf::actor_system_config& cfg) {
   varsync::register_types(cfg);
   cfg.set("scheduler.max-threads", scheduler_threads);
   cfg.set("logger.verbosity", caf::atom("quiet"));
+  varsync::tune_scheduler(cfg);
 }
 
 /// "cpu:0" .. "cpu:<n-1>".

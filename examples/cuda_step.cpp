@@ -73,6 +73,7 @@ struct cuda_step_options : caf::actor_system_config {
 
   cuda_step_options() {
     register_types(*this);
+    tune_scheduler(*this);
     set("logger.verbosity", caf::atom("quiet"));
     opt_group{custom_options_, "global"}
       .add<bool>("smoke", "a short run: 3 steps over 4096 elements")

@@ -101,6 +101,7 @@ struct quickstart_options : caf::actor_system_config {
 
   quickstart_options() {
     register_types(*this);
+    tune_scheduler(*this);
     set("logger.verbosity", caf::atom("quiet"));
     opt_group{custom_options_, "global"}.add<bool>(
       "smoke", "a short run (fewer counting steps), as in the tests");

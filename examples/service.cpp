@@ -252,6 +252,7 @@ struct service_options : caf::actor_system_config {
 
   service_options() {
     register_types(*this);
+    tune_scheduler(*this);
     set("scheduler.max-threads", 2);
     set("logger.verbosity", caf::atom("quiet"));
     opt_group{custom_options_, "global"}.add<bool>(

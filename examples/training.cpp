@@ -151,6 +151,7 @@ struct training_options : caf::actor_system_config {
 
   training_options() {
     register_types(*this);
+    tune_scheduler(*this);
     set("logger.verbosity", caf::atom("quiet"));
     opt_group{custom_options_, "global"}
       .add<bool>("smoke", "a short run (8 epochs unless --epochs is given)")

@@ -22,6 +22,13 @@ struct config_access : caf::actor_system_config {
 
 } // namespace
 
+void tune_scheduler(caf::actor_system_config& cfg) {
+  // Idle workers skip CAF's sleeping poll phase: they spin its attempts
+  // without sleeping, then wait on their condition variable, which new
+  // work from outside the scheduler signals (spread_sends relies on it).
+  cfg.set("work-stealing.moderate-sleep-duration", caf::timespan{0});
+}
+
 void register_types(caf::actor_system_config& cfg) {
   config_access::options(cfg)
     .add<std::string>("varsync", "log-level",

@@ -19,6 +19,17 @@ namespace varsync {
 /// Registers varsync's message types and its error category ("varsync").
 void register_types(caf::actor_system_config& cfg);
 
+/// Sets CAF's work-stealing polling for low latency: an idle scheduler
+/// thread spins briefly, then sleeps until a message wakes it. CAF's
+/// default (sleep 50 µs between polls for the first 25 ms of idleness, not
+/// woken by new work) adds up to about 100 µs to every message that reaches
+/// an idle thread: a replica step that follows a pause of the caller, or a
+/// GPU step whose threads idled while the GPU worked. strategy::create
+/// (without an actor system) does this for the system it creates; call it
+/// on your own config before creating the system you host strategies in.
+/// Sets "work-stealing.moderate-sleep-duration" to 0 (docs/scheduling.md).
+void tune_scheduler(caf::actor_system_config& cfg);
+
 /// varsync's entries of an actor system config. They are outside input: a
 /// config file, the command line or cfg.set() of the application.
 struct config_settings {
