@@ -17,14 +17,6 @@ collective_item& collective_plan::add_item() {
   return item;
 }
 
-bool collective_plan::has_staged_inputs() const {
-  for (auto& item : items)
-    for (auto id : item.staged)
-      if (id != 0)
-        return true;
-  return false;
-}
-
 int64_t collective_plan::total_elements() const {
   int64_t n = 0;
   for (auto& item : items)

@@ -69,8 +69,6 @@ struct collective_plan {
 
   /// Creates an item with the per-replica slots sized for this plan.
   collective_item& add_item();
-  /// True if any item takes a contribution from a device staging buffer.
-  bool has_staged_inputs() const;
   /// Total elements over all items (the space the workers split).
   int64_t total_elements() const;
 };

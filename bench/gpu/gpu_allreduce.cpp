@@ -7,9 +7,10 @@
 //    on GPU 0, B = 2 * S / t (bytes read + bytes written), best of 10.
 // 2. same-GPU path, N logical replicas of GPU 0 (--replicas, default 2 and
 //    4): same_device_all_reduce with N separate contribution buffers and N
-//    component buffers (the step update of N replicas sharing one GPU). Its
-//    HBM bound is 2 * N * S bytes at B; reported: time, achieved bytes/s,
-//    fraction of the bound (target >= 80% from 64 MiB).
+//    component buffers (the step update of N replicas sharing one GPU), for
+//    assign (HBM bound 2 * N * S bytes at B) and assign_add (3 * N * S: the
+//    components are read too); reported: time, achieved bytes/s, fraction
+//    of the bound (target >= 80% from 64 MiB).
 // 3. NCCL path over every visible GPU (a clique of one on a one-GPU machine):
 //    nccl::clique::all_reduce (varsync's path: argument checks, its group,
 //    its streams) against a bare ncclAllReduce group on the same buffers and
@@ -125,13 +126,17 @@ const char* mark(bool ok) { return ok ? "pass" : "MISS"; }
 
 // -- 2. same GPU ----------------------------------------------------------------
 
-void same_gpu(int replicas, const std::vector<size_t>& sizes, double bw,
-              int fixed_iters, bench::recorder& rec) {
+void same_gpu(int replicas, update_op uop, const std::vector<size_t>& sizes,
+              double bw, int fixed_iters, bench::recorder& rec) {
   auto dev = cuda_device::open(0);
   if (!dev)
     check(dev.error(), "cuda_device::open(0)");
+  // assign: read N contributions, write N components; assign_add also
+  // reads the N components.
+  const double passes = uop == update_op::assign ? 2.0 : 3.0;
   std::printf("\nsame-GPU path, %d logical replicas of cuda:0 "
-              "(same_device_all_reduce, sum, assign)\n", replicas);
+              "(same_device_all_reduce, sum, %s; bound %g*N*S)\n", replicas,
+              std::string{to_string(uop)}.c_str(), passes);
   std::printf("%10s %12s %12s %12s %8s %s\n", "size", "median us",
               "bound us", "GB/s", "of bound", "target (>=80% from 64 MiB)");
   for (auto bytes : sizes) {
@@ -156,12 +161,13 @@ void same_gpu(int replicas, const std::vector<size_t>& sizes, double bw,
     }
     std::vector<const void*> in(contrib.begin(), contrib.end());
     auto call = [&] {
-      check(same_device_all_reduce(**dev, reduce_op::sum, update_op::assign,
+      check(same_device_all_reduce(**dev, reduce_op::sum, uop,
                                    dtype::float32, in, comps, count),
             "same_device_all_reduce");
+      check((*dev)->synchronize(), "synchronize");
     };
     auto st = bench::time_calls_us(iterations_for(bytes, fixed_iters), 2, call);
-    const double moved = 2.0 * replicas * static_cast<double>(bytes);
+    const double moved = passes * replicas * static_cast<double>(bytes);
     const double bound_us = moved / bw * 1e6;
     const double frac = bound_us / st.median;
     const bool gated = bytes >= (size_t{64} << 20);
@@ -169,8 +175,9 @@ void same_gpu(int replicas, const std::vector<size_t>& sizes, double bw,
                 bench::size_name(bytes).c_str(), st.median, bound_us,
                 moved / (st.median * 1e-6) / 1e9, 100 * frac,
                 gated ? mark(frac >= 0.8) : "-");
-    rec.latency("gpu.same_gpu.r" + std::to_string(replicas) + ".s"
-                  + std::to_string(bytes),
+    rec.latency(std::string{"gpu.same_gpu."}
+                  + (uop == update_op::assign ? "" : "add.") + "r"
+                  + std::to_string(replicas) + ".s" + std::to_string(bytes),
                 st, {{"bound_us", std::to_string(bound_us)}});
     for (auto* p : contrib) (*dev)->release(p);
     for (auto* p : comps) (*dev)->release(p);
@@ -403,8 +410,9 @@ int main(int argc, char** argv) {
               bw / 1e9);
   rec.record("gpu.copy_bandwidth", bw / 1e9, "GB/s",
              {}, {{"gpu", prop.name}});
-  for (int n : replica_counts)
-    same_gpu(n, sizes, bw, fixed_iters, rec);
+  for (auto uop : {update_op::assign, update_op::assign_add})
+    for (int n : replica_counts)
+      same_gpu(n, uop, sizes, bw, fixed_iters, rec);
   nccl_path(gpus, sizes, fixed_iters, rec);
   for (int n : {1, 2, 4})
     strategy_path(sizes, strategy_max, bw, fixed_iters, n, true, rec);

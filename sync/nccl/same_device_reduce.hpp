@@ -68,8 +68,9 @@ std::string describe(const cuda_collective_plan& plan);
 /// c = uop(c, y) for every component. Unlike the kernel, contributions may
 /// alias components (an in-place all-reduce): contributions that overlap a
 /// component are first copied to scratch memory of `dev` (the device copies).
-/// Runs on dev's stream and waits for it. At most 64 contributions and 64
-/// components; `count` elements each.
+/// Runs on dev's stream without waiting for it (dev.synchronize() does; a
+/// collective waits once for all its items). At most 64 contributions and
+/// 64 components; `count` elements each.
 caf::error same_device_all_reduce(cuda_device& dev, reduce_op rop,
                                   update_op uop, dtype type,
                                   std::span<const void* const> contributions,

@@ -228,6 +228,7 @@ TEST_CASE("same-GPU reduce_and_apply matches the host one-pass kernel",
             }
             auto err = same_device_all_reduce(*dev_a, rop, uop, t, dc, dm, n);
             REQUIRE_FALSE(err);
+            REQUIRE_FALSE(dev_a->synchronize());
             for (int r = 0; r < replicas; ++r)
               CHECK_SAME_VALUES(mbufs[static_cast<size_t>(r)].download(t, {n}),
                                 expected[static_cast<size_t>(r)]);
