@@ -8,8 +8,9 @@
 // 2. same-GPU path, N logical replicas of GPU 0 (--replicas, default 2 and
 //    4): same_device_all_reduce with N separate contribution buffers and N
 //    component buffers (the step update of N replicas sharing one GPU), for
-//    assign (HBM bound 2 * N * S bytes at B) and assign_add (3 * N * S: the
-//    components are read too); reported: time, achieved bytes/s, fraction
+//    assign (HBM bound 2 * N * S bytes at B) and assign_add on mirrored
+//    components as a step applies it (bound 3 * N * S, the traffic of
+//    updating N components; the mirrored kernel moves (2N+1) * S); reported: time, achieved bytes/s, fraction
 //    of the bound (target >= 80% from 64 MiB).
 // 3. NCCL path over every visible GPU (a clique of one on a one-GPU machine):
 //    nccl::clique::all_reduce (varsync's path: argument checks, its group,
@@ -29,13 +30,15 @@
 // without a GPU.
 //
 //   gpu_allreduce [--quick] [--json FILE] [--max-bytes N] [--replicas N]...
-//                 [--strategy-max N] [--iters N]
+//                 [--strategy-max N] [--iters N] [--scheduler-threads N]
+//                 [--strategy-only]
 
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -134,9 +137,13 @@ void same_gpu(int replicas, update_op uop, const std::vector<size_t>& sizes,
   // assign: read N contributions, write N components; assign_add also
   // reads the N components.
   const double passes = uop == update_op::assign ? 2.0 : 3.0;
+  // assign_add as a step applies it: mirrored components (the kernel reads
+  // component 0 only, (2N+1)*S moved), against the 3*N*S.
+  const bool mirrored = uop != update_op::assign;
   std::printf("\nsame-GPU path, %d logical replicas of cuda:0 "
-              "(same_device_all_reduce, sum, %s; bound %g*N*S)\n", replicas,
-              std::string{to_string(uop)}.c_str(), passes);
+              "(same_device_all_reduce, sum, %s%s; bound %g*N*S)\n", replicas,
+              std::string{to_string(uop)}.c_str(),
+              mirrored ? ", mirrored" : "", passes);
   std::printf("%10s %12s %12s %12s %8s %s\n", "size", "median us",
               "bound us", "GB/s", "of bound", "target (>=80% from 64 MiB)");
   for (auto bytes : sizes) {
@@ -162,7 +169,7 @@ void same_gpu(int replicas, update_op uop, const std::vector<size_t>& sizes,
     std::vector<const void*> in(contrib.begin(), contrib.end());
     auto call = [&] {
       check(same_device_all_reduce(**dev, reduce_op::sum, uop,
-                                   dtype::float32, in, comps, count),
+                                   dtype::float32, in, comps, count, mirrored),
             "same_device_all_reduce");
       check((*dev)->synchronize(), "synchronize");
     };
@@ -288,16 +295,18 @@ void nccl_path(int gpus, const std::vector<size_t>& sizes, int fixed_iters,
 /// (read N contributions, read and write N components).
 void strategy_path(const std::vector<size_t>& sizes, size_t max_bytes,
                    double bw, int fixed_iters, int replicas, bool zero_copy,
-                   bench::recorder& rec) {
+                   size_t threads, bench::recorder& rec) {
   strategy_options o;
   o.devices.assign(static_cast<size_t>(replicas), "cuda:0");
+  o.scheduler_threads = threads;
   o.timeout = std::chrono::seconds(120);
   auto s = strategy::create(o);
   if (!s)
     check(s.error(), "strategy::create");
-  std::printf("\nwhole strategy, %d replica%s of cuda:0, ON_WRITE sum "
-              "assign_add from %s: %s\n",
+  std::printf("\nwhole strategy, %d replica%s of cuda:0, %zu scheduler "
+              "threads, ON_WRITE sum assign_add from %s: %s\n",
               replicas, replicas == 1 ? "" : "s",
+              threads != 0 ? threads : size_t{std::thread::hardware_concurrency()},
               zero_copy ? "contribution_buffer (no copy)"
                         : "the step's own buffer (one device copy)",
               s->description().c_str());
@@ -360,6 +369,8 @@ int main(int argc, char** argv) {
   size_t max_bytes = opts.quick ? (size_t{64} << 20) : (size_t{1} << 30);
   size_t strategy_max = size_t{256} << 20;
   int fixed_iters = 0;
+  size_t threads = 0; // the strategy's own default: one per core
+  bool strategy_only = false;
   std::vector<int> replica_counts;
   for (size_t i = 0; i < opts.rest.size(); ++i) {
     const auto& a = opts.rest[i];
@@ -378,10 +389,15 @@ int main(int argc, char** argv) {
       replica_counts.push_back(std::atoi(next().c_str()));
     else if (a == "--iters")
       fixed_iters = std::atoi(next().c_str());
+    else if (a == "--scheduler-threads")
+      threads = std::strtoull(next().c_str(), nullptr, 10);
+    else if (a == "--strategy-only")
+      strategy_only = true;
     else {
       std::fprintf(stderr,
                    "usage: gpu_allreduce [--quick] [--json FILE] [--max-bytes "
-                   "N] [--replicas N]... [--strategy-max N] [--iters N]\n");
+                   "N] [--replicas N]... [--strategy-max N] [--iters N] "
+                   "[--scheduler-threads N] [--strategy-only]\n");
       return 2;
     }
   }
@@ -410,12 +426,14 @@ int main(int argc, char** argv) {
               bw / 1e9);
   rec.record("gpu.copy_bandwidth", bw / 1e9, "GB/s",
              {}, {{"gpu", prop.name}});
-  for (auto uop : {update_op::assign, update_op::assign_add})
-    for (int n : replica_counts)
-      same_gpu(n, uop, sizes, bw, fixed_iters, rec);
-  nccl_path(gpus, sizes, fixed_iters, rec);
+  if (!strategy_only) {
+    for (auto uop : {update_op::assign, update_op::assign_add})
+      for (int n : replica_counts)
+        same_gpu(n, uop, sizes, bw, fixed_iters, rec);
+    nccl_path(gpus, sizes, fixed_iters, rec);
+  }
   for (int n : {1, 2, 4})
-    strategy_path(sizes, strategy_max, bw, fixed_iters, n, true, rec);
-  strategy_path(sizes, strategy_max, bw, fixed_iters, 2, false, rec);
+    strategy_path(sizes, strategy_max, bw, fixed_iters, n, true, threads, rec);
+  strategy_path(sizes, strategy_max, bw, fixed_iters, 2, false, threads, rec);
   return 0;
 }

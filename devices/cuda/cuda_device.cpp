@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -68,29 +69,52 @@ size_t pool_size(size_t nbytes) {
   return (nbytes + pool_granularity - 1) / pool_granularity * pool_granularity;
 }
 
+/// The stream-ordered memory pool of GPU `index`, one per process, shared by
+/// every cuda_device of that GPU (its replicas and the collective): memory
+/// one of them releases is reused by all, CUDA ordering the reuse across
+/// their streams. Released memory stays reserved (no release threshold), so
+/// steady-state steps never reach the driver's allocator. Lives as long as
+/// the process.
+caf::expected<cudaMemPool_t> shared_pool(int index) {
+  static std::mutex mtx;
+  static std::unordered_map<int, cudaMemPool_t> pools;
+  std::lock_guard lock{mtx};
+  if (auto i = pools.find(index); i != pools.end())
+    return i->second;
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = index;
+  cudaMemPool_t pool = nullptr;
+  if (auto e = cudaMemPoolCreate(&pool, &props); e != cudaSuccess) {
+    cudaGetLastError();
+    return cuda::make_cuda_error(index, "cudaMemPoolCreate", e);
+  }
+  uint64_t keep = UINT64_MAX;
+  if (auto e = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold,
+                                       &keep);
+      e != cudaSuccess) {
+    cudaGetLastError();
+    cudaMemPoolDestroy(pool);
+    return cuda::make_cuda_error(index, "cudaMemPoolSetAttribute", e);
+  }
+  pools.emplace(index, pool);
+  return pool;
+}
+
 } // namespace
 
 struct cuda_device::impl {
   int index = 0;
   cudaStream_t stream = nullptr;
   cudaEvent_t step_done = nullptr; // created by the first mark_step_done
-  mutable std::mutex mtx; // guards the pool
-  std::unordered_map<size_t, std::vector<void*>> free_lists;
-  std::unordered_map<void*, size_t> live; // pointer -> pooled size
+  cudaMemPool_t pool = nullptr;    // shared_pool(index)
+  mutable std::mutex mtx;          // guards live
+  std::unordered_map<void*, size_t> live; // pointer -> rounded size
   size_t live_total = 0;
-  size_t pooled_total = 0;
 
   caf::error fail(std::string_view what, cudaError_t e) const {
     return cuda::make_cuda_error(index, what, e);
-  }
-
-  /// Returns every parked block to CUDA (mtx held).
-  void trim() {
-    for (auto& [size, blocks] : free_lists)
-      for (void* p : blocks)
-        cudaFree(p);
-    free_lists.clear();
-    pooled_total = 0;
   }
 
   caf::error sync(std::string_view what) {
@@ -115,6 +139,10 @@ caf::expected<std::unique_ptr<cuda_device>> cuda_device::open(int index) {
   cuda::device_guard guard{index};
   if (guard.status() != cudaSuccess)
     return p->fail("cudaSetDevice", guard.status());
+  auto pool = shared_pool(index);
+  if (!pool)
+    return std::move(pool.error());
+  p->pool = *pool;
   if (auto e = cudaStreamCreateWithFlags(&p->stream, cudaStreamNonBlocking);
       e != cudaSuccess)
     return p->fail("cudaStreamCreateWithFlags", e);
@@ -127,13 +155,12 @@ cuda_device::~cuda_device() {
   if (!impl_)
     return;
   cuda::device_guard guard{impl_->index};
+  std::lock_guard lock{impl_->mtx};
+  for (auto& [p, size] : impl_->live)
+    cudaFreeAsync(p, impl_->stream);
+  impl_->live.clear();
   if (impl_->stream != nullptr)
     cudaStreamSynchronize(impl_->stream);
-  std::lock_guard lock{impl_->mtx};
-  impl_->trim();
-  for (auto& [p, size] : impl_->live)
-    cudaFree(p);
-  impl_->live.clear();
   if (impl_->step_done != nullptr)
     cudaEventDestroy(impl_->step_done);
   if (impl_->stream != nullptr)
@@ -158,39 +185,40 @@ size_t cuda_device::live_bytes() const {
 }
 
 size_t cuda_device::pooled_bytes() const {
-  std::lock_guard lock{impl_->mtx};
-  return impl_->pooled_total;
+  uint64_t reserved = 0;
+  uint64_t used = 0;
+  if (cudaMemPoolGetAttribute(impl_->pool, cudaMemPoolAttrReservedMemCurrent,
+                              &reserved)
+        != cudaSuccess
+      || cudaMemPoolGetAttribute(impl_->pool, cudaMemPoolAttrUsedMemCurrent,
+                                 &used)
+           != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return reserved > used ? static_cast<size_t>(reserved - used) : 0;
 }
 
 caf::expected<void*> cuda_device::allocate(size_t nbytes) {
   const size_t size = pool_size(nbytes);
-  std::lock_guard lock{impl_->mtx};
-  if (auto i = impl_->free_lists.find(size);
-      i != impl_->free_lists.end() && !i->second.empty()) {
-    void* p = i->second.back();
-    i->second.pop_back();
-    impl_->pooled_total -= size;
-    impl_->live.emplace(p, size);
-    impl_->live_total += size;
-    return p;
-  }
   cuda::device_guard guard{impl_->index};
   if (guard.status() != cudaSuccess)
     return impl_->fail("cudaSetDevice", guard.status());
   void* p = nullptr;
-  auto e = cudaMalloc(&p, size);
+  auto e = cudaMallocFromPoolAsync(&p, size, impl_->pool, impl_->stream);
   if (e == cudaErrorMemoryAllocation) {
     cudaGetLastError();
-    // Blocks parked on the free lists may still be used by queued work.
-    cudaStreamSynchronize(impl_->stream);
-    impl_->trim();
-    e = cudaMalloc(&p, size);
+    // Memory that other streams released becomes reusable once their work
+    // is done: wait for the GPU, then try once more.
+    cudaDeviceSynchronize();
+    e = cudaMallocFromPoolAsync(&p, size, impl_->pool, impl_->stream);
   }
   if (e != cudaSuccess) {
     cudaGetLastError();
     return impl_->fail("cannot allocate " + std::to_string(nbytes) + " bytes",
                        e);
   }
+  std::lock_guard lock{impl_->mtx};
   impl_->live.emplace(p, size);
   impl_->live_total += size;
   return p;
@@ -203,13 +231,14 @@ void cuda_device::release(void* data) {
   auto i = impl_->live.find(data);
   if (i == impl_->live.end())
     return; // not ours
-  const size_t size = i->second;
+  impl_->live_total -= i->second;
   impl_->live.erase(i);
-  impl_->live_total -= size;
-  // Work already queued on the stream that still reads the block runs before
-  // any later use of it, which is queued on the same stream.
-  impl_->free_lists[size].push_back(data);
-  impl_->pooled_total += size;
+  // Stream-ordered: work already queued on this stream that still uses the
+  // block runs first; other streams reuse it only after that (CUDA tracks
+  // it). Callers release only what other streams are done with.
+  cuda::device_guard guard{impl_->index};
+  if (cudaFreeAsync(data, impl_->stream) != cudaSuccess)
+    cudaGetLastError();
 }
 
 caf::error cuda_device::upload(void* dst, const tensor& src) {
@@ -357,7 +386,7 @@ caf::error cuda_device::reduce(reduce_op op, dtype type, void* out,
 caf::error cuda_device::reduce_and_apply(
   reduce_op rop, update_op uop, dtype type,
   std::span<const void* const> contributions, std::span<void* const> components,
-  int64_t count) {
+  int64_t count, bool mirrored) {
   if (contributions.empty() || contributions.size() > cuda::max_kernel_pointers
       || components.size() > cuda::max_kernel_pointers)
     return make_error(errc::invalid_argument,
@@ -376,7 +405,7 @@ caf::error cuda_device::reduce_and_apply(
   if (auto e = cuda::launch_reduce_and_apply(
         rop, uop, type, contributions.data(),
         static_cast<int>(contributions.size()), components.data(),
-        static_cast<int>(components.size()), count, impl_->stream);
+        static_cast<int>(components.size()), mirrored, count, impl_->stream);
       e != cudaSuccess)
     return impl_->fail("reduce_and_apply (kernel launch)", e);
   return {};

@@ -1,6 +1,6 @@
 #pragma once
-// A replica on GPU K ("cuda:K"): components in pooled cudaMalloc memory (never
-// managed memory), one non-blocking CUDA stream, and the elementwise kernels
+// A replica on GPU K ("cuda:K"): components in the GPU's stream-ordered memory
+// pool (never managed memory), one non-blocking CUDA stream, and the elementwise kernels
 // of devices/cuda/cuda_kernels.hpp, which match devices/host_kernels.hpp bit
 // for bit.
 //
@@ -35,10 +35,12 @@ public:
   device_id id() const override;
   bool host_accessible() const override { return false; }
 
-  /// Pooled cudaMalloc: sizes are rounded up to 512 bytes and released
-  /// blocks are kept on a per-size free list for the next allocation of that
-  /// size. On cudaErrorMemoryAllocation the free lists are returned to CUDA
-  /// and the allocation retried once; then out_of_memory.
+  /// Stream-ordered allocation (on this device's stream) from the GPU's
+  /// pool, which every cuda_device of that GPU in the process shares (the
+  /// replicas and the collective): what one releases, all reuse. Sizes are
+  /// rounded up to 512 bytes. On cudaErrorMemoryAllocation the GPU is
+  /// waited for (pending releases complete) and the allocation retried
+  /// once; then out_of_memory.
   caf::expected<void*> allocate(size_t nbytes) override;
   void release(void* data) override;
 
@@ -72,11 +74,13 @@ public:
   /// 64 inputs).
   caf::error reduce(reduce_op op, dtype type, void* out,
                     std::span<const void* const> inputs, int64_t count);
-  /// host::reduce_and_apply on this GPU (replicas sharing one GPU).
+  /// host::reduce_and_apply on this GPU (replicas sharing one GPU);
+  /// `mirrored`: host::reduce_and_apply_mirrored (equal components: one
+  /// read of component 0, the same value stored to all).
   caf::error reduce_and_apply(reduce_op rop, update_op uop, dtype type,
                               std::span<const void* const> contributions,
                               std::span<void* const> components,
-                              int64_t count);
+                              int64_t count, bool mirrored = false);
   /// data *= factor (floating dtypes).
   caf::error scale(dtype type, void* data, double factor, int64_t count);
   /// Device-to-device copy of `nbytes` (src and dst on this GPU or peers).
@@ -88,7 +92,8 @@ public:
   int index() const;
   /// The cudaStream_t, as void* (cast in backend code).
   void* native_stream() const override;
-  /// Bytes handed out / bytes parked on the free lists.
+  /// Bytes this object handed out; bytes the GPU's shared pool holds
+  /// reserved but unused.
   size_t live_bytes() const;
   size_t pooled_bytes() const;
 

@@ -242,7 +242,7 @@ template <class K, class Op, bool Mean>
 __global__ void reduce_and_apply_kernel(Op op, uint8_t uop,
                                         ptr_list<const void*> in, int k,
                                         ptr_list<void*> comps, int m,
-                                        int64_t n) {
+                                        bool mirrored, int64_t n) {
   using S = typename K::storage;
   VARSYNC_GRID_LOOP(i, n) {
     S y;
@@ -250,6 +250,16 @@ __global__ void reduce_and_apply_kernel(Op op, uint8_t uop,
       y = static_cast<const S*>(in.p[0])[i];
     else
       y = K::store(reduce_element<K, Op, Mean>(op, in, k, i));
+    if (mirrored) {
+      // Equal components: one read (none for assign), the same value stored
+      // to all, as host::reduce_and_apply_mirrored.
+      S v = uop == op_code::assign
+              ? y
+              : update_value<K>(uop, static_cast<const S*>(comps.p[0])[i], y);
+      for (int c = 0; c < m; ++c)
+        static_cast<S*>(comps.p[c])[i] = v;
+      continue;
+    }
     for (int c = 0; c < m; ++c) {
       S* comp = static_cast<S*>(comps.p[c]);
       comp[i] = update_value<K>(uop, comp[i], y);
@@ -368,7 +378,8 @@ cudaError_t launch_reduce_and_apply(reduce_op rop, update_op uop, dtype t,
                                     const void* const* contributions,
                                     int num_contributions,
                                     void* const* components, int num_components,
-                                    int64_t n, cudaStream_t stream) {
+                                    bool mirrored, int64_t n,
+                                    cudaStream_t stream) {
   if (num_contributions < 1 || num_contributions > max_kernel_pointers
       || num_components < 0 || num_components > max_kernel_pointers)
     return cudaErrorInvalidValue;
@@ -389,7 +400,7 @@ cudaError_t launch_reduce_and_apply(reduce_op rop, update_op uop, dtype t,
       reduce_and_apply_kernel<K, decltype(fn), decltype(mean)::value>
         <<<blocks_for(n), threads, 0, stream>>>(fn, ucode, in,
                                                 num_contributions, comps,
-                                                num_components, n);
+                                                num_components, mirrored, n);
       return cudaGetLastError();
     });
   });

@@ -53,12 +53,15 @@ cudaError_t launch_reduce(reduce_op op, dtype t, void* out,
 /// host::reduce_and_apply on one device: y = reduce(contributions) rounded to
 /// `t` (the single contribution itself when there is one), then
 /// c[i] = uop(c[i], y) for every component. Components must not alias
-/// contributions or each other. Host arrays of device pointers.
+/// contributions or each other. Host arrays of device pointers. `mirrored`:
+/// the components hold equal values (ON_WRITE), so the new value is computed
+/// once from component 0 and stored to all (host::reduce_and_apply_mirrored).
 cudaError_t launch_reduce_and_apply(reduce_op rop, update_op uop, dtype t,
                                     const void* const* contributions,
                                     int num_contributions,
                                     void* const* components, int num_components,
-                                    int64_t n, cudaStream_t stream);
+                                    bool mirrored, int64_t n,
+                                    cudaStream_t stream);
 
 /// R4: dst = this replica's share of x (floor-division split for integers,
 /// x / N for floating dtypes). `dst` may equal `x`. Requires

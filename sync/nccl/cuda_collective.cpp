@@ -257,7 +257,7 @@ struct cuda_collective::impl {
     return same_device_all_reduce(dev, item.rop, item.uop, item.type,
                                   contributions,
                                   std::span<void* const>{item.components},
-                                  item.count);
+                                  item.count, item.mirrored);
   }
 
   // -- NCCL clique (replica r is rank r on gpus[r]) ----------------------------

@@ -61,8 +61,9 @@ public:
   // one cudaStream_t per rank. send[r] == recv[r] is in place.
 
   /// recv[r] = op over all ranks of send[*], for every rank. sum, prod, min,
-  /// max; mean is ncclAvg (floating dtypes only; integer mean is
-  /// invalid_argument, as everywhere in varsync).
+  /// max; mean is ncclSum, then one division by the rank count on each
+  /// rank (floating dtypes only; integer mean is invalid_argument, as
+  /// everywhere in varsync).
   caf::error all_reduce(reduce_op op, dtype type,
                         std::span<const void* const> send,
                         std::span<void* const> recv, int64_t count,

@@ -67,7 +67,7 @@ caf::error same_device_all_reduce(cuda_device& dev, reduce_op rop,
                                   update_op uop, dtype type,
                                   std::span<const void* const> contributions,
                                   std::span<void* const> components,
-                                  int64_t count) {
+                                  int64_t count, bool mirrored) {
   if (count < 0)
     return make_error(errc::invalid_argument,
                       "same_device_all_reduce: negative count");
@@ -97,7 +97,8 @@ caf::error same_device_all_reduce(cuda_device& dev, reduce_op rop,
     in = *tmp;
   }
   if (!err)
-    err = dev.reduce_and_apply(rop, uop, type, inputs, components, count);
+    err = dev.reduce_and_apply(rop, uop, type, inputs, components, count,
+                               mirrored);
   // No wait: the scratch goes back to dev's pool, whose memory is only used
   // by work on dev's stream, which is ordered after this kernel.
   release_all();

@@ -68,6 +68,9 @@ std::string describe(const cuda_collective_plan& plan);
 /// c = uop(c, y) for every component. Unlike the kernel, contributions may
 /// alias components (an in-place all-reduce): contributions that overlap a
 /// component are first copied to scratch memory of `dev` (the device copies).
+/// `mirrored`: the components hold equal values (an ON_WRITE variable's);
+/// the result is then computed once from component 0 and stored to all
+/// ((2N + 1)·S of memory traffic instead of 3·N·S for assign_add).
 /// Runs on dev's stream without waiting for it (dev.synchronize() does; a
 /// collective waits once for all its items). At most 64 contributions and
 /// 64 components; `count` elements each.
@@ -75,6 +78,6 @@ caf::error same_device_all_reduce(cuda_device& dev, reduce_op rop,
                                   update_op uop, dtype type,
                                   std::span<const void* const> contributions,
                                   std::span<void* const> components,
-                                  int64_t count);
+                                  int64_t count, bool mirrored = false);
 
 } // namespace varsync

@@ -62,18 +62,31 @@ TEST_CASE("cuda_device: upload/download round trip, every dtype",
   }
 }
 
-TEST_CASE("cuda_device: the pool reuses released blocks", "[gpu][cuda_device]") {
-  auto dev = open_gpu();
-  auto a = dev->allocate(1000);
+TEST_CASE("cuda_device: devices of one GPU share one pool: what one releases "
+          "another reuses", "[gpu][cuda_device]") {
+  auto replica = open_gpu();
+  auto collective = open_gpu();
+  auto a = replica->allocate(1000);
   REQUIRE(a);
-  CHECK(dev->live_bytes() == 1024);
-  dev->release(*a);
-  CHECK(dev->live_bytes() == 0);
-  CHECK(dev->pooled_bytes() == 1024);
-  auto b = dev->allocate(1020); // same 512-byte rounded size
+  CHECK(replica->live_bytes() == 1024); // rounded to 512 bytes
+  replica->release(*a);
+  CHECK(replica->live_bytes() == 0);
+  const size_t big = size_t{64} << 20;
+  auto b = replica->allocate(big);
   REQUIRE(b);
-  CHECK(*b == *a);
-  dev->release(*b);
+  replica->release(*b);
+  REQUIRE_FALSE(replica->synchronize());
+  const size_t unused = collective->pooled_bytes();
+  CHECK(unused >= big);
+  // The other device object takes the released memory: the pool does not
+  // grow, its unused part shrinks by the block.
+  auto c = collective->allocate(big);
+  REQUIRE(c);
+  REQUIRE_FALSE(collective->synchronize());
+  CHECK(collective->pooled_bytes() + big <= unused);
+  CHECK(collective->live_bytes() == big);
+  CHECK(replica->live_bytes() == 0);
+  collective->release(*c);
 }
 
 TEST_CASE("cuda_device: an impossible allocation is out_of_memory",
@@ -190,15 +203,21 @@ TEST_CASE("same-GPU reduce_and_apply matches the host one-pass kernel",
         continue;
       for (update_op uop : update_ops) {
         for (int replicas : {1, 2, 3}) {
-          for (bool in_place : {false, true}) {
+          for (int variant = 0; variant < 3; ++variant) {
+            // 0: separate buffers, 1: in place, 2: mirrored components.
+            const bool in_place = variant == 1;
+            const bool mirrored = variant == 2;
             INFO("dtype " << to_string(t) << ", " << to_string(rop) << " then "
                           << to_string(uop) << ", " << replicas
-                          << " replicas, in place " << in_place);
+                          << " replicas, in place " << in_place
+                          << ", mirrored " << mirrored);
             std::vector<tensor> contrib, comps;
+            auto mirror = random_tensor(t, {n}, rng, 10.0);
             for (int r = 0; r < replicas; ++r) {
               contrib.push_back(random_tensor(t, {n}, rng, 10.0));
               comps.push_back(in_place ? contrib.back().clone()
-                                       : random_tensor(t, {n}, rng, 10.0));
+                              : mirrored ? mirror.clone()
+                                         : random_tensor(t, {n}, rng, 10.0));
             }
             // Host reference (its kernel needs unaliased buffers).
             std::vector<tensor> expected;
@@ -226,7 +245,8 @@ TEST_CASE("same-GPU reduce_and_apply matches the host one-pass kernel",
                 dc.push_back(cbufs.back().get());
               }
             }
-            auto err = same_device_all_reduce(*dev_a, rop, uop, t, dc, dm, n);
+            auto err =
+              same_device_all_reduce(*dev_a, rop, uop, t, dc, dm, n, mirrored);
             REQUIRE_FALSE(err);
             REQUIRE_FALSE(dev_a->synchronize());
             for (int r = 0; r < replicas; ++r)
