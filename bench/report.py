@@ -691,6 +691,15 @@ def write_md(args, run, t, plot_error):
     for what, reason in sorted(t.skips.items()):
         lines.append("- skipped %s: %s" % (what, reason))
     lines.append("")
+    # Measurements made outside the suite (before/after comparisons) live in
+    # benchmark-notes.md beside this file, which the suite never rewrites.
+    notes = os.path.join(os.path.dirname(os.path.abspath(args.md)),
+                         "benchmark-notes.md")
+    if os.path.exists(notes):
+        lines += ["## Other measurements", "",
+                  "Comparisons made outside the suite (before and after a "
+                  "change, on the same machine) are in "
+                  "[benchmark-notes.md](benchmark-notes.md).", ""]
     os.makedirs(os.path.dirname(os.path.abspath(args.md)), exist_ok=True)
     with open(args.md, "w") as f:
         f.write("\n".join(lines))
