@@ -1,5 +1,8 @@
 #include "varsync/tensor.hpp"
 
+#include <malloc.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -17,6 +20,7 @@
 #include "varsync/error.hpp"
 #include "varsync/half.hpp"
 #include "core/host_buffer_pool.hpp"
+#include "varsync/host_buffer_cache.hpp"
 
 namespace varsync {
 
@@ -61,12 +65,16 @@ namespace {
 // Large buffers are recycled: a fresh multi-megabyte allocation comes from
 // mmap and pays a page fault per 4 KiB on first touch (milliseconds per
 // buffer), and glibc hands it back to the OS on free. Sizes round up to a
-// power of two so that buffers of similar sizes share a class.
+// power of two so that buffers of similar sizes share a class. What the
+// cache does not keep is freed; glibc keeps freed chunks below its mmap
+// threshold (up to 32 MiB) in the heap, so after every 64 MiB freed that
+// way it is asked to return free heap memory (malloc_trim).
 class large_buffer_pool {
 public:
   static constexpr size_t min_pooled = size_t{256} << 10;
-  static constexpr size_t max_cached_bytes = size_t{1} << 30;
+  static constexpr size_t default_limit = size_t{1} << 30;
   static constexpr size_t max_per_class = 8;
+  static constexpr size_t trim_every = size_t{64} << 20;
 
   static large_buffer_pool& instance() {
     // Never destroyed: tensors may be freed during static destruction.
@@ -100,18 +108,60 @@ public:
   }
 
   void give_back(void* p, size_t size) {
+    bool trim_heap = false;
     {
       std::lock_guard<std::mutex> guard{mtx_};
       auto& free_list = free_[size];
-      if (free_list.size() < max_per_class
-          && cached_ + size <= max_cached_bytes) {
+      if (free_list.size() < max_per_class && cached_ + size <= limit_) {
         free_list.push_back(p);
         cached_ += size;
         cached_view_.store(cached_, std::memory_order_relaxed);
         return;
       }
+      freed_since_trim_ += size;
+      if (freed_since_trim_ >= trim_every) {
+        freed_since_trim_ = 0;
+        trim_heap = true;
+      }
     }
     std::free(p);
+    if (trim_heap)
+      malloc_trim(0);
+  }
+
+  size_t limit() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return limit_;
+  }
+
+  /// Sets the limit; frees what the cache holds above it.
+  size_t set_limit(size_t bytes) {
+    std::vector<void*> freed;
+    size_t previous = 0;
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      previous = limit_;
+      limit_ = bytes;
+      // Largest classes first: the fewest frees to get under the limit.
+      std::vector<size_t> sizes;
+      for (auto& [size, list] : free_)
+        sizes.push_back(size);
+      std::sort(sizes.rbegin(), sizes.rend());
+      for (auto size : sizes) {
+        auto& list = free_[size];
+        while (cached_ > limit_ && !list.empty()) {
+          freed.push_back(list.back());
+          list.pop_back();
+          cached_ -= size;
+        }
+      }
+      cached_view_.store(cached_, std::memory_order_relaxed);
+    }
+    for (auto* p : freed)
+      std::free(p);
+    if (!freed.empty())
+      malloc_trim(0);
+    return previous;
   }
 
   // Read on every memory budget check: no lock.
@@ -132,12 +182,16 @@ public:
     for (auto& [size, list] : freed)
       for (auto* p : list)
         std::free(p);
+    if (bytes > 0)
+      malloc_trim(0);
     return bytes;
   }
 
 private:
-  std::mutex mtx_;
+  mutable std::mutex mtx_;
   std::unordered_map<size_t, std::vector<void*>> free_;
+  size_t limit_ = default_limit;
+  size_t freed_since_trim_ = 0;
   size_t cached_ = 0;
   std::atomic<size_t> cached_view_{0}; // cached_, for lock-free readers
 };
@@ -150,6 +204,18 @@ size_t host_buffer_pool_cached_bytes() {
 
 size_t trim_host_buffer_pool() {
   return large_buffer_pool::instance().trim();
+}
+
+size_t host_buffer_cache_limit() {
+  return large_buffer_pool::instance().limit();
+}
+
+size_t set_host_buffer_cache_limit(size_t bytes) {
+  return large_buffer_pool::instance().set_limit(bytes);
+}
+
+size_t host_buffer_cache_bytes() {
+  return large_buffer_pool::instance().cached_bytes();
 }
 
 std::shared_ptr<void> allocate_host_bytes(size_t nbytes) {

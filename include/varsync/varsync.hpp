@@ -4,6 +4,7 @@
 
 #include "varsync/error.hpp"
 #include "varsync/tensor.hpp"
+#include "varsync/host_buffer_cache.hpp"
 #include "varsync/device_id.hpp"
 #include "varsync/synchronization.hpp"
 #include "varsync/distributed_values.hpp"

@@ -5,9 +5,11 @@
 #include <limits>
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 #include "varsync/error.hpp"
 #include "varsync/tensor.hpp"
+#include "varsync/host_buffer_cache.hpp"
 
 using namespace varsync;
 
@@ -227,4 +229,31 @@ TEST_CASE("scalar_as: a tensor without exactly one element is a shape_mismatch")
   CHECK(message_of(r.error()).find("[3]") != std::string::npos);
   CHECK(has_code(scalar_as<float>(tensor::zeros(dtype::float32, {0}), "x").error(),
                  errc::shape_mismatch));
+}
+
+TEST_CASE("the host buffer cache keeps freed large buffers up to its limit "
+          "and frees the rest", "[tensor][memory]") {
+  const size_t mib = size_t{1} << 20;
+  const auto previous = set_host_buffer_cache_limit(2 * mib);
+  {
+    // Four 1 MiB tensors freed: two fit the limit, the others are freed.
+    std::vector<tensor> xs;
+    for (int i = 0; i < 4; ++i)
+      xs.push_back(tensor::zeros(dtype::float32, {int64_t{1} << 18}));
+  }
+  CHECK(host_buffer_cache_bytes() <= 2 * mib);
+  CHECK(host_buffer_cache_limit() == 2 * mib);
+  // A cached buffer is reused: the cache shrinks by one when taken.
+  const auto cached = host_buffer_cache_bytes();
+  if (cached > 0) {
+    auto x = tensor::zeros(dtype::float32, {int64_t{1} << 18});
+    CHECK(host_buffer_cache_bytes() == cached - mib);
+  }
+  // Lowering the limit frees the excess at once; 0 disables the cache.
+  CHECK(set_host_buffer_cache_limit(0) == 2 * mib);
+  CHECK(host_buffer_cache_bytes() == 0);
+  { auto y = tensor::zeros(dtype::float32, {int64_t{1} << 18}); }
+  CHECK(host_buffer_cache_bytes() == 0);
+  set_host_buffer_cache_limit(previous);
+  CHECK(host_buffer_cache_limit() == previous);
 }
