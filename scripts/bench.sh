@@ -129,7 +129,8 @@ fi
 # -- run ----------------------------------------------------------------------------
 load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
 step=0
-steps=$((6 + have_mpi * 2 + have_tf * 2))
+steps=$((10 + have_mpi * 2 + have_tf * 2))
+[[ $quick -eq 1 ]] && steps=$((steps - 2))
 run() { # run <name> <timeout s> <command...>: stdout/stderr to raw/<name>.log
   local name="$1" limit="$2"
   shift 2
@@ -177,8 +178,15 @@ if [[ $have_tf -eq 1 ]]; then
       --replicas "$n" "${quick_flag[@]}" --json "$json/tf.r$n.jsonl"
   done
 fi
-run api_latency 300 "$bin/api_latency" "${quick_flag[@]}" \
-  --json "$json/control.jsonl"
+# The control plane compares with bare CAF round trips whose time swings
+# with load: several runs, judged on the median of their medians
+# (bench/report.py merges the runs and prints their quartiles).
+control_runs=5
+[[ $quick -eq 1 ]] && control_runs=3
+for i in $(seq 1 "$control_runs"); do
+  run "api_latency.$i" 300 "$bin/api_latency" "${quick_flag[@]}" \
+    --json "$json/control.run$i.jsonl"
+done
 run local_updates 240 "$bin/local_updates" "${quick_flag[@]}" \
   --json "$json/local.jsonl"
 run scale 240 "$bin/scale" "${quick_flag[@]}" --json "$json/scale.jsonl"
