@@ -197,11 +197,13 @@ public:
                          std::string collective, memory_budget budget,
                          size_t max_queued_operations,
                          size_t max_queued_bytes,
-                         std::shared_ptr<std::atomic<uint64_t>> dropped)
+                         std::shared_ptr<std::atomic<uint64_t>> dropped,
+                         size_t small_step_bytes)
     : coordinator_internal_actor::base(cfg),
       state_(this, std::move(devices), std::move(replicas), timeout,
              std::move(driver), std::move(collective), std::move(budget),
              max_queued_operations, max_queued_bytes, std::move(dropped)) {
+    state_.small_step_bytes = small_step_bytes;
   }
 
   behavior_type make_behavior() override { return state_.make_behavior(); }
@@ -285,7 +287,7 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
   auto coordinator = sys.spawn<coordinator_actor_impl>(
     cfg.devices, replicas, cfg.default_timeout, driver, collective,
     memory_budget{cfg.memory_budget_bytes}, cfg.max_queued_operations,
-    cfg.max_queued_bytes, dropped);
+    cfg.max_queued_bytes, dropped, cfg.small_step_bytes);
   // The replicas (and the device collective driver) go down with their
   // coordinator.
   coordinator->attach_functor([replicas, driver](const caf::error&) {

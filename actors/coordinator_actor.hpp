@@ -29,6 +29,9 @@ struct coordinator_config {
   /// requests a replica defers, beyond these are refused with `overloaded`.
   size_t max_queued_operations = 4096;
   size_t max_queued_bytes = size_t{256} << 20;
+  /// Steps up to this many contribution bytes per replica take the small
+  /// path (sync/small_step.hpp); 0: never.
+  size_t small_step_bytes = 4096;
 };
 
 /// Spawns the replicas of `cfg.devices` and their coordinator. Fails with

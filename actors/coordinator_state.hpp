@@ -59,6 +59,10 @@ public:
 
   caf::timespan default_timeout() const { return default_timeout_; }
 
+  /// Steps up to this many contribution bytes per replica take the small
+  /// path (sync/small_step.hpp); 0: never. Set once after construction.
+  size_t small_step_bytes = 4096;
+
   // -- admission -------------------------------------------------------------
 
   /// Runs `op` now if fewer than max_in_flight operations are in flight and
@@ -211,11 +215,16 @@ private:
   void on_deadline_tick();
 
   /// Runs a collective: enter (quiesce, equality votes), work (the
-  /// replicas' slices, or the device collective driver), leave.
-  /// Collectives run one at a time, in the order they were started.
+  /// replicas' slices, or the device collective driver), leave; or, for a
+  /// small step's plan (`small`, sync/small_step.hpp), the coordinator
+  /// combines the contributions and the replicas apply the results in one
+  /// round. Collectives run one at a time, in the order they were started.
   void run_collective(caf::timespan timeout, std::shared_ptr<collective_plan>,
-                      reply_fn<ok_atom> done);
+                      reply_fn<ok_atom> done, bool small = false);
   void start_collective(caf::timespan timeout,
+                        std::shared_ptr<collective_plan> plan,
+                        reply_fn<ok_atom> done);
+  void start_small_step(caf::timespan timeout,
                         std::shared_ptr<collective_plan> plan,
                         reply_fn<ok_atom> done);
   void finish_collective();

@@ -19,6 +19,7 @@
 #include "sync/collective_path.hpp"
 #include "sync/distributed_reduce.hpp"
 #include "actors/coordinator_gather.hpp"
+#include "sync/small_step.hpp"
 #include "sync/step_rules.hpp"
 
 namespace varsync {
@@ -111,7 +112,10 @@ void coordinator_state::finish_step(caf::timespan timeout,
       if (item.staged[r] == 0)
         item.inputs[r] = item.contributions[r].raw();
   }
-  run_collective(timeout, plan, std::move(done));
+  // Host replicas only for now: device replicas would stage small
+  // contributions through the host to take this path.
+  const bool small = !driver_ && is_small_step(*plan, small_step_bytes);
+  run_collective(timeout, plan, std::move(done), small);
 }
 
 void coordinator_state::all_reduce(caf::timespan timeout, reduce_op op,
@@ -194,12 +198,12 @@ void coordinator_state::all_reduce(caf::timespan timeout, reduce_op op,
 
 void coordinator_state::run_collective(caf::timespan timeout,
                                        std::shared_ptr<collective_plan> plan,
-                                       reply_fn<ok_atom> done) {
+                                       reply_fn<ok_atom> done, bool small) {
   if (collective_running_) {
     // The deadline runs while the collective waits for the one before it.
     auto since = operation_deadlines::clock::now();
     pending_collectives_.emplace_back(
-      [this, since, timeout, plan, done = std::move(done)]() mutable {
+      [this, since, timeout, plan, small, done = std::move(done)]() mutable {
         auto left = timeout;
         if (timeout != caf::timespan::max()) {
           auto waited = std::chrono::duration_cast<caf::timespan>(
@@ -214,11 +218,48 @@ void coordinator_state::run_collective(caf::timespan timeout,
           }
           left = timeout - waited;
         }
-        start_collective(left, std::move(plan), std::move(done));
+        if (small)
+          start_small_step(left, std::move(plan), std::move(done));
+        else
+          start_collective(left, std::move(plan), std::move(done));
       });
     return;
   }
-  start_collective(timeout, std::move(plan), std::move(done));
+  if (small)
+    start_small_step(timeout, std::move(plan), std::move(done));
+  else
+    start_collective(timeout, std::move(plan), std::move(done));
+}
+
+void coordinator_state::start_small_step(caf::timespan timeout,
+                                         std::shared_ptr<collective_plan> plan,
+                                         reply_fn<ok_atom> done) {
+  collective_running_ = true;
+  auto finish = [this, done](caf::expected<ok_atom> r) {
+    if (r)
+      ++collectives_run_;
+    done(std::move(r));
+    finish_collective();
+  };
+  if (auto err = check_replicas())
+    return finish(std::move(err));
+  auto name_of = [this](uint64_t id) {
+    auto i = entries_.find(id);
+    return i == entries_.end() ? "#" + std::to_string(id)
+                               : quote_name(i->second.info.name);
+  };
+  auto ys = combine_small_step(*plan, name_of);
+  if (!ys)
+    return finish(std::move(ys.error()));
+  // Dispatch is the commit point, as for a cross-replica update: from here
+  // every live replica applies the step (or all refuse it alike).
+  gather_ok(
+    replicas_.size(), timeout,
+    [this, ys = std::move(*ys)](size_t i) {
+      return self_->request(replicas_[i], caf::infinite,
+                            step_apply_atom::value, ys);
+    },
+    std::move(finish), on_deadline::committed);
 }
 
 void coordinator_state::start_collective(caf::timespan timeout,
@@ -254,13 +295,8 @@ void coordinator_state::start_collective(caf::timespan timeout,
         auto i = entries_.find(plan->items[static_cast<size_t>(k)].variable_id);
         auto name = i == entries_.end() ? std::string{"?"}
                                         : quote_name(i->second.info.name);
-        return leave_and_finish(make_error(
-          errc::aggregation_required,
-          "variable " + name
-            + " has aggregation none, but replica " + std::to_string(r)
-            + " contributed a value that differs from replica 0's; give the "
-              "variable an aggregation (sum, mean, only_first_replica) or "
-              "contribute equal values. No update of the step was applied"));
+        return leave_and_finish(
+          unequal_contributions_error(name, static_cast<int>(r)));
       }
       // The work phase is memory work that cannot be interrupted halfway:
       // it runs to completion (a dead replica still fails it at once).

@@ -469,6 +469,37 @@ private:
     return ok_atom::value;
   }
 
+  // A small step's combined updates: every check before any change, so that
+  // all apply or none (the components are mirrors: every replica decides
+  // alike).
+  caf::expected<ok_atom> apply_step(const std::vector<recorded_update>& ys) {
+    std::vector<component*> comps;
+    comps.reserve(ys.size());
+    for (auto& y : ys) {
+      auto c = find(y.variable_id);
+      if (!c)
+        return std::move(c.error());
+      if (auto err = check_update_op(y.op, (*c)->info.name))
+        return err;
+      if (y.staged != 0)
+        return make_error(errc::invalid_argument,
+                          "replica " + std::to_string(cfg_.rank)
+                            + ": a small step's update names a staging "
+                              "buffer");
+      if (auto err = validate_value((*c)->info, y.value, to_string(y.op)))
+        return err;
+      if (auto err = check_overflow(**c, y.op, y.value.raw()))
+        return make_error(errc::overflow,
+                          message_of(err) + " (no update of the step was "
+                                            "applied)");
+      comps.push_back(*c);
+    }
+    for (size_t k = 0; k < ys.size(); ++k)
+      if (auto err = device_->apply(comps[k]->data, ys[k].op, ys[k].value))
+        return err;
+    return ok_atom::value;
+  }
+
   caf::expected<ok_atom> split(uint64_t id, const tensor& x) {
     auto c = find(id);
     if (!c)
@@ -816,6 +847,12 @@ replica_actor::behavior_type replica_state::make_behavior() {
         return err;
       return run_or_defer<step_report>(
         [this, seq, step] { return run_step(seq, step); });
+    },
+    [this](step_apply_atom,
+           const std::vector<recorded_update>& ys) -> caf::result<ok_atom> {
+      if (auto err = refuse_unless_coordinator("step_apply"))
+        return err;
+      return run_or_defer<ok_atom>([this, ys] { return apply_step(ys); });
     },
     [this](step_release_atom, uint64_t seq) {
       if (refuse_unless_coordinator("step_release"))

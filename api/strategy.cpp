@@ -155,6 +155,7 @@ make_strategy(std::shared_ptr<detail::system_host> owned,
     = options.max_queued_operations.value_or(settings->max_queued_operations);
   cc.max_queued_bytes
     = options.max_queued_bytes.value_or(settings->max_queued_bytes);
+  cc.small_step_bytes = options.small_step_bytes;
   auto coordinator = spawn_coordinator(sys, cc);
   if (!coordinator)
     return fail(std::move(coordinator.error()));

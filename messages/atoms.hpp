@@ -26,6 +26,8 @@ using component_read_atom = caf::atom_constant<caf::atom("vs_cread")>;
 using component_update_atom = caf::atom_constant<caf::atom("vs_cupdate")>;
 using component_split_atom = caf::atom_constant<caf::atom("vs_csplit")>;
 using step_atom = caf::atom_constant<caf::atom("vs_step")>;
+/// A small step's combined updates, applied by every replica all or none.
+using step_apply_atom = caf::atom_constant<caf::atom("vs_sapply")>;
 /// The coordinator is done with step S (applied, failed or abandoned): the
 /// replica releases the staging buffers of S's device contributions.
 using step_release_atom = caf::atom_constant<caf::atom("vs_sfree")>;

@@ -28,6 +28,9 @@ using replica_actor = replica_local_actor::extend<
   // replica (its staging buffers), in order after the step itself.
   caf::replies_to<step_atom, uint64_t, replica_step_ptr>::with<step_report>,
   caf::reacts_to<step_release_atom, uint64_t>,
+  // A small step (sync/small_step.hpp): the combined value of each update,
+  // applied in order, all or none.
+  caf::replies_to<step_apply_atom, std::vector<recorded_update>>::with<ok_atom>,
   // Host collectives: enter answers the index of the first item whose
   // contribution from this replica differs from replica 0's where the plan
   // requires equality, or -1.

@@ -38,4 +38,14 @@ check_same_updates(const std::vector<step_report>& reports,
   return {};
 }
 
+caf::error unequal_contributions_error(const std::string& name, int replica) {
+  return make_error(
+    errc::aggregation_required,
+    "variable " + name + " has aggregation none, but replica "
+      + std::to_string(replica)
+      + " contributed a value that differs from replica 0's; give the "
+        "variable an aggregation (sum, mean, only_first_replica) or "
+        "contribute equal values. No update of the step was applied");
+}
+
 } // namespace varsync

@@ -21,4 +21,8 @@ caf::error
 check_same_updates(const std::vector<step_report>& reports,
                    const std::function<std::string(uint64_t)>& name_of);
 
+/// W4/W5: the error of an update with aggregation none whose contribution
+/// from `replica` differs from replica 0's (`name` is quoted already).
+caf::error unequal_contributions_error(const std::string& name, int replica);
+
 } // namespace varsync

@@ -66,6 +66,14 @@ struct strategy_options {
   /// Zero is invalid_argument: there is no unbounded queue.
   std::optional<size_t> max_queued_operations;
   std::optional<size_t> max_queued_bytes;
+  /// Steps on host replicas whose ON_WRITE contributions total at most this
+  /// many bytes per replica take the small path: the coordinator combines
+  /// the contributions it got with the step reports and every replica
+  /// applies the results, one round instead of a collective's two. Its
+  /// commit point comes once every replica has reported the step (V2): a
+  /// replica that fails afterwards fails the step, and the survivors hold
+  /// the update. 0: every step runs a collective. Default 4096.
+  size_t small_step_bytes = 4096;
 };
 
 namespace detail {

@@ -65,11 +65,13 @@ TEST_CASE("replica failure: operations that need a failed replica fail with "
 TEST_CASE("replica failure: a replica failing as it enters a step's "
           "collective fails the step and applies none of its updates") {
   // Replica 2's operations: 1 create, 2 the step, 3 the collective's enter.
+  // 8 KiB of contributions: above the small-step size, a collective.
   auto s = make_faulty(3, {fail_replica_at(2, 3)});
-  auto w = make_var(s, "w", tensor::scalar<float>(0), synchronization::on_write,
-                    aggregation::sum);
+  auto w = make_var(s, "w", tensor::zeros(dtype::float32, {2048}),
+                    synchronization::on_write, aggregation::sum);
+  auto ones = tensor::filled(dtype::float32, {2048}, 1.0);
   auto err = s.run(
-    [&](replica_context& ctx) { VS_STEP_OK(ctx.assign_add(w, 1.0)); });
+    [&](replica_context& ctx) { VS_STEP_OK(ctx.assign_add(w, ones)); });
   VS_CHECK_CODE(err, replica_failed);
   auto survivors = VS_VALUE(s.survivor_values(w));
   CHECK(survivors[0]->as_double(0) == 0);
@@ -77,6 +79,23 @@ TEST_CASE("replica failure: a replica failing as it enters a step's "
   CHECK_FALSE(survivors[2].has_value());
   // The survivors left the collective: they serve requests again.
   CHECK(VS_VALUE(s.survivor_values(w))[0].has_value());
+}
+
+TEST_CASE("replica failure: a small step is committed once every replica "
+          "reported it: a replica failing as it applies it fails the step "
+          "and the survivors hold the update") {
+  // Replica 2's operations: 1 create, 2 the step, 3 applying the small
+  // step's combined update (V2: past the commit point).
+  auto s = make_faulty(3, {fail_replica_at(2, 3)});
+  auto w = make_var(s, "w", tensor::scalar<float>(0), synchronization::on_write,
+                    aggregation::sum);
+  auto err = s.run(
+    [&](replica_context& ctx) { VS_STEP_OK(ctx.assign_add(w, 1.0)); });
+  VS_CHECK_CODE(err, replica_failed);
+  auto survivors = VS_VALUE(s.survivor_values(w));
+  CHECK(survivors[0]->as_double(0) == 3);
+  CHECK(survivors[1]->as_double(0) == 3);
+  CHECK_FALSE(survivors[2].has_value());
 }
 
 TEST_CASE("deadlines: a delayed replica makes calls answer within their "

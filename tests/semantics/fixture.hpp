@@ -64,6 +64,11 @@ inline strategy make_strategy(int replicas,
                               = on_step_exception::stop_replica) {
   strategy_options options;
   options.step_exception = step_exception;
+  // The rule table runs twice on host replicas: with the default (small
+  // steps combined by the coordinator) and with every step a collective.
+  if (const char* env = std::getenv("VARSYNC_TEST_SMALL_STEP_BYTES");
+      env != nullptr && *env)
+    options.small_step_bytes = std::strtoull(env, nullptr, 10);
   options.devices = test_devices(replicas);
   options.timeout = timeout;
   options.scheduler_threads = 2;

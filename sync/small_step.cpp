@@ -1,0 +1,70 @@
+#include "sync/small_step.hpp"
+
+#include <cstring>
+#include <span>
+
+#include "devices/host_kernels.hpp"
+#include "sync/step_rules.hpp"
+#include "varsync/error.hpp"
+
+namespace varsync {
+
+bool is_small_step(const collective_plan& plan, size_t limit) {
+  size_t bytes = 0;
+  for (auto& item : plan.items) {
+    if (item.source != collective_source::contributions
+        || item.target != collective_target::components
+        || item.contributions.size() != item.inputs.size())
+      return false;
+    for (size_t r = 0; r < item.staged.size(); ++r)
+      if (item.staged[r] != 0 || item.inputs[r] == nullptr)
+        return false;
+    bytes += static_cast<size_t>(item.count) * size_of(item.type);
+    if (bytes > limit)
+      return false;
+  }
+  return !plan.items.empty();
+}
+
+caf::expected<std::vector<recorded_update>>
+combine_small_step(const collective_plan& plan,
+                   const std::function<std::string(uint64_t)>& name_of) {
+  std::vector<recorded_update> out;
+  out.reserve(plan.items.size());
+  const size_t n = static_cast<size_t>(plan.num_replicas);
+  for (auto& item : plan.items) {
+    const size_t nbytes = static_cast<size_t>(item.count) * size_of(item.type);
+    std::span<const void* const> inputs{item.inputs.data(), n};
+    if (item.require_equal)
+      for (size_t r = 1; r < n; ++r)
+        if (!host::bitwise_equal(inputs[r], inputs[0], nbytes))
+          return unequal_contributions_error(name_of(item.variable_id),
+                                             static_cast<int>(r));
+    const bool one = item.first_only || n == 1;
+    if (one)
+      inputs = inputs.first(1);
+    if (!one && !is_floating(item.type)) {
+      auto at = host::first_overflow(item.rop, update_op::assign, item.type,
+                                     inputs, nullptr, 0, item.count);
+      if (at >= 0)
+        return make_error(errc::overflow,
+                          "variable " + name_of(item.variable_id) + ": the "
+                            + std::string{to_string(item.rop)}
+                            + " of the replicas' contributions overflows "
+                            + std::string{to_string(item.type)}
+                            + " at element " + std::to_string(at)
+                            + "; nothing was applied");
+    }
+    // Shaped like the contributions (the variable's shape).
+    auto y = tensor::empty(item.type, item.contributions[0].shape());
+    if (one)
+      std::memcpy(y.mutable_raw(), inputs[0], nbytes);
+    else
+      host::reduce(item.rop, item.type, y.mutable_raw(), inputs, 0,
+                   item.count);
+    out.push_back({item.variable_id, item.uop, std::move(y)});
+  }
+  return out;
+}
+
+} // namespace varsync
