@@ -48,7 +48,7 @@ inline bool is_timeout(const caf::error& err) {
 template <class T, class Send>
 void coordinator_state::gather(size_t count, caf::timespan timeout, Send send,
                                reply_fn<std::vector<T>> done,
-                               on_deadline late) {
+                               on_deadline late, fan_out how) {
   struct state final : expirable {
     coordinator_state* owner = nullptr;
     on_deadline late = on_deadline::abandoned;
@@ -112,9 +112,8 @@ void coordinator_state::gather(size_t count, caf::timespan timeout, Send send,
     st->deadline = watch(timeout, st.get());
     st->watched = true;
   }
-  // One receiver continues on this worker; several run in parallel.
   std::optional<spread_sends<std::remove_pointer_t<self_pointer>>> spread;
-  if (count > 1)
+  if (count > 1 && how == fan_out::spread)
     spread.emplace(self_);
   for (size_t i = 0; i < count; ++i) {
     send(i).then(
@@ -133,7 +132,7 @@ void coordinator_state::gather(size_t count, caf::timespan timeout, Send send,
 template <class Send>
 void coordinator_state::gather_ok(size_t count, caf::timespan timeout,
                                   Send send, reply_fn<ok_atom> done,
-                                  on_deadline late) {
+                                  on_deadline late, fan_out how) {
   gather<ok_atom>(count, timeout, std::move(send),
                   [done = std::move(done)](caf::expected<std::vector<ok_atom>> r) {
                     if (r)
@@ -141,7 +140,7 @@ void coordinator_state::gather_ok(size_t count, caf::timespan timeout,
                     else
                       done(std::move(r.error()));
                   },
-                  late);
+                  late, how);
 }
 
 template <class T>

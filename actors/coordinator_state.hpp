@@ -200,15 +200,24 @@ private:
   /// gathers the replies in replica order; the first error wins, and the
   /// operation fails with `timeout` (or `committed_late`) if it has not
   /// completed within `timeout`.
+  /// How a gather's requests reach the replicas: `local` queues the woken
+  /// replicas behind the coordinator on its scheduler thread (cheapest for
+  /// small work: no thread hand-off); `spread` hands them to round-robin
+  /// threads, woken if asleep (actors/spread_sends.hpp), so that work that
+  /// takes a while (a step, a collective's slices) runs in parallel.
+  enum class fan_out { local, spread };
+
   template <class T, class Send>
   void gather(size_t count, caf::timespan timeout, Send send,
               reply_fn<std::vector<T>> done,
-              on_deadline late = on_deadline::abandoned);
+              on_deadline late = on_deadline::abandoned,
+              fan_out how = fan_out::local);
 
   template <class Send>
   void gather_ok(size_t count, caf::timespan timeout, Send send,
                  reply_fn<ok_atom> done,
-                 on_deadline late = on_deadline::abandoned);
+                 on_deadline late = on_deadline::abandoned,
+                 fan_out how = fan_out::local);
 
   operation_deadlines::handle watch(caf::timespan timeout, expirable* op);
   void unwatch(operation_deadlines::handle h) { deadlines_.remove(h); }

@@ -59,7 +59,8 @@ void coordinator_state::run(caf::timespan timeout, replica_step_ptr step,
       if (!reports)
         return done(std::move(reports.error()));
       finish_step(timeout, *reports, std::move(done));
-    });
+    },
+    on_deadline::abandoned, fan_out::spread); // user code: in parallel
 }
 
 void coordinator_state::finish_step(caf::timespan timeout,
@@ -322,7 +323,8 @@ void coordinator_state::start_collective(caf::timespan timeout,
           return self_->request(replicas_[i], caf::infinite,
                                 collective_work_atom::value, plan);
         },
-        leave_and_finish);
+        leave_and_finish, on_deadline::abandoned,
+        fan_out::spread); // the slices in parallel
     });
 }
 
