@@ -41,6 +41,10 @@ int run_one(bench::recorder& rec, const std::string& api,
   caf::actor_system sys{cfg};
   strategy_options options;
   options.devices = bench::host_devices(replicas);
+  // The async row offers every creation at once: the queues must hold them
+  // all, or some are refused with overloaded (V3) depending on how fast
+  // the coordinator drains them while the caller submits.
+  options.max_queued_operations = static_cast<size_t>(count) + 16;
   auto s = strategy::create(sys, options);
   if (!s) {
     std::fprintf(stderr, "%s\n", describe(s.error()).c_str());
