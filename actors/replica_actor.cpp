@@ -36,6 +36,7 @@ struct staging_buffer {
   void* data = nullptr;
   size_t nbytes = 0;
   uint64_t step = 0;     // the coordinator's number of the step that made it
+  uint64_t variable = 0; // the variable it was handed out for (0: a copy)
   bool recorded = false; // passed to update_from_device
   tensor host;           // host replicas: the buffer
 };
@@ -139,6 +140,7 @@ public:
                             "pass any buffer to update_from_device)");
     staging_buffer b;
     b.step = current_step_;
+    b.variable = comp.info.id;
     b.nbytes = nbytes_of(comp.info);
     if (host_memory_) {
       b.host = tensor::empty(comp.info.type, comp.info.shape);
@@ -224,6 +226,13 @@ private:
                           + "' is on_write: update it in a replica step or "
                             "in cross-replica context");
     auto handed = unrecorded_buffer(data);
+    if (handed != staged_.end() && handed->second.variable != comp.info.id)
+      return record_failure(make_error(
+        errc::invalid_argument,
+        "variable '" + comp.info.name
+          + "': the buffer passed to update_from_device was handed out by "
+            "contribution_buffer for another variable (its size and dtype "
+            "are that variable's)"));
     if (host_memory_ && handed != staged_.end()) {
       // Host replicas: the buffer is a tensor already.
       tensor value = std::move(handed->second.host);

@@ -192,6 +192,20 @@ TEST_CASE("V2: contribution buffers: wrong variables fail, unused buffers and "
     VS_VALUE_IN_STEP(ctx.contribution_buffer(w)); // never used
   }));
   CHECK(same(before, take_snapshot(s)));
+  // A buffer handed out for one variable is refused for another (its size
+  // is the first one's); the step fails, nothing changes.
+  auto w3 = make_var(s, "w3", tensor::zeros(dtype::float32, {5}),
+                     synchronization::on_write, aggregation::sum);
+  before = take_snapshot(s);
+  auto crossed = s.run([&](replica_context& ctx) {
+    auto buf = VS_VALUE_IN_STEP(ctx.contribution_buffer(w));
+    auto e = ctx.update_from_device(w3, update_op::assign_add, buf.data);
+    if (!has_code(e, errc::invalid_argument)
+        || message_of(e).find("'w3'") == std::string::npos)
+      throw std::runtime_error("expected invalid_argument naming 'w3'");
+  });
+  CHECK(has_code(crossed, errc::invalid_argument));
+  CHECK(same(before, take_snapshot(s)));
   // W6: replica 1 contributes to nothing: no update applies.
   auto r = s.run([&](replica_context& ctx) {
     if (ctx.replica_id() == 1)
