@@ -42,11 +42,13 @@ int reps_for(size_t bytes, int replicas, double budget) {
 // only_64m: just 64 MiB with 2 replicas, many steps (for a profiler).
 bool run_bulk(caf::actor_system& sys, bench::recorder& rec, bool quick,
               bool only_64m = false) {
-  std::vector<size_t> sizes = {4u << 10, 64u << 10, 1u << 20, 16u << 20,
-                               64u << 20};
+  std::vector<size_t> sizes = {4u << 10, 64u << 10, 256u << 10, 1u << 20,
+                               16u << 20, 64u << 20};
   if (!quick)
     sizes.push_back(256u << 20);
-  std::vector<int> replica_counts = {2, 4};
+  // 1 replica at 512 KiB: half the data of 2 replicas at 1 MiB, the
+  // reference of the parallelism target (two replicas' slices at once).
+  std::vector<int> replica_counts = {1, 2, 4};
   double budget = quick ? 0.4 : 1.0;
   if (only_64m) {
     sizes = {64u << 20};
@@ -54,6 +56,9 @@ bool run_bulk(caf::actor_system& sys, bench::recorder& rec, bool quick,
     budget = 5.0;
   }
   for (int replicas : replica_counts) {
+    auto sizes_here = sizes;
+    if (replicas == 1 && !only_64m)
+      sizes_here = {512u << 10};
     strategy_options options;
     options.devices = bench::host_devices(replicas);
     auto s = strategy::create(sys, options);
@@ -61,7 +66,7 @@ bool run_bulk(caf::actor_system& sys, bench::recorder& rec, bool quick,
       std::fprintf(stderr, "%s\n", describe(s.error()).c_str());
       return false;
     }
-    for (auto bytes : sizes) {
+    for (auto bytes : sizes_here) {
       auto count = static_cast<int64_t>(bytes / sizeof(float));
       auto v = s->create_variable("g" + std::to_string(bytes),
                                   tensor::zeros(dtype::float32, {count}),

@@ -27,7 +27,8 @@ import sys
 
 REPLICAS_CONTROL = [1, 2, 4, 8]
 REPLICAS_BULK = [2, 4]
-SIZES = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20, 256 << 20]
+SIZES = [4 << 10, 64 << 10, 256 << 10, 1 << 20, 16 << 20, 64 << 20,
+         256 << 20]
 
 
 # -- formatting -------------------------------------------------------------------
@@ -314,10 +315,20 @@ def build(t):
             if n == 2 and s == 64 << 20:
                 target = ("<=", 1.3, "T4 64 MiB, 2 replicas within 1.3x of the "
                           "memory-traffic bound")
+            elif s >= 256 << 10:
+                target = ("<=", 1.5, "P1 %s, %d replicas within 1.5x of the "
+                          "memory-traffic bound" % (size_name(s), n))
             t.add("varsync %s, %d rep" % (size_name(s), n), fig,
                   "bound 2*N*S / copy bw (2 threads)", fmt_time(bound),
                   ratio_of(tm, bound), target=target,
                   key="bulk.r%d.s%d" % (n, s))
+    one = t.get("bulk.r1.s%d" % (512 << 10))
+    two = t.get("bulk.r2.s%d" % (1 << 20))
+    t.add("varsync 1 MiB, 2 rep (each replica's slice: 512 KiB)",
+          fmt_time(v(two)), "varsync 512 KiB, 1 replica", fmt_time(v(one)),
+          ratio_of(v(two), v(one)),
+          target=("<=", 1.2, "P1 two replicas at 1 MiB <= 1.2x one replica "
+                  "at 512 KiB (the slices run in parallel)"))
     for n in REPLICAS_BULK:
         k = t.get("kernel.onepass.r%d.s%d" % (n, 64 << 20))
         rec = t.get("bulk.r%d.s%d" % (n, 64 << 20))
