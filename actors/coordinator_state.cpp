@@ -75,6 +75,12 @@ caf::error coordinator_state::check_replicas() const {
   return {};
 }
 
+std::string coordinator_state::quoted_name_of(uint64_t id) const {
+  auto i = entries_.find(id);
+  return i == entries_.end() ? "#" + std::to_string(id)
+                             : "'" + i->second.info.name + "'";
+}
+
 caf::error coordinator_state::translate(const caf::error& err,
                                         size_t replica) const {
   if (err.category() == error_category)

@@ -59,6 +59,9 @@ public:
 
   caf::timespan default_timeout() const { return default_timeout_; }
 
+  /// 'name' of variable `id` for error messages, or #id if it is unknown.
+  std::string quoted_name_of(uint64_t id) const;
+
   /// Steps up to this many contribution bytes per replica take the small
   /// path (sync/small_step.hpp); 0: never. Set once after construction.
   size_t small_step_bytes = 4096;

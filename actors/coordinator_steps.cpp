@@ -66,11 +66,7 @@ void coordinator_state::run(caf::timespan timeout, replica_step_ptr step,
 void coordinator_state::finish_step(caf::timespan timeout,
                                     std::vector<step_report>& reports,
                                     reply_fn<ok_atom> done) {
-  auto name_of = [this](uint64_t id) {
-    auto i = entries_.find(id);
-    return i == entries_.end() ? "#" + std::to_string(id)
-                               : quote_name(i->second.info.name);
-  };
+  auto name_of = [this](uint64_t id) { return quoted_name_of(id); };
   if (auto err = check_same_updates(reports, name_of))
     return done(std::move(err));
   auto& first = reports[0].updates;
@@ -244,11 +240,7 @@ void coordinator_state::start_small_step(caf::timespan timeout,
   };
   if (auto err = check_replicas())
     return finish(std::move(err));
-  auto name_of = [this](uint64_t id) {
-    auto i = entries_.find(id);
-    return i == entries_.end() ? "#" + std::to_string(id)
-                               : quote_name(i->second.info.name);
-  };
+  auto name_of = [this](uint64_t id) { return quoted_name_of(id); };
   auto ys = combine_small_step(*plan, name_of);
   if (!ys)
     return finish(std::move(ys.error()));

@@ -1,6 +1,5 @@
 #include "sync/small_step.hpp"
 
-#include <cstring>
 #include <span>
 
 #include "devices/host_kernels.hpp"
@@ -55,13 +54,13 @@ combine_small_step(const collective_plan& plan,
                             + " at element " + std::to_string(at)
                             + "; nothing was applied");
     }
+    if (one) { // the contribution itself (tensors are shared, not copied)
+      out.push_back({item.variable_id, item.uop, item.contributions[0]});
+      continue;
+    }
     // Shaped like the contributions (the variable's shape).
     auto y = tensor::empty(item.type, item.contributions[0].shape());
-    if (one)
-      std::memcpy(y.mutable_raw(), inputs[0], nbytes);
-    else
-      host::reduce(item.rop, item.type, y.mutable_raw(), inputs, 0,
-                   item.count);
+    host::reduce(item.rop, item.type, y.mutable_raw(), inputs, 0, item.count);
     out.push_back({item.variable_id, item.uop, std::move(y)});
   }
   return out;
