@@ -206,6 +206,7 @@ TEST_CASE("V2: contribution buffers: wrong variables fail, unused buffers and "
   });
   CHECK(has_code(crossed, errc::invalid_argument));
   CHECK(same(before, take_snapshot(s)));
+  CHECK(same(before, take_snapshot(s)));
   // W6: replica 1 contributes to nothing: no update applies.
   auto r = s.run([&](replica_context& ctx) {
     if (ctx.replica_id() == 1)
