@@ -12,6 +12,7 @@
 #include "actors/collective_driver.hpp"
 #include "actors/actor_thread.hpp"
 #include "actors/coordinator_state.hpp"
+#include "actors/process_collective_actor.hpp"
 #include "actors/replica_actor.hpp"
 #include "varsync/error.hpp"
 #include "core/logging.hpp"
@@ -198,12 +199,15 @@ public:
                          size_t max_queued_operations,
                          size_t max_queued_bytes,
                          std::shared_ptr<std::atomic<uint64_t>> dropped,
-                         size_t small_step_bytes)
+                         size_t small_step_bytes,
+                         std::optional<coordinator_state::process_layout>
+                           processes)
     : coordinator_internal_actor::base(cfg),
       state_(this, std::move(devices), std::move(replicas), timeout,
              std::move(driver), std::move(collective), std::move(budget),
              max_queued_operations, max_queued_bytes, std::move(dropped)) {
     state_.small_step_bytes = small_step_bytes;
+    state_.processes = processes;
   }
 
   behavior_type make_behavior() override { return state_.make_behavior(); }
@@ -245,6 +249,29 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
   if (cfg.max_queued_operations == 0 || cfg.max_queued_bytes == 0)
     return make_error(errc::invalid_argument,
                       "the overload bounds must be positive");
+  std::optional<coordinator_state::process_layout> layout;
+  if (cfg.processes) {
+    for (auto& d : cfg.devices)
+      if (d.kind != device_kind::host)
+        return make_error(errc::invalid_argument,
+                          "device " + to_string(d)
+                            + ": a strategy across processes has host "
+                              "replicas only for now (NCCL across processes "
+                              "is not built yet)");
+    auto& m = *cfg.processes;
+    if (!m.group
+        || m.replicas_per_rank.size() != static_cast<size_t>(m.group->size())
+        || m.replicas_per_rank[static_cast<size_t>(m.group->rank())]
+             != static_cast<int>(cfg.devices.size()))
+      return make_error(errc::invalid_argument,
+                        "the process group does not match this process's "
+                        "devices");
+    layout = coordinator_state::process_layout{
+      m.group->rank(), m.group->size(), m.first_replica, m.total_replicas};
+  }
+  const int first = layout ? layout->first_replica : 0;
+  const int total = layout ? layout->total_replicas
+                           : static_cast<int>(cfg.devices.size());
   auto dropped = std::make_shared<std::atomic<uint64_t>>(0);
   std::vector<replica_actor> replicas;
   auto stop_all = [&] {
@@ -260,11 +287,11 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
                           "device " + to_string(cfg.devices[i])
                             + " is listed twice");
       }
-    replica_config rc{static_cast<int>(i), static_cast<int>(cfg.devices.size()),
-                      cfg.devices[i], {}, cfg.step_exception,
-                      cfg.max_queued_operations, dropped};
+    replica_config rc{first + static_cast<int>(i), total, cfg.devices[i], {},
+                      cfg.step_exception, cfg.max_queued_operations, dropped,
+                      static_cast<int>(i)};
     for (auto& f : cfg.faults)
-      if (f.replica == static_cast<int>(i))
+      if (f.replica == first + static_cast<int>(i))
         rc.faults.push_back(f);
     auto replica = spawn_replica(sys, rc);
     if (!replica) {
@@ -275,7 +302,11 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
   }
   std::optional<collective_driver_actor> driver;
   std::string collective = describe_collective(cfg.devices);
-  if (needs_device_collective(cfg.devices)) {
+  if (cfg.processes) {
+    auto d = spawn_process_collective(sys, std::move(*cfg.processes));
+    driver = d.actor;
+    collective = d.description;
+  } else if (needs_device_collective(cfg.devices)) {
     auto d = spawn_device_collective_driver(sys, cfg.devices);
     if (!d) {
       stop_all();
@@ -287,7 +318,7 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
   auto coordinator = sys.spawn<coordinator_actor_impl>(
     cfg.devices, replicas, cfg.default_timeout, driver, collective,
     memory_budget{cfg.memory_budget_bytes}, cfg.max_queued_operations,
-    cfg.max_queued_bytes, dropped, cfg.small_step_bytes);
+    cfg.max_queued_bytes, dropped, cfg.small_step_bytes, layout);
   // The replicas (and the device collective driver) go down with their
   // coordinator.
   coordinator->attach_functor([replicas, driver](const caf::error&) {

@@ -2,12 +2,14 @@
 // Spawning a strategy: one coordinator and one replica actor per device.
 
 #include <cstddef>
+#include <optional>
 #include <vector>
 
 #include <caf/expected.hpp>
 #include <caf/fwd.hpp>
 #include <caf/timespan.hpp>
 
+#include "sync/process_group.hpp"
 #include "varsync/replica_fault.hpp"
 #include "varsync/device_id.hpp"
 #include "messages/coordinator_interface.hpp"
@@ -32,6 +34,9 @@ struct coordinator_config {
   /// Steps up to this many contribution bytes per replica take the small
   /// path (sync/small_step.hpp); 0: never.
   size_t small_step_bytes = 4096;
+  /// A strategy over several processes: the joined group, and where this
+  /// process's replicas stand in it (sync/process_group.hpp).
+  std::optional<process_membership> processes;
 };
 
 /// Spawns the replicas of `cfg.devices` and their coordinator. Fails with

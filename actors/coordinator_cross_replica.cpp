@@ -3,6 +3,7 @@
 #include "actors/coordinator_state.hpp"
 
 #include <atomic>
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -17,6 +18,7 @@
 #include "varsync/error.hpp"
 #include "core/logging.hpp"
 #include "sync/collective_path.hpp"
+#include "sync/cross_process_collective.hpp"
 #include "sync/distributed_reduce.hpp"
 #include "actors/coordinator_gather.hpp"
 
@@ -40,13 +42,15 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
       **e, timeout,
       [this, id, done](caf::timespan t) { read(t, id, done); }, done);
   auto& info = (*e)->info;
-  auto plan = (*e)->policy->cross_replica_read(info, num_replicas());
+  auto plan = (*e)->policy->cross_replica_read(info, total_replicas());
   if (auto err = check_replicas())
     return done(std::move(err));
   switch (plan.source) {
     case read_source::none:
       return done(std::move(plan.error));
     case read_source::primary:
+      if (processes && !(*e)->policy->mirrored())
+        break; // replica 0 lives in process 0: a broadcast
       gather<tensor>(
         1, timeout,
         [this, id](size_t) {
@@ -62,7 +66,7 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
     case read_source::reduce_components:
       break;
   }
-  if (small_enough_to_gather(info)) {
+  if (!processes && small_enough_to_gather(info)) {
     // Small values: one round of copies and a reduction bounded by the
     // threshold beats the three phases of a collective.
     gather<tensor>(
@@ -88,13 +92,14 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
         static_cast<uint64_t>(element_count(info.shape)) * size_of(info.type),
         "read of variable " + quote_name(info.name)))
     return done(std::move(err));
-  auto collective = std::make_shared<collective_plan>();
-  collective->num_replicas = num_replicas();
+  auto collective = new_plan("read of '" + info.name + "'");
   auto& item = collective->add_item();
   item.variable_id = id;
+  item.name = info.name;
   item.type = info.type;
   item.count = element_count(info.shape);
   item.rop = plan.op;
+  item.first_only = plan.source == read_source::primary;
   item.source = collective_source::components;
   item.target = collective_target::output;
   item.result = tensor::empty(info.type, info.shape);
@@ -124,6 +129,35 @@ void coordinator_state::update(caf::timespan timeout, uint64_t id,
   if (!e)
     return done(std::move(e.error()));
   auto& info = (*e)->info;
+  if (processes) {
+    // Every process makes the same update with the same value: the
+    // processes agree on it first (a value that differs is refused).
+    auto what = std::string{to_string(op)} + " of '" + info.name + "'";
+    caf::error local = check_update_op(op, info.name);
+    if (!local)
+      local = validate_value(info, value, to_string(op));
+    if (!local)
+      local = check_replicas();
+    if (local)
+      return fail_agreed(timeout, what, std::move(local), std::move(done));
+    char hex[24];
+    std::snprintf(hex, sizeof(hex), "%016llx",
+                  static_cast<unsigned long long>(
+                    fingerprint_of_bytes(value.raw(), value.nbytes())));
+    what += std::string{" (value #"} + hex + ")";
+    ++(*e)->writes_in_flight; // reads wait from now on (W8)
+    return agree(timeout, what, {},
+                 [this, timeout, id, op, value = std::move(value),
+                  done = std::move(done)](caf::expected<ok_atom> r) mutable {
+                   if (!r) {
+                     write_done(id);
+                     return done(std::move(r.error()));
+                   }
+                   dispatch_update(timeout, id, op, std::move(value),
+                                   std::move(done));
+                   write_done(id); // the dispatch holds the reads now
+                 });
+  }
   // V4: an op outside the enum would throw in every replica's kernel.
   if (auto err = check_update_op(op, info.name))
     return done(std::move(err));
@@ -131,6 +165,16 @@ void coordinator_state::update(caf::timespan timeout, uint64_t id,
     return done(std::move(err));
   if (auto err = check_replicas())
     return done(std::move(err));
+  dispatch_update(timeout, id, op, std::move(value), std::move(done));
+}
+
+void coordinator_state::dispatch_update(caf::timespan timeout, uint64_t id,
+                                        update_op op, tensor value,
+                                        reply_fn<ok_atom> done) {
+  auto e = find(id);
+  if (!e)
+    return done(std::move(e.error()));
+  auto& info = (*e)->info;
   // Dispatch is the commit point (V2): from here the update reaches every
   // live component, and reads of the variable wait for its confirmation (W8).
   ++(*e)->writes_in_flight;
@@ -141,14 +185,15 @@ void coordinator_state::update(caf::timespan timeout, uint64_t id,
   switch ((*e)->policy->cross_replica_update(info, op)) {
     case update_target::every_component:
       if (!is_floating(info.type) && op != update_op::assign
-          && replicas_.size() > 1) {
+          && total_replicas() > 1) {
         // V4: components may differ (on_read, none), so one may overflow
         // where the others do not. A collective checks every component at
         // enter, before any is written: all change or none.
-        auto plan = std::make_shared<collective_plan>();
-        plan->num_replicas = num_replicas();
+        auto plan = new_plan("overflow-checked " + std::string{to_string(op)}
+                             + " of '" + info.name + "'");
         auto& item = plan->add_item();
         item.variable_id = id;
+        item.name = info.name;
         item.type = info.type;
         item.count = element_count(info.shape);
         item.rop = reduce_op::sum;
@@ -170,6 +215,8 @@ void coordinator_state::update(caf::timespan timeout, uint64_t id,
         },
         std::move(done), on_deadline::committed);
     case update_target::first_component:
+      if (processes && processes->rank != 0) // replica 0 is in process 0
+        return done(ok_atom::value);
       return gather_ok(
          1, timeout,
         [this, id, op, value](size_t) {

@@ -55,6 +55,28 @@ coordinator_state::coordinator_state(self_pointer self,
 
 // -- helpers ------------------------------------------------------------------
 
+std::shared_ptr<collective_plan> coordinator_state::new_plan(std::string what) {
+  auto plan = std::make_shared<collective_plan>();
+  plan->num_replicas = num_replicas();
+  if (processes) {
+    plan->cross_process = true;
+    plan->description = std::move(what);
+  }
+  return plan;
+}
+
+void coordinator_state::agree(caf::timespan timeout, std::string what,
+                              caf::error local, reply_fn<ok_atom> done) {
+  if (!processes) {
+    if (local)
+      return done(std::move(local));
+    return done(ok_atom::value);
+  }
+  auto plan = new_plan(std::move(what));
+  plan->local_error = std::move(local);
+  run_collective(timeout, std::move(plan), std::move(done));
+}
+
 caf::expected<coordinator_state::entry*> coordinator_state::find(uint64_t id) {
   auto i = entries_.find(id);
   if (i == entries_.end() || !i->second.ready)
@@ -66,10 +88,12 @@ caf::expected<coordinator_state::entry*> coordinator_state::find(uint64_t id) {
 }
 
 caf::error coordinator_state::check_replicas() const {
+  const size_t first = processes ? static_cast<size_t>(processes->first_replica)
+                                 : 0;
   for (size_t i = 0; i < replica_failures_.size(); ++i)
     if (replica_failures_[i])
       return make_error(errc::replica_failed,
-                        "replica " + std::to_string(i) + " ("
+                        "replica " + std::to_string(first + i) + " ("
                           + to_string(devices_[i])
                           + ") has failed: " + varsync::describe(replica_failures_[i]));
   return {};

@@ -26,6 +26,7 @@
 #include "actors/operation_deadlines.hpp"
 #include "devices/memory_budget.hpp"
 #include "varsync/device_id.hpp"
+#include "varsync/error.hpp"
 #include "messages/collective_driver_interface.hpp"
 #include "messages/coordinator_interface.hpp"
 #include "sync/collective_plan.hpp"
@@ -65,6 +66,22 @@ public:
   /// Steps up to this many contribution bytes per replica take the small
   /// path (sync/small_step.hpp); 0: never. Set once after construction.
   size_t small_step_bytes = 4096;
+
+  /// A strategy whose replicas live in several processes (set once after
+  /// construction; the driver is then the process collective).
+  struct process_layout {
+    int rank = 0;
+    int processes = 1;
+    int first_replica = 0;
+    int total_replicas = 0;
+  };
+  std::optional<process_layout> processes;
+
+private:
+  /// destroy() runs again once the processes agreed.
+  bool destroy_agreed_ = false;
+
+public:
 
   // -- admission -------------------------------------------------------------
 
@@ -185,7 +202,41 @@ private:
   /// Runs (or fails) every read waiting on `e`.
   void flush_reads(entry& e);
 
+  /// The replicas in this process (the slots of collective plans).
   int num_replicas() const { return static_cast<int>(replicas_.size()); }
+  /// The replicas of the strategy, in every process.
+  int total_replicas() const {
+    return processes ? processes->total_replicas : num_replicas();
+  }
+  bool cross_process() const { return processes.has_value(); }
+  /// The driver is the device collective (not the process collective).
+  bool device_driver() const { return driver_.has_value() && !processes; }
+
+  /// Across processes, every operation that needs the other processes runs
+  /// one collective round even when it fails here (or needs nothing but
+  /// the others' consent), so that every process fails or proceeds alike:
+  /// `local` is this process's error, `what` the operation in words. In one
+  /// process: done(local), or ok.
+  void agree(caf::timespan timeout, std::string what, caf::error local,
+             reply_fn<ok_atom> done);
+  /// done(local) after agreeing that the operation failed (agree()).
+  template <class T>
+  void fail_agreed(caf::timespan timeout, std::string what, caf::error local,
+                   reply_fn<T> done) {
+    agree(timeout, std::move(what), std::move(local),
+          [done = std::move(done)](caf::expected<ok_atom> r) {
+            done(r ? make_error(errc::invalid_argument, "unreachable")
+                   : std::move(r.error()));
+          });
+  }
+  /// A new plan for this strategy's collectives (marked across processes
+  /// with `what` as its description when the strategy spans processes).
+  std::shared_ptr<collective_plan> new_plan(std::string what = {});
+  /// The update after its checks (and, across processes, agreement).
+  void dispatch_update(caf::timespan timeout, uint64_t id, update_op op,
+                       tensor value, reply_fn<ok_atom> done);
+  void create_here(caf::timespan timeout, variable_spec spec,
+                   variable_info info, reply_fn<variable_info> done);
 
   caf::expected<entry*> find(uint64_t id);
   caf::error check_replicas() const;

@@ -30,16 +30,22 @@ using namespace coordinator_helpers;
 
 void coordinator_state::run(caf::timespan timeout, replica_step_ptr step,
                             reply_fn<ok_atom> done) {
+  // Across processes every step is one collective round, whatever happens
+  // here, so that the processes stay in step (sync/cross_process_collective).
+  auto fail = [this, &done](caf::timespan t, caf::error err) {
+    agree(t, "step", std::move(err), std::move(done));
+  };
   auto left = remaining(timeout, "run");
   if (!left)
-    return done(std::move(left.error()));
+    return fail(timeout, std::move(left.error()));
   timeout = *left;
   if (!step)
-    return done(make_error(errc::invalid_argument, "run: no step function"));
+    return fail(timeout,
+                make_error(errc::invalid_argument, "run: no step function"));
   if (auto err = check_replicas())
-    return done(std::move(err));
+    return fail(timeout, std::move(err));
   const uint64_t seq = ++steps_started_;
-  if (driver_) {
+  if (device_driver()) {
     // Device replicas may keep contributions in staging buffers until the
     // step is over, whatever its outcome (host replicas never do).
     done = [this, seq, done = std::move(done)](caf::expected<ok_atom> r) {
@@ -57,7 +63,8 @@ void coordinator_state::run(caf::timespan timeout, replica_step_ptr step,
     [this, timeout, done = std::move(done)](
       caf::expected<std::vector<step_report>> reports) mutable {
       if (!reports)
-        return done(std::move(reports.error()));
+        return agree(timeout, "step", std::move(reports.error()),
+                     std::move(done));
       finish_step(timeout, *reports, std::move(done));
     },
     on_deadline::abandoned, fan_out::spread); // user code: in parallel
@@ -66,27 +73,29 @@ void coordinator_state::run(caf::timespan timeout, replica_step_ptr step,
 void coordinator_state::finish_step(caf::timespan timeout,
                                     std::vector<step_report>& reports,
                                     reply_fn<ok_atom> done) {
+  auto fail = [this, timeout, &done](caf::error err) {
+    agree(timeout, "step", std::move(err), std::move(done));
+  };
   auto name_of = [this](uint64_t id) { return quoted_name_of(id); };
   if (auto err = check_same_updates(reports, name_of))
-    return done(std::move(err));
+    return fail(std::move(err));
   auto& first = reports[0].updates;
   if (first.empty())
-    return done(ok_atom::value);
+    return agree(timeout, "step with no updates", {}, std::move(done));
   // V4: reports of remote replicas are checked like any message.
   for (auto& u : first)
     if (!is_valid(u.op)) {
       auto i = entries_.find(u.variable_id);
-      return done(check_update_op(
+      return fail(check_update_op(
         u.op, i == entries_.end() ? "#" + std::to_string(u.variable_id)
                                   : i->second.info.name));
     }
   // One fused collective applies every update of the step, in issue order.
-  auto plan = std::make_shared<collective_plan>();
-  plan->num_replicas = num_replicas();
+  auto plan = new_plan();
   for (size_t k = 0; k < first.size(); ++k) {
     auto e = find(first[k].variable_id);
     if (!e)
-      return done(std::move(e.error()));
+      return fail(std::move(e.error()));
     auto rule = (*e)->policy->combine_contributions((*e)->info);
     auto& item = plan->add_item();
     item.variable_id = first[k].variable_id;
@@ -99,6 +108,11 @@ void coordinator_state::finish_step(caf::timespan timeout,
     item.source = collective_source::contributions;
     item.target = collective_target::components;
     item.mirrored = (*e)->policy->mirrored();
+    if (processes) {
+      item.name = (*e)->info.name;
+      plan->description += (k == 0 ? "step: '" : ", '") + item.name + "' "
+                           + std::string{to_string(item.uop)};
+    }
     for (auto& report : reports) {
       item.staged[item.contributions.size()] = report.updates[k].staged;
       item.contributions.push_back(std::move(report.updates[k].value));
@@ -118,40 +132,44 @@ void coordinator_state::finish_step(caf::timespan timeout,
 void coordinator_state::all_reduce(caf::timespan timeout, reduce_op op,
                                    std::vector<std::vector<tensor>> values,
                                    reply_fn<std::vector<tensor>> done) {
+  const std::string what = "all_reduce " + std::string{to_string(op)} + " of "
+                           + std::to_string(values.size()) + " values";
+  auto fail = [&](caf::error err) {
+    fail_agreed(timeout, what, std::move(err), std::move(done));
+  };
   auto left = remaining(timeout, "all_reduce");
   if (!left)
-    return done(std::move(left.error()));
+    return fail(std::move(left.error()));
   timeout = *left;
   if (auto err = check_reduce_op(op, "all_reduce"))
-    return done(std::move(err));
-  auto plan = std::make_shared<collective_plan>();
-  plan->num_replicas = num_replicas();
+    return fail(std::move(err));
+  auto plan = new_plan(what);
   for (size_t k = 0; k < values.size(); ++k) {
     auto& group = values[k];
     auto where = "all_reduce value " + std::to_string(k);
     if (group.size() != replicas_.size())
-      return done(make_error(errc::invalid_argument,
+      return fail(make_error(errc::invalid_argument,
                              where + ": expected "
                                + std::to_string(replicas_.size())
                                + " per-replica values but got "
                                + std::to_string(group.size())));
     for (size_t r = 1; r < group.size(); ++r) {
       if (group[r].type() != group[0].type())
-        return done(make_error(errc::dtype_mismatch,
+        return fail(make_error(errc::dtype_mismatch,
                                where + ": replica " + std::to_string(r)
                                  + " has dtype "
                                  + std::string{to_string(group[r].type())}
                                  + " but replica 0 has "
                                  + std::string{to_string(group[0].type())}));
       if (group[r].shape() != group[0].shape())
-        return done(make_error(errc::shape_mismatch,
+        return fail(make_error(errc::shape_mismatch,
                                where + ": replica " + std::to_string(r)
                                  + " has shape " + to_string(group[r].shape())
                                  + " but replica 0 has "
                                  + to_string(group[0].shape())));
     }
     if (op == reduce_op::mean && !is_floating(group[0].type()))
-      return done(make_error(errc::invalid_argument,
+      return fail(make_error(errc::invalid_argument,
                              where + ": mean of "
                                + std::string{to_string(group[0].type())}
                                + " values needs conversion to float64 first"));
@@ -163,7 +181,7 @@ void coordinator_state::all_reduce(caf::timespan timeout, reduce_op op,
   if (auto err = budget_.check(output_bytes,
                                "all_reduce of " + std::to_string(values.size())
                                  + " values"))
-    return done(std::move(err));
+    return fail(std::move(err));
   for (auto& group : values) {
     auto& item = plan->add_item();
     item.type = group[0].type();
@@ -177,9 +195,9 @@ void coordinator_state::all_reduce(caf::timespan timeout, reduce_op op,
     item.result = tensor::empty(item.type, item.contributions[0].shape());
     item.output = item.result.mutable_raw();
   }
-  if (plan->items.empty())
+  if (plan->items.empty() && !processes)
     return done(std::vector<tensor>{});
-  if (auto err = check_replicas())
+  if (auto err = check_replicas(); err && !processes)
     return done(std::move(err));
   run_collective(timeout, plan, [plan, done](caf::expected<ok_atom> r) {
     if (!r)
@@ -207,10 +225,16 @@ void coordinator_state::run_collective(caf::timespan timeout,
             operation_deadlines::clock::now() - since);
           if (waited >= timeout) {
             // Not entered: abandoned on every replica, nothing changed.
-            done(make_error(errc::timeout,
-                            "the collective waited for earlier collectives "
-                            "past its deadline; it was not started, nothing "
-                            "was changed"));
+            auto late = make_error(errc::timeout,
+                                   "the collective waited for earlier "
+                                   "collectives past its deadline; it was "
+                                   "not started, nothing was changed");
+            if (plan->cross_process) { // the others still expect the round
+              plan->local_error = std::move(late);
+              return start_collective(timeout, std::move(plan),
+                                      std::move(done));
+            }
+            done(std::move(late));
             return finish_collective();
           }
           left = timeout - waited;
@@ -259,16 +283,43 @@ void coordinator_state::start_collective(caf::timespan timeout,
                                          std::shared_ptr<collective_plan> plan,
                                          reply_fn<ok_atom> done) {
   collective_running_ = true;
-  auto leave_and_finish = [this, done](caf::expected<ok_atom> r) {
+  auto finish = [this, done](caf::expected<ok_atom> r) {
     if (r)
       ++collectives_run_;
-    for (auto& replica : replicas_)
-      self_->send(replica, collective_leave_atom::value);
     done(std::move(r));
     finish_collective();
   };
-  if (auto err = check_replicas())
-    return leave_and_finish(std::move(err));
+  auto leave_and_finish = [this, finish](caf::expected<ok_atom> r) {
+    for (auto& replica : replicas_)
+      self_->send(replica, collective_leave_atom::value);
+    finish(std::move(r));
+  };
+  // The driver runs the work phase: the device collective for every
+  // replica at once, or the collective across processes.
+  auto drive = [this, plan](reply_fn<ok_atom> then) {
+    self_->request(*driver_, caf::infinite, collective_work_atom::value, plan)
+      .then([then](ok_atom) { then(ok_atom::value); },
+            [this, then](caf::error& err) {
+              if (err.category() == error_category)
+                return then(std::move(err));
+              then(make_error(errc::device_error,
+                              "the " + std::string{processes ? "cross-process"
+                                                             : "device"}
+                                + " collective failed: "
+                                + self_->system().render(err)));
+            });
+  };
+  if (auto err = check_replicas()) {
+    if (!processes)
+      return finish(std::move(err));
+    plan->local_error = std::move(err);
+  }
+  // Across processes, a round that fails here (or only agrees) still takes
+  // part, without entering the replicas.
+  if (processes && (plan->local_error || plan->items.empty())) {
+    plan->items.clear();
+    return drive(finish);
+  }
   if (driver_) // the replicas publish their step-done events at enter
     plan->ready_events.assign(replicas_.size(), nullptr);
   gather<int64_t>(
@@ -277,38 +328,35 @@ void coordinator_state::start_collective(caf::timespan timeout,
       return self_->request(replicas_[i], caf::infinite,
                             collective_enter_atom::value, plan);
     },
-    [this, timeout, plan, leave_and_finish](
+    [this, plan, leave_and_finish, drive](
       caf::expected<std::vector<int64_t>> votes) {
+      caf::error failed;
       if (!votes)
-        return leave_and_finish(std::move(votes.error()));
-      for (size_t r = 0; r < votes->size(); ++r) {
-        auto k = (*votes)[r];
-        if (k < 0)
-          continue;
-        auto i = entries_.find(plan->items[static_cast<size_t>(k)].variable_id);
-        auto name = i == entries_.end() ? std::string{"?"}
-                                        : quote_name(i->second.info.name);
-        return leave_and_finish(
-          unequal_contributions_error(name, static_cast<int>(r)));
+        failed = std::move(votes.error());
+      else
+        for (size_t r = 0; r < votes->size() && !failed; ++r) {
+          auto k = (*votes)[r];
+          if (k < 0)
+            continue;
+          auto i
+            = entries_.find(plan->items[static_cast<size_t>(k)].variable_id);
+          auto name = i == entries_.end() ? std::string{"?"}
+                                          : quote_name(i->second.info.name);
+          failed = unequal_contributions_error(
+            name, static_cast<int>(r)
+                    + (processes ? processes->first_replica : 0));
+        }
+      if (failed) {
+        if (!processes)
+          return leave_and_finish(std::move(failed));
+        plan->local_error = std::move(failed);
+        plan->items.clear();
+        return drive(leave_and_finish);
       }
       // The work phase is memory work that cannot be interrupted halfway:
       // it runs to completion (a dead replica still fails it at once).
-      if (driver_) {
-        // One place issues the work of every replica (NCCL needs the calls
-        // of all local ranks in one group).
-        self_->request(*driver_, caf::infinite, collective_work_atom::value,
-                       plan)
-          .then([leave_and_finish](ok_atom) { leave_and_finish(ok_atom::value); },
-                [this, leave_and_finish](caf::error& err) {
-                  if (err.category() == error_category)
-                    return leave_and_finish(std::move(err));
-                  leave_and_finish(make_error(
-                    errc::device_error,
-                    "the device collective failed: "
-                      + self_->system().render(err)));
-                });
-        return;
-      }
+      if (driver_)
+        return drive(leave_and_finish);
       gather_ok(
         replicas_.size(), caf::timespan::max(),
         [this, plan](size_t i) {

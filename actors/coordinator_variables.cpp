@@ -28,19 +28,64 @@ using namespace coordinator_helpers;
 
 void coordinator_state::create(caf::timespan timeout, variable_spec spec,
                                reply_fn<variable_info> done) {
+  const std::string what = "create '" + spec.name + "'";
   auto left = remaining(timeout, "create");
   if (!left)
-    return done(std::move(left.error()));
+    return fail_agreed(timeout, what, std::move(left.error()), std::move(done));
   timeout = *left;
   auto info = validate_variable_spec(spec);
+  caf::error local;
   if (!info)
-    return done(std::move(info.error()));
-  if (names_.count(info->name) > 0)
+    local = std::move(info.error());
+  else if (names_.count(info->name) > 0)
+    local = make_error(errc::already_exists,
+                       "a variable named " + quote_name(info->name)
+                         + " already exists in this strategy");
+  else
+    local = check_replicas();
+  if (local)
+    return fail_agreed(timeout, what, std::move(local), std::move(done));
+  if (!processes)
+    return create_here(timeout, std::move(spec), std::move(*info),
+                       std::move(done));
+  // Across processes every replica starts from process 0's initial value
+  // (as TensorFlow's multi-worker strategy broadcasts the chief's).
+  auto plan = new_plan(what + " (" + std::string{to_string(info->type)}
+                       + to_string(info->shape) + ", "
+                       + std::string{to_string(info->sync)} + ", "
+                       + std::string{to_string(info->agg)} + ")");
+  auto& item = plan->add_item();
+  item.name = info->name;
+  item.type = info->type;
+  item.count = element_count(info->shape);
+  item.first_only = true;
+  item.source = collective_source::contributions;
+  item.target = collective_target::output;
+  item.contributions.assign(replicas_.size(), spec.initial_value);
+  for (size_t r = 0; r < item.contributions.size(); ++r)
+    item.inputs[r] = item.contributions[r].raw();
+  item.result = tensor::empty(info->type, info->shape);
+  item.output = item.result.mutable_raw();
+  run_collective(timeout, plan,
+                 [this, timeout, plan, spec = std::move(spec),
+                  info = std::move(*info),
+                  done = std::move(done)](caf::expected<ok_atom> r) mutable {
+                   if (!r)
+                     return done(std::move(r.error()));
+                   spec.initial_value = std::move(plan->items[0].result);
+                   create_here(timeout, std::move(spec), std::move(info),
+                               std::move(done));
+                 });
+}
+
+void coordinator_state::create_here(caf::timespan timeout, variable_spec spec,
+                                    variable_info info_value,
+                                    reply_fn<variable_info> done) {
+  auto info = &info_value;
+  if (names_.count(info->name) > 0) // created meanwhile
     return done(make_error(errc::already_exists,
                            "a variable named " + quote_name(info->name)
                              + " already exists in this strategy"));
-  if (auto err = check_replicas())
-    return done(std::move(err));
   // The components' memory is reserved before anything changes: a variable
   // that does not fit is out_of_memory, not a process the kernel kills when
   // the replicas touch their pages. The replicas' allocations take over the
@@ -115,6 +160,18 @@ void coordinator_state::destroy(caf::timespan timeout, uint64_t id,
   auto e = find(id);
   if (!e)
     return done(std::move(e.error()));
+  if (processes && !destroy_agreed_) {
+    // The processes agree first: every one destroys its components.
+    return agree(timeout, "destroy of '" + (*e)->info.name + "'", {},
+                 [this, timeout, id, done = std::move(done)](
+                   caf::expected<ok_atom> r) mutable {
+                   if (!r)
+                     return done(std::move(r.error()));
+                   destroy_agreed_ = true;
+                   destroy(timeout, id, std::move(done));
+                   destroy_agreed_ = false;
+                 });
+  }
   names_.erase((*e)->info.name);
   // Reads waiting for this variable's writes run again and find it gone.
   auto waiting = std::move((*e)->waiting_reads);

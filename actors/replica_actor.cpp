@@ -656,7 +656,7 @@ private:
   // Enter: stop serving other requests and publish this replica's pointers.
   caf::expected<int64_t> enter(collective_plan& plan) {
     quiesced_ = true;
-    auto rank = static_cast<size_t>(cfg_.rank);
+    auto rank = static_cast<size_t>(slot());
     if (rank < plan.ready_events.size())
       plan.ready_events[rank] = device_->step_done_event();
     int64_t mismatch = -1;
@@ -676,14 +676,15 @@ private:
       if (rank < item.staged.size() && item.staged[rank] != 0)
         if (auto err = publish_staged(item, rank))
           return err;
-      if (item.require_equal && mismatch < 0 && !inputs_equal(item, cfg_.rank))
+      if (item.require_equal && mismatch < 0 && !inputs_equal(item, slot()))
         mismatch = static_cast<int64_t>(i);
     }
     // V4: every replica checks its own component before any worker writes,
     // so an integer overflow anywhere fails the collective with nothing
     // changed. A device component is copied to the host for the check
-    // (integer items only).
-    if (mismatch < 0) {
+    // (integer items only). Across processes the collective checks once the
+    // reduction is global (sync/cross_process_collective.hpp).
+    if (mismatch < 0 && !plan.cross_process) {
       caf::error copy_failed;
       std::vector<tensor> copies; // device components only
       auto component_of = [&](const collective_item& item) -> const void* {
@@ -775,6 +776,9 @@ private:
 
   self_pointer self_;
   replica_config cfg_;
+
+  /// This replica's slot in collective plans (its index in this process).
+  int slot() const { return cfg_.slot >= 0 ? cfg_.slot : cfg_.rank; }
   std::unique_ptr<varsync::device> device_;
   /// device_->host_accessible(), asked once.
   bool host_memory_ = true;
@@ -888,7 +892,7 @@ replica_actor::behavior_type replica_state::make_behavior() {
                           "replica " + std::to_string(cfg_.rank) + " ("
                             + to_string(cfg_.device)
                             + "): host collective work on device memory");
-      auto k = allreduce_one_pass(*plan, cfg_.rank, cfg_.num_replicas);
+      auto k = allreduce_one_pass(*plan, slot(), plan->num_replicas);
       if (k >= 0)
         return output_overflow_error(*plan, k);
       return ok_atom::value;

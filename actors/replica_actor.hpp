@@ -21,6 +21,7 @@
 namespace varsync {
 
 struct replica_config {
+  /// The replica's id among all replicas of the strategy (every process).
   int rank = 0;
   int num_replicas = 1;
   device_id device;
@@ -33,6 +34,9 @@ struct replica_config {
   /// Counts local adds not applied (shared with the coordinator, which
   /// reports it); none: a counter of the replica's own.
   std::shared_ptr<std::atomic<uint64_t>> local_adds_dropped;
+  /// The replica's index among the strategy's replicas in this process: its
+  /// slot in a collective plan. -1: `rank` (a strategy of one process).
+  int slot = -1;
 };
 
 /// Spawns the replica actor of `cfg.device` (device_error if the device

@@ -260,8 +260,10 @@ void async_strategy::all_reduce(reduce_op op, per_replica<tensor> values,
 void async_strategy::batch_all_reduce(
   reduce_op op, std::vector<per_replica<tensor>> values,
   callback<std::vector<mirrored<tensor>>> done) const {
+  // This process's replicas contribute; the result is every replica's.
   auto n = s_.num_replicas();
-  auto inputs = collective_inputs(op, values, n, s_.core_->budget());
+  auto inputs = collective_inputs(op, values, s_.num_local_replicas(),
+                                  s_.core_->budget());
   if (!inputs)
     return done(std::move(inputs.error()));
   auto ts = to_timespan(s_.timeout_);

@@ -156,12 +156,32 @@ make_strategy(std::shared_ptr<detail::system_host> owned,
   cc.max_queued_bytes
     = options.max_queued_bytes.value_or(settings->max_queued_bytes);
   cc.small_step_bytes = options.small_step_bytes;
+  detail::strategy_core::process_place place;
+  if (options.cluster && options.cluster->world_size > 1) {
+    // Blocks until every process has joined (or the join timeout).
+    auto m = join_process_group(*options.cluster,
+                                static_cast<int>(devices->size()));
+    if (!m)
+      return fail(std::move(m.error()));
+    place = {m->group->rank(), m->group->size(), m->first_replica,
+             m->total_replicas};
+    cc.processes = std::move(*m);
+  } else if (options.cluster) {
+    if (auto err = validate(*options.cluster))
+      return fail(std::move(err));
+  }
   auto coordinator = spawn_coordinator(sys, cc);
   if (!coordinator)
     return fail(std::move(coordinator.error()));
   std::string description = "mirrored strategy over";
   for (auto& d : options.devices)
     description += " " + d;
+  if (place.processes > 1)
+    description += "; process " + std::to_string(place.rank) + " of "
+                   + std::to_string(place.processes) + ", replicas "
+                   + std::to_string(place.first_replica) + ".."
+                   + std::to_string(place.first_replica + devices->size() - 1)
+                   + " of " + std::to_string(place.total_replicas);
   description += "; bulk data: " + describe_collective(*devices);
   log()->info("{}", description);
   // The replicas, for actors bound to them (one blocking round trip at
@@ -180,6 +200,7 @@ make_strategy(std::shared_ptr<detail::system_host> owned,
     std::move(replicas), options.devices, description,
     memory_budget{cc.memory_budget_bytes}, cc.max_queued_operations,
     cc.max_queued_bytes);
+  core->place = place;
   return strategy::from_core(std::move(core), options.timeout);
 }
 
@@ -222,6 +243,18 @@ strategy strategy::with_timeout(std::chrono::milliseconds timeout) const {
 int strategy::num_replicas() const {
   return core_->num_replicas();
 }
+
+int strategy::num_local_replicas() const {
+  return core_->num_local_replicas();
+}
+
+int strategy::first_local_replica() const {
+  return core_->place.first_replica;
+}
+
+int strategy::process_rank() const { return core_->place.rank; }
+
+int strategy::num_processes() const { return core_->place.processes; }
 
 const std::vector<std::string>& strategy::devices() const {
   return core_->devices();
@@ -360,6 +393,8 @@ caf::expected<tensor> strategy::reduce(reduce_op op,
                                        const per_replica<tensor>& values) const {
   if (auto err = check_running(*core_))
     return err;
+  if (auto err = check_local("reduce", num_processes()))
+    return err;
   if (auto err = check_count("reduce", values.size(), num_replicas()))
     return err;
   if (auto err = check_budget(*core_, reduce_bytes(op, values.values(), false),
@@ -372,6 +407,8 @@ caf::expected<tensor> strategy::reduce(reduce_op op,
                                        const per_replica<tensor>& values,
                                        int64_t axis) const {
   if (auto err = check_running(*core_))
+    return err;
+  if (auto err = check_local("reduce", num_processes()))
     return err;
   if (auto err = check_count("reduce", values.size(), num_replicas()))
     return err;
@@ -412,6 +449,8 @@ caf::expected<tensor> strategy::reduce(reduce_op op,
 caf::expected<tensor> strategy::gather(const per_replica<tensor>& values,
                                        int64_t axis) const {
   if (auto err = check_running(*core_))
+    return err;
+  if (auto err = check_local("gather", num_processes()))
     return err;
   if (auto err = check_count("gather", values.size(), num_replicas()))
     return err;

@@ -59,7 +59,20 @@ public:
   const std::vector<replica_actor>& replicas() const { return replicas_; }
   const std::vector<std::string>& devices() const { return devices_; }
   const std::string& description() const { return description_; }
-  int num_replicas() const { return static_cast<int>(devices_.size()); }
+  int num_local_replicas() const { return static_cast<int>(devices_.size()); }
+  /// Where this process stands among the strategy's processes.
+  struct process_place {
+    int rank = 0;
+    int processes = 1;
+    int first_replica = 0;
+    int total_replicas = 0;
+  };
+  /// Set once, before the core is shared.
+  process_place place;
+  int num_replicas() const {
+    return place.total_replicas > 0 ? place.total_replicas
+                                    : num_local_replicas();
+  }
   /// What the strategy's requests sized by the caller are checked against.
   const memory_budget& budget() const { return budget_; }
 

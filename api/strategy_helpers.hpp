@@ -50,6 +50,20 @@ inline caf::error check_running(const detail::strategy_core& core) {
   return {};
 }
 
+// reduce and gather of per-replica values work on this process's values
+// only: across processes they would silently miss the others' replicas.
+inline caf::error check_local(const char* what, int processes) {
+  if (processes > 1)
+    return make_error(errc::invalid_argument,
+                      std::string{what}
+                        + " of per-replica values: the strategy spans "
+                        + std::to_string(processes)
+                        + " processes and these values hold this process's "
+                          "replicas only; use all_reduce, which reduces "
+                          "over every process");
+  return {};
+}
+
 inline caf::error check_count(const char* what, size_t count,
                               int num_replicas) {
   if (count != static_cast<size_t>(num_replicas))

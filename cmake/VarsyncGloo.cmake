@@ -1,8 +1,10 @@
-# The Gloo transport of the cross-process collective (sync/gloo: the process
-# group and its rendezvous store over CAF's network layer; actors/gloo: the
-# store actor), built as the internal library varsync_gloo when Debian's
-# libgloo-dev is found. Not installed and not part of libvarsync yet: no
-# public API uses it until strategies span processes.
+# The Gloo transport of the cross-process collective (sync/gloo: the Gloo
+# group and the rendezvous store client; actors/gloo: the store actor and
+# the process group joiner), built as varsync::distributed (target
+# varsync_gloo) when Debian's libgloo-dev is found. Linking it lets
+# strategy_options::cluster span processes: it registers its joiner with
+# libvarsync (sync/process_group.hpp), so single-process programs never link
+# Gloo. Not installed yet (docs/multiprocess.md).
 if(PROJECT_IS_TOP_LEVEL)
   set(VARSYNC_GLOO_DEFAULT AUTO)
 else()
@@ -25,10 +27,15 @@ endif()
 
 if(VARSYNC_HAVE_GLOO)
   add_library(varsync_gloo STATIC
+    ${PROJECT_SOURCE_DIR}/actors/gloo/gloo_process_group.cpp
     ${PROJECT_SOURCE_DIR}/actors/gloo/rendezvous_store_actor.cpp
     ${PROJECT_SOURCE_DIR}/sync/gloo/control_store.cpp
     ${PROJECT_SOURCE_DIR}/sync/gloo/gloo_group.cpp)
+  add_library(varsync::distributed ALIAS varsync_gloo)
   target_link_libraries(varsync_gloo PUBLIC varsync_internal gloo CAF::io)
+  # Keeps the joiner's registration in static links (see cuda_backend.cpp).
+  target_link_options(varsync_gloo INTERFACE
+    "LINKER:--undefined=varsync_gloo_transport_anchor")
   message(STATUS "varsync: Gloo transport varsync_gloo enabled")
 else()
   message(STATUS "varsync: Gloo transport not built (VARSYNC_GLOO=${VARSYNC_GLOO})")

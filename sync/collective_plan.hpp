@@ -6,7 +6,10 @@
 // component pointers when it enters the collective, then works on its slice.
 
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include <caf/error.hpp>
 
 #include "varsync/tensor.hpp"
 #include "varsync/synchronization.hpp"
@@ -29,6 +32,9 @@ enum class collective_source : uint8_t {
 
 struct collective_item {
   uint64_t variable_id = 0;
+  /// The variable's name, for errors of collectives across processes
+  /// (empty in one process, where the coordinator names variables).
+  std::string name;
   dtype type = dtype::float32;
   int64_t count = 0;
   reduce_op rop = reduce_op::sum;
@@ -59,7 +65,18 @@ struct collective_item {
 };
 
 struct collective_plan {
+  /// The replicas of this process taking part (the slots of every item).
   int num_replicas = 0;
+  /// The collective spans processes (sync/cross_process_collective.hpp):
+  /// the replicas leave integer overflow checks to it.
+  bool cross_process = false;
+  /// Across processes: what the operation is, in words, for the agreement
+  /// of the processes and its errors ("step 3: 'w' assign_add, ...").
+  std::string description;
+  /// Across processes: the operation failed in this process before its
+  /// data moved; the collective still takes part so that every process
+  /// fails it alike (no items).
+  caf::error local_error;
   std::vector<collective_item> items;
   /// Device collectives only (sized by the coordinator, else empty): per
   /// replica, the event (a cudaEvent_t) that marks the end of the replica's

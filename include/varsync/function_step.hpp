@@ -34,8 +34,10 @@ private:
 template <class R>
 class step_results {
 public:
-  explicit step_results(int num_replicas)
-    : results_(static_cast<size_t>(num_replicas)) {}
+  /// Slots for replicas first .. first + num_replicas - 1 (a strategy over
+  /// several processes keeps the results of this process's replicas).
+  explicit step_results(int num_replicas, int first = 0)
+    : results_(static_cast<size_t>(num_replicas)), first_(first) {}
   virtual ~step_results() = default;
 
   /// The results in replica order. Only after the run succeeded: throws
@@ -55,19 +57,20 @@ public:
 
 protected:
   void store(int replica, R value) {
-    results_.at(static_cast<size_t>(replica)).emplace(std::move(value));
+    results_.at(static_cast<size_t>(replica - first_)).emplace(std::move(value));
   }
 
 private:
   std::vector<std::optional<R>> results_;
+  int first_ = 0;
 };
 
 /// A step that runs fn(ctx) on every replica and keeps replica r's result.
 template <class R, class F>
 class value_step final : public replica_step, public step_results<R> {
 public:
-  value_step(F fn, int num_replicas)
-    : step_results<R>(num_replicas), fn_(std::move(fn)) {}
+  value_step(F fn, int num_replicas, int first = 0)
+    : step_results<R>(num_replicas, first), fn_(std::move(fn)) {}
   void run(replica_context& ctx) override {
     this->store(ctx.replica_id(), fn_(ctx));
   }
@@ -92,20 +95,21 @@ struct step_with_results {
   std::shared_ptr<step_results<R>> results;
 };
 
-/// A step running `fn` on each of `num_replicas` replicas (the strategy's
-/// replica count: a replica whose id has no result slot fails the step):
+/// A step running `fn` on each of `num_replicas` replicas with ids from
+/// `first` (the strategy's replicas in this process: a replica whose id has
+/// no result slot fails the step):
 /// for a void fn, a replica_step_ptr; otherwise {step, results}:
 ///   auto [step, results] = make_step(fn, n);
 ///   request(coordinator, timeout, run_atom::value, step)
 ///     .then([results](ok_atom) { auto values = results->take(); ... });
 template <step_function F>
-auto make_step(F fn, int num_replicas) {
+auto make_step(F fn, int num_replicas, int first = 0) {
   using R = step_result_t<F>;
   if constexpr (std::is_void_v<R>) {
     return replica_step_ptr{std::make_shared<void_step<F>>(std::move(fn))};
   } else {
     auto step = std::make_shared<value_step<R, F>>(std::move(fn),
-                                                   num_replicas);
+                                                   num_replicas, first);
     return step_with_results<R>{step, step};
   }
 }

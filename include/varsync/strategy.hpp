@@ -17,6 +17,7 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
+#include "varsync/cluster_spec.hpp"
 #include "varsync/error.hpp"
 #include "varsync/function_step.hpp"
 #include "varsync/replica_fault.hpp"
@@ -74,6 +75,12 @@ struct strategy_options {
   /// replica that fails afterwards fails the step, and the survivors hold
   /// the update. 0: every step runs a collective. Default 4096.
   size_t small_step_bytes = 4096;
+  /// Several processes (docs/multiprocess.md): each process creates the
+  /// strategy with its own devices and the same cluster (ranks differ); the
+  /// call returns once every process has joined. Replica ids run over the
+  /// processes in rank order. Unset: this process only. Needs the
+  /// cross-process transport (varsync::distributed).
+  std::optional<cluster_spec> cluster;
 };
 
 namespace detail {
@@ -110,7 +117,18 @@ public:
   /// A handle to the same strategy whose calls use `timeout`.
   strategy with_timeout(std::chrono::milliseconds timeout) const;
 
+  /// Every replica of the strategy, in all its processes.
   int num_replicas() const;
+  /// The replicas in this process (one per device of `devices()`): ids
+  /// first_local_replica() .. first_local_replica() + num_local_replicas() - 1.
+  /// run() returns their results. Equal to num_replicas() in one process.
+  int num_local_replicas() const;
+  int first_local_replica() const;
+  /// This process's rank among the strategy's processes, and their number
+  /// (0 and 1 unless strategy_options::cluster spans several).
+  int process_rank() const;
+  int num_processes() const;
+  /// This process's devices.
   const std::vector<std::string>& devices() const;
   /// Devices and the collective that moves bulk data.
   std::string description() const;
@@ -177,9 +195,11 @@ public:
   auto run(F fn) const {
     using result_type = step_result_t<F>;
     if constexpr (std::is_void_v<result_type>) {
-      return run_step(make_step(std::move(fn), num_replicas()));
+      return run_step(make_step(std::move(fn), num_local_replicas(),
+                                first_local_replica()));
     } else {
-      auto made = make_step(std::move(fn), num_replicas());
+      auto made = make_step(std::move(fn), num_local_replicas(),
+                                first_local_replica());
       using out = caf::expected<per_replica<result_type>>;
       if (auto err = run_step(std::move(made.step)))
         return out{std::move(err)};
@@ -257,6 +277,8 @@ public:
   explicit async_strategy(strategy s) : s_(std::move(s)) {}
 
   int num_replicas() const { return s_.num_replicas(); }
+  int num_local_replicas() const { return s_.num_local_replicas(); }
+  int first_local_replica() const { return s_.first_local_replica(); }
   /// See strategy::stats.
   void stats(callback<strategy_description> done) const;
 
@@ -337,9 +359,11 @@ public:
   template <step_function F>
   void run(F fn, run_callback<step_result_t<F>> done) const {
     if constexpr (std::is_void_v<step_result_t<F>>) {
-      run(make_step(std::move(fn), num_replicas()), std::move(done));
+      run(make_step(std::move(fn), num_local_replicas(),
+                                first_local_replica()), std::move(done));
     } else {
-      auto made = make_step(std::move(fn), num_replicas());
+      auto made = make_step(std::move(fn), num_local_replicas(),
+                                first_local_replica());
       run(std::move(made.step),
           [results = std::move(made.results),
            done = std::move(done)](caf::error err) {

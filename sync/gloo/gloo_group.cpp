@@ -1,10 +1,13 @@
 #include "sync/gloo/gloo_group.hpp"
 
 #include <atomic>
+#include <cstring>
 #include <exception>
 #include <vector>
 
+#include <gloo/allgather.h>
 #include <gloo/allreduce.h>
+#include <gloo/broadcast.h>
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
@@ -27,6 +30,14 @@ struct gloo_group::impl {
     return "gloo group '" + options.name + "' rank "
            + std::to_string(options.rank) + " of "
            + std::to_string(options.size);
+  }
+
+  caf::error check_usable() const {
+    if (!broken)
+      return {};
+    return make_error(errc::replica_failed,
+                      who() + ": an earlier collective failed; the group "
+                              "is unusable");
   }
 
   caf::error failed(const char* what, const std::exception& e) {
@@ -64,21 +75,24 @@ gloo_group::join(caf::actor_system& sys, rendezvous_store_actor store,
   if (options.timeout.count() <= 0)
     return make_error(errc::invalid_argument,
                       "gloo group: the timeout must be positive");
+  const auto join_timeout = options.join_timeout.count() > 0
+                              ? options.join_timeout
+                              : options.timeout;
   auto p = std::make_unique<impl>();
   p->options = options;
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = options.bind_host;
     p->device = gloo::transport::tcp::CreateDevice(attr);
-    control_store kv{sys, std::move(store), options.name + "/",
-                     options.timeout};
+    control_store kv{sys, std::move(store), options.name + "/", join_timeout};
     p->context = std::make_shared<gloo::rendezvous::Context>(options.rank,
                                                              options.size);
-    p->context->setTimeout(options.timeout);
+    p->context->setTimeout(join_timeout);
     p->context->connectFullMesh(kv, p->device);
+    p->context->setTimeout(options.timeout);
   } catch (const gloo::IoException& e) {
     return make_error(errc::timeout, p->who() + ": joining failed within "
-                                       + std::to_string(options.timeout.count())
+                                       + std::to_string(join_timeout.count())
                                        + " ms: " + e.what());
   } catch (const std::exception& e) {
     return make_error(errc::replica_failed,
@@ -95,13 +109,60 @@ int gloo_group::rank() const { return impl_->options.rank; }
 
 int gloo_group::size() const { return impl_->options.size; }
 
+caf::error gloo_group::broadcast(void* data, size_t bytes, int root) {
+  auto& d = *impl_;
+  if (auto err = d.check_usable())
+    return err;
+  if (root < 0 || root >= d.options.size || (bytes > 0 && data == nullptr))
+    return make_error(errc::invalid_argument,
+                      d.who() + ": broadcast: bad root or buffer");
+  if (bytes == 0 || d.options.size == 1)
+    return {};
+  try {
+    gloo::BroadcastOptions opts{d.context};
+    opts.setOutput(static_cast<uint8_t*>(data), bytes);
+    opts.setRoot(root);
+    opts.setTag(d.next_tag++);
+    opts.setTimeout(d.options.timeout);
+    gloo::broadcast(opts);
+  } catch (const std::exception& e) {
+    return d.failed("broadcast", e);
+  }
+  return {};
+}
+
+caf::error gloo_group::all_gather(const void* in, void* out, size_t bytes) {
+  auto& d = *impl_;
+  if (auto err = d.check_usable())
+    return err;
+  if (bytes > 0 && (in == nullptr || out == nullptr))
+    return make_error(errc::invalid_argument,
+                      d.who() + ": all_gather: bad buffer");
+  if (bytes == 0)
+    return {};
+  if (d.options.size == 1) {
+    std::memcpy(out, in, bytes);
+    return {};
+  }
+  try {
+    gloo::AllgatherOptions opts{d.context};
+    opts.setInput(const_cast<uint8_t*>(static_cast<const uint8_t*>(in)), bytes);
+    opts.setOutput(static_cast<uint8_t*>(out),
+                   bytes * static_cast<size_t>(d.options.size));
+    opts.setTag(d.next_tag++);
+    opts.setTimeout(d.options.timeout);
+    gloo::allgather(opts);
+  } catch (const std::exception& e) {
+    return d.failed("all_gather", e);
+  }
+  return {};
+}
+
 caf::error gloo_group::all_reduce(reduce_op op, dtype type, void* data,
                                   int64_t count) {
   auto& d = *impl_;
-  if (d.broken)
-    return make_error(errc::replica_failed,
-                      d.who() + ": an earlier collective failed; the group "
-                                "is unusable");
+  if (auto err = d.check_usable())
+    return err;
   if (!is_valid(op) || !is_valid(type))
     return make_error(errc::invalid_argument,
                       d.who() + ": all_reduce: invalid reduce_op or dtype");

@@ -34,8 +34,10 @@ struct gloo_group_options {
   /// The address Gloo's TCP transport listens on: loopback unless the group
   /// spans hosts.
   std::string bind_host = "127.0.0.1";
-  /// Bounds the rendezvous and every collective.
+  /// Bounds every collective (and the rendezvous, unless join_timeout).
   std::chrono::milliseconds timeout{30000};
+  /// Bounds the rendezvous; 0: `timeout`.
+  std::chrono::milliseconds join_timeout{0};
   /// Distinguishes groups that share a store.
   std::string name = "varsync";
 };
@@ -62,6 +64,14 @@ public:
   /// replica_failed naming the failure when a peer is gone or misses the
   /// deadline (the group is then unusable: create a new one).
   caf::error all_reduce(reduce_op op, dtype type, void* data, int64_t count);
+
+  /// data = root's data on every rank (`bytes` on each); replica_failed as
+  /// for all_reduce.
+  caf::error broadcast(void* data, size_t bytes, int root);
+
+  /// out = the ranks' `bytes` of `in`, in rank order (out holds size()
+  /// times `bytes`); replica_failed as for all_reduce.
+  caf::error all_gather(const void* in, void* out, size_t bytes);
 
   struct impl;
 

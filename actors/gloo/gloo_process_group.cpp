@@ -1,0 +1,278 @@
+// The Gloo transport behind process_group (sync/process_group.hpp): rank 0
+// serves the rendezvous store over CAF's network layer, every rank joins a
+// Gloo full mesh through it, and the ranks exchange their replica counts.
+// Registered as the process group joiner when this library is linked.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/logger.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+
+#include "actors/gloo/rendezvous_store_actor.hpp"
+#include "core/logging.hpp"
+#include "sync/gloo/gloo_group.hpp"
+#include "sync/process_group.hpp"
+#include "varsync/config.hpp"
+#include "varsync/error.hpp"
+
+namespace varsync {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+std::chrono::milliseconds left_until(clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+    deadline - clock::now());
+  return std::max(left, std::chrono::milliseconds{1});
+}
+
+// The control plane's own small actor system (CAF's network layer loaded),
+// so that a strategy embedded in a user's system needs nothing from it. CAF
+// 0.17 wants a system destroyed by the thread that built it: a thread of
+// its own builds it, keeps it until the group goes, then destroys it.
+class control_system {
+public:
+  caf::error start() {
+    thread_ = std::thread{[this] { run(); }};
+    std::unique_lock<std::mutex> lock{mtx_};
+    cv_.wait(lock, [this] { return state_ != state::starting; });
+    return std::move(error_);
+  }
+
+  ~control_system() {
+    {
+      std::lock_guard<std::mutex> lock{mtx_};
+      if (state_ == state::running)
+        state_ = state::released;
+      cv_.notify_all();
+    }
+    if (thread_.joinable())
+      thread_.join();
+  }
+
+  caf::actor_system& sys() { return *sys_; }
+
+  /// Runs on the system's thread before it is destroyed (stop actors).
+  std::function<void()> before_destroy;
+
+private:
+  enum class state { starting, running, released, failed };
+
+  void run() {
+    caf::actor_system_config cfg;
+    register_types(cfg);
+    cfg.load<caf::io::middleman>();
+    cfg.set("scheduler.max-threads", 1);
+    cfg.set("logger.verbosity", caf::atom("quiet"));
+    try {
+      sys_ = std::make_unique<caf::actor_system>(cfg);
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock{mtx_};
+      error_ = make_error(errc::invalid_argument,
+                          std::string{"cannot start the control plane: "}
+                            + e.what());
+      state_ = state::failed;
+      cv_.notify_all();
+      return;
+    }
+    {
+      std::unique_lock<std::mutex> lock{mtx_};
+      state_ = state::running;
+      cv_.notify_all();
+      cv_.wait(lock, [this] { return state_ == state::released; });
+    }
+    if (before_destroy)
+      before_destroy();
+    sys_.reset();
+  }
+
+  std::thread thread_;
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  state state_ = state::starting;
+  caf::error error_;
+  std::unique_ptr<caf::actor_system> sys_;
+};
+
+class gloo_process_group final : public process_group {
+public:
+  // Members are destroyed in reverse: the Gloo group before the system
+  // whose store it joined through.
+  std::unique_ptr<control_system> control;
+  std::unique_ptr<gloo_group> group;
+  std::string text;
+
+  int rank() const override { return group->rank(); }
+  int size() const override { return group->size(); }
+  std::string describe() const override { return text; }
+
+  caf::error all_reduce(reduce_op op, dtype type, void* data,
+                        int64_t count) override {
+    return group->all_reduce(op, type, data, count);
+  }
+  caf::error broadcast(void* data, size_t bytes, int root) override {
+    return group->broadcast(data, bytes, root);
+  }
+  caf::error all_gather(const void* in, void* out, size_t bytes) override {
+    return group->all_gather(in, out, bytes);
+  }
+};
+
+// Rank 0 publishes the store; the others connect to it, retrying with
+// backoff until the deadline (rank 0 may start later than they do).
+caf::expected<rendezvous_store_actor>
+reach_store(control_system& control, const cluster_spec& spec,
+            clock::time_point deadline) {
+  auto& sys = control.sys();
+  if (spec.rank == 0) {
+    auto store = spawn_rendezvous_store(sys);
+    control.before_destroy = [store] {
+      caf::anon_send_exit(store, caf::exit_reason::user_shutdown);
+    };
+    auto port = sys.middleman().publish(store, spec.rendezvous_port,
+                                        spec.rendezvous_host.c_str(), true);
+    if (!port)
+      return make_error(errc::invalid_argument,
+                        "rank 0 cannot serve the rendezvous on "
+                          + spec.rendezvous_host + ":"
+                          + std::to_string(spec.rendezvous_port) + ": "
+                          + sys.render(port.error()));
+    return store;
+  }
+  auto backoff = std::chrono::milliseconds{20};
+  std::string last;
+  for (;;) {
+    auto store = sys.middleman().remote_actor<rendezvous_store_actor>(
+      spec.rendezvous_host, spec.rendezvous_port);
+    if (store)
+      return std::move(*store);
+    last = sys.render(store.error());
+    if (clock::now() + backoff >= deadline)
+      break;
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds{1000});
+  }
+  return make_error(errc::timeout,
+                    "rank " + std::to_string(spec.rank)
+                      + " could not reach the rendezvous at "
+                      + spec.rendezvous_host + ":"
+                      + std::to_string(spec.rendezvous_port) + " within "
+                      + std::to_string(spec.join_timeout.count())
+                      + " ms (rank 0 never served it): " + last);
+}
+
+// Every rank announces itself; a rendezvous that times out names the ranks
+// that never arrived.
+caf::error await_ranks(caf::actor_system& sys, rendezvous_store_actor store,
+                       const cluster_spec& spec, clock::time_point deadline) {
+  const std::string prefix = spec.group_name + "/arrived/";
+  caf::scoped_actor self{sys};
+  caf::error failed;
+  self->request(store, left_until(deadline), store_set_atom::value,
+                prefix + std::to_string(spec.rank),
+                std::vector<char>{'1'})
+    .receive([](ok_atom) {},
+             [&](caf::error& err) { failed = std::move(err); });
+  if (failed)
+    return make_error(errc::replica_failed,
+                      "rank " + std::to_string(spec.rank)
+                        + ": the rendezvous store failed: "
+                        + sys.render(failed));
+  std::vector<int> missing;
+  for (int r = 0; r < spec.world_size; ++r) {
+    bool arrived = false;
+    self->request(store, left_until(deadline), store_get_atom::value,
+                  prefix + std::to_string(r))
+      .receive([&](std::vector<char>&) { arrived = true; },
+               [](caf::error&) {});
+    if (!arrived)
+      missing.push_back(r);
+  }
+  if (missing.empty())
+    return {};
+  std::string names;
+  for (auto r : missing)
+    names += (names.empty() ? "" : ", ") + std::to_string(r);
+  return make_error(errc::timeout,
+                    "the rendezvous of " + std::to_string(spec.world_size)
+                      + " processes at " + spec.rendezvous_host + ":"
+                      + std::to_string(spec.rendezvous_port)
+                      + " timed out after "
+                      + std::to_string(spec.join_timeout.count())
+                      + " ms: rank(s) " + names + " never arrived");
+}
+
+// CAF 0.17 keeps a reference to the logger of the last system a thread
+// spawned into (a scoped_actor does), and that system's destructor waits
+// for it: the joining thread lets go of the control system's when it is
+// done with it, or destroying the group would wait for itself.
+struct forget_logger_on_exit {
+  caf::actor_system* sys = nullptr;
+  ~forget_logger_on_exit() {
+    if (sys != nullptr && caf::logger::current_logger() == &sys->logger())
+      caf::logger::set_current_actor_system(nullptr);
+  }
+};
+
+caf::expected<process_membership> join_gloo(const cluster_spec& spec,
+                                            int local_replicas) {
+  const auto deadline = clock::now() + spec.join_timeout;
+  auto pg = std::make_shared<gloo_process_group>();
+  pg->control = std::make_unique<control_system>();
+  if (auto err = pg->control->start())
+    return err;
+  forget_logger_on_exit forget{&pg->control->sys()};
+  auto store = reach_store(*pg->control, spec, deadline);
+  if (!store)
+    return std::move(store.error());
+  if (auto err = await_ranks(pg->control->sys(), *store, spec, deadline))
+    return err;
+  gloo_group_options opts;
+  opts.rank = spec.rank;
+  opts.size = spec.world_size;
+  opts.bind_host = spec.bind_host;
+  opts.timeout = spec.operation_timeout;
+  opts.join_timeout = left_until(deadline);
+  opts.name = spec.group_name;
+  auto group = gloo_group::join(pg->control->sys(), *store, opts);
+  if (!group)
+    return std::move(group.error());
+  pg->group = std::move(*group);
+  std::vector<int32_t> counts(static_cast<size_t>(spec.world_size));
+  int32_t mine = local_replicas;
+  if (auto err = pg->group->all_gather(&mine, counts.data(), sizeof(mine)))
+    return err;
+  std::vector<int> per_rank(counts.begin(), counts.end());
+  pg->text = "gloo over TCP, rank " + std::to_string(spec.rank) + " of "
+             + std::to_string(spec.world_size) + " (rendezvous "
+             + spec.rendezvous_host + ":"
+             + std::to_string(spec.rendezvous_port) + ")";
+  log()->info("joined {}", pg->text);
+  return make_membership(std::move(pg), std::move(per_rank));
+}
+
+struct registrar {
+  registrar() { register_process_group_joiner(&join_gloo); }
+};
+
+registrar registered;
+
+} // namespace
+
+} // namespace varsync
+
+// Referenced by the link options of varsync::distributed so that the linker
+// keeps this file (and its registration) in static builds.
+extern "C" void varsync_gloo_transport_anchor() {}

@@ -1,0 +1,169 @@
+#include "varsync/cluster_spec.hpp"
+
+#include <cstdlib>
+#include <limits>
+#include <string>
+
+#include "varsync/error.hpp"
+
+namespace varsync {
+
+namespace {
+
+// The variables one launcher sets.
+struct launcher_vars {
+  const char* launcher;
+  const char* rank;
+  const char* world_size;
+  const char* local_rank;
+};
+
+constexpr launcher_vars launchers[] = {
+  {"varsync-run", "VARSYNC_RANK", "VARSYNC_WORLD_SIZE", "VARSYNC_LOCAL_RANK"},
+  {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+  {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+   "OMPI_COMM_WORLD_LOCAL_RANK"},
+  {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+};
+
+caf::expected<long long> parse_integer(const std::string& name,
+                                       const std::string& text, long long lo,
+                                       long long hi) {
+  auto bad = [&] {
+    return make_error(errc::invalid_argument,
+                      "environment variable " + name + "='" + text
+                        + "': expected an integer in [" + std::to_string(lo)
+                        + ", " + std::to_string(hi) + "]");
+  };
+  if (text.empty() || text.size() > 18)
+    return bad();
+  long long v = 0;
+  size_t i = 0;
+  for (; i < text.size(); ++i) {
+    if (text[i] < '0' || text[i] > '9')
+      return bad();
+    v = v * 10 + (text[i] - '0');
+  }
+  if (v < lo || v > hi)
+    return bad();
+  return v;
+}
+
+// "host:port" (the host may be a bracketed IPv6 address).
+caf::error parse_address(const std::string& name, const std::string& text,
+                         cluster_spec& out) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    return make_error(errc::invalid_argument,
+                      "environment variable " + name + "='" + text
+                        + "': expected host:port");
+  auto host = text.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  auto port = parse_integer(name + " (port)", text.substr(colon + 1), 1, 65535);
+  if (!port)
+    return std::move(port.error());
+  out.rendezvous_host = host;
+  out.rendezvous_port = static_cast<uint16_t>(*port);
+  return {};
+}
+
+} // namespace
+
+caf::error validate(const cluster_spec& spec) {
+  auto bad = [](std::string what) {
+    return make_error(errc::invalid_argument, "cluster_spec: " + what);
+  };
+  if (spec.world_size < 1)
+    return bad("world_size " + std::to_string(spec.world_size)
+               + " is not positive");
+  if (spec.rank < 0 || spec.rank >= spec.world_size)
+    return bad("rank " + std::to_string(spec.rank) + " is not in [0, "
+               + std::to_string(spec.world_size) + ")");
+  if (spec.local_rank < 0)
+    return bad("local_rank " + std::to_string(spec.local_rank)
+               + " is negative");
+  if (spec.world_size > 1 && spec.rendezvous_port == 0)
+    return bad("a cluster of " + std::to_string(spec.world_size)
+               + " processes needs a rendezvous port");
+  if (spec.rendezvous_host.empty() || spec.bind_host.empty())
+    return bad("the rendezvous and bind hosts must not be empty");
+  if (spec.join_timeout.count() <= 0 || spec.operation_timeout.count() <= 0)
+    return bad("the join and operation timeouts must be positive");
+  if (spec.group_name.empty())
+    return bad("the group name must not be empty");
+  return {};
+}
+
+caf::expected<std::optional<cluster_spec>>
+cluster_from_environment(const environment_reader& reader) {
+  auto get = [&](const std::string& name) -> std::optional<std::string> {
+    if (reader)
+      return reader(name);
+    if (auto* v = std::getenv(name.c_str()))
+      return std::string{v};
+    return std::nullopt;
+  };
+  const launcher_vars* found = nullptr;
+  for (auto& l : launchers)
+    if (get(l.rank)) {
+      found = &l;
+      break;
+    }
+  if (!found)
+    return std::optional<cluster_spec>{};
+  cluster_spec spec;
+  constexpr long long max_int = std::numeric_limits<int>::max();
+  auto size_text = get(found->world_size);
+  if (!size_text)
+    return make_error(errc::invalid_argument,
+                      std::string{found->launcher} + ": " + found->rank
+                        + " is set but " + found->world_size + " is not");
+  auto size = parse_integer(found->world_size, *size_text, 1, max_int);
+  if (!size)
+    return std::move(size.error());
+  auto rank = parse_integer(found->rank, *get(found->rank), 0, *size - 1);
+  if (!rank)
+    return std::move(rank.error());
+  spec.world_size = static_cast<int>(*size);
+  spec.rank = static_cast<int>(*rank);
+  if (auto text = get(found->local_rank)) {
+    auto local = parse_integer(found->local_rank, *text, 0, max_int);
+    if (!local)
+      return std::move(local.error());
+    spec.local_rank = static_cast<int>(*local);
+  }
+  // The rendezvous: varsync's own variable first, then torchrun's pair.
+  if (auto addr = get("VARSYNC_RENDEZVOUS")) {
+    if (auto err = parse_address("VARSYNC_RENDEZVOUS", *addr, spec))
+      return err;
+  } else if (auto port = get("MASTER_PORT")) {
+    auto p = parse_integer("MASTER_PORT", *port, 1, 65535);
+    if (!p)
+      return std::move(p.error());
+    spec.rendezvous_port = static_cast<uint16_t>(*p);
+    if (auto host = get("MASTER_ADDR"); host && !host->empty())
+      spec.rendezvous_host = *host;
+  } else if (spec.world_size > 1) {
+    return make_error(errc::invalid_argument,
+                      std::string{found->launcher} + " gives rank "
+                        + std::to_string(spec.rank) + " of "
+                        + std::to_string(spec.world_size)
+                        + " but no rendezvous address: set "
+                          "VARSYNC_RENDEZVOUS=host:port (or MASTER_ADDR and "
+                          "MASTER_PORT)");
+  }
+  if (auto bind = get("VARSYNC_BIND"); bind && !bind->empty())
+    spec.bind_host = *bind;
+  if (auto t = get("VARSYNC_TIMEOUT_MS")) {
+    auto ms = parse_integer("VARSYNC_TIMEOUT_MS", *t, 1, 86'400'000);
+    if (!ms)
+      return std::move(ms.error());
+    spec.join_timeout = spec.operation_timeout = std::chrono::milliseconds{*ms};
+  }
+  if (auto err = validate(spec))
+    return err;
+  return std::optional<cluster_spec>{std::move(spec)};
+}
+
+} // namespace varsync

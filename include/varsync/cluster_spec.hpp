@@ -1,0 +1,65 @@
+#pragma once
+// Where a process stands in a strategy that spans processes: its rank, the
+// number of processes and the rendezvous address, given in code or read from
+// the environment that varsync-run, torchrun, Open MPI's mpirun or Slurm's
+// srun set (docs/multiprocess.md).
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include <caf/expected.hpp>
+
+namespace varsync {
+
+struct cluster_spec {
+  /// This process, in [0, world_size).
+  int rank = 0;
+  /// The number of processes.
+  int world_size = 1;
+  /// This process among those on its host (informational: which GPU to use).
+  int local_rank = 0;
+  /// Rank 0 serves the rendezvous here; the others connect to it.
+  std::string rendezvous_host = "127.0.0.1";
+  uint16_t rendezvous_port = 0;
+  /// The address this process's data transport listens on. Loopback by
+  /// default: processes on several hosts need an address the others reach.
+  std::string bind_host = "127.0.0.1";
+  /// Joining (all processes arrived and connected) must finish within this.
+  std::chrono::milliseconds join_timeout{30000};
+  /// Every cross-process operation must finish within this; a process that
+  /// does not take part in time fails it on every other process.
+  std::chrono::milliseconds operation_timeout{30000};
+  /// Distinguishes several strategies that share one rendezvous address.
+  std::string group_name = "varsync";
+};
+
+/// Reads one environment variable; nullopt when unset.
+using environment_reader
+  = std::function<std::optional<std::string>(const std::string&)>;
+
+/// The cluster described by the environment, or nullopt when it describes
+/// none (no rank variable of any launcher is set). In order, the first
+/// launcher whose rank variable is set wins:
+///   varsync-run: VARSYNC_RANK, VARSYNC_WORLD_SIZE, VARSYNC_LOCAL_RANK,
+///                VARSYNC_RENDEZVOUS (host:port)
+///   torchrun:    RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT
+///   Open MPI:    OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE,
+///                OMPI_COMM_WORLD_LOCAL_RANK
+///   Slurm:       SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID
+/// Open MPI and Slurm give no rendezvous address: VARSYNC_RENDEZVOUS, or
+/// MASTER_ADDR and MASTER_PORT, must be set as well. VARSYNC_BIND sets the
+/// bind address, VARSYNC_TIMEOUT_MS both timeouts. A value that is not a
+/// number, out of range, or a missing companion variable is
+/// invalid_argument naming the variable.
+caf::expected<std::optional<cluster_spec>>
+cluster_from_environment(const environment_reader& getenv = {});
+
+/// invalid_argument naming the field when `spec` cannot describe a cluster
+/// (rank outside [0, world_size), no rendezvous port with several
+/// processes, a non-positive timeout, an empty host).
+caf::error validate(const cluster_spec& spec);
+
+} // namespace varsync

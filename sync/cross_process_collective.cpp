@@ -1,0 +1,266 @@
+#include "sync/cross_process_collective.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include "devices/host_kernels.hpp"
+#include "varsync/error.hpp"
+
+namespace varsync {
+
+namespace {
+
+// FNV-1a, then a final mix: the processes compare these, nothing secret.
+struct hasher {
+  uint64_t h = 1469598103934665603ull;
+  void add(const void* data, size_t n) {
+    auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) {
+      h ^= p[i];
+      h *= 1099511628211ull;
+    }
+  }
+  template <class T>
+  void add_value(T v) {
+    add(&v, sizeof(v));
+  }
+};
+
+// What every process tells the others before data moves.
+struct agreement_record {
+  uint64_t fingerprint = 0;
+  uint32_t code = 0; // errc of a local failure, 0: ready
+  uint32_t reserved = 0;
+  char text[240] = {}; // the local error's message, else the description
+};
+static_assert(sizeof(agreement_record) == 256);
+
+// What every process tells the others after the reduction, before any
+// component changes.
+struct vote_record {
+  int32_t kind = 0; // vote_kind
+  int32_t item = -1;
+  int64_t element = -1;
+};
+
+enum vote_kind : int32_t {
+  vote_ok = 0,
+  vote_local_overflow, // the reduction over this process's replicas
+  vote_apply_overflow, // applying the result to a component here
+  vote_unequal,        // aggregation none: this process's value differs
+};
+
+void put_text(agreement_record& r, const std::string& s) {
+  auto n = std::min(s.size(), sizeof(r.text) - 1);
+  std::memcpy(r.text, s.data(), n);
+  r.text[n] = '\0';
+}
+
+std::string item_name(const collective_plan& plan, size_t k) {
+  auto& name = plan.items[k].name;
+  return name.empty() ? "item " + std::to_string(k) : "'" + name + "'";
+}
+
+caf::error agree(collective_plan& plan, process_group& group) {
+  agreement_record mine;
+  mine.fingerprint = fingerprint_of(plan);
+  if (plan.local_error) {
+    auto code = code_of(plan.local_error);
+    mine.code = static_cast<uint32_t>(code == errc::none ? errc::replica_failed
+                                                         : code);
+    put_text(mine, code == errc::none ? caf::to_string(plan.local_error)
+                                      : message_of(plan.local_error));
+  } else {
+    put_text(mine, plan.description);
+  }
+  std::vector<agreement_record> all(static_cast<size_t>(group.size()));
+  if (auto err = group.all_gather(&mine, all.data(), sizeof(mine)))
+    return err;
+  for (size_t r = 0; r < all.size(); ++r)
+    all[r].text[sizeof(all[r].text) - 1] = '\0';
+  // A local failure first: this process's own error is the best one here.
+  if (plan.local_error)
+    return std::move(plan.local_error);
+  for (size_t r = 0; r < all.size(); ++r)
+    if (all[r].code != 0)
+      return make_error(static_cast<errc>(all[r].code),
+                        "process " + std::to_string(r) + " failed "
+                          + plan.description + ": " + all[r].text
+                          + "; nothing was changed");
+  for (size_t r = 0; r < all.size(); ++r)
+    if (all[r].fingerprint != all[0].fingerprint)
+      return make_error(errc::mismatched_replica_updates,
+                        "the processes issued different operations: process "
+                          + std::to_string(r) + " issued " + all[r].text
+                          + " while process 0 issued " + all[0].text
+                          + "; nothing was changed");
+  return {};
+}
+
+} // namespace
+
+uint64_t fingerprint_of_bytes(const void* data, size_t bytes) {
+  hasher h;
+  // Eight bytes at a time: values may be large.
+  auto* p = static_cast<const unsigned char*>(data);
+  size_t i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h.h = (h.h ^ w) * 0x100000001b3ull;
+    h.h ^= h.h >> 29;
+  }
+  h.add(p + i, bytes - i);
+  h.add_value(bytes);
+  return h.h;
+}
+
+uint64_t fingerprint_of(const collective_plan& plan) {
+  hasher h;
+  h.add(plan.description.data(), plan.description.size());
+  h.add_value(plan.items.size());
+  for (auto& item : plan.items) {
+    h.add(item.name.data(), item.name.size());
+    h.add_value(static_cast<uint8_t>(item.type));
+    h.add_value(item.count);
+    h.add_value(static_cast<uint8_t>(item.rop));
+    h.add_value(item.first_only);
+    h.add_value(item.require_equal);
+    h.add_value(static_cast<uint8_t>(item.uop));
+    h.add_value(static_cast<uint8_t>(item.source));
+    h.add_value(static_cast<uint8_t>(item.target));
+  }
+  return h.h;
+}
+
+caf::error run_cross_process(collective_plan& plan, process_group& group,
+                             int total_replicas) {
+  if (auto err = agree(plan, group))
+    return err;
+  const auto slots = static_cast<size_t>(plan.num_replicas);
+  // The result of every item, kept until every process has voted.
+  std::vector<std::vector<std::byte>> results(plan.items.size());
+  vote_record vote;
+  auto note = [&vote](vote_kind kind, size_t k, int64_t at) {
+    if (vote.kind == vote_ok)
+      vote = {kind, static_cast<int32_t>(k), at};
+  };
+  for (size_t k = 0; k < plan.items.size(); ++k) {
+    auto& item = plan.items[k];
+    const auto bytes = static_cast<size_t>(item.count) * size_of(item.type);
+    auto& y = results[k];
+    y.resize(bytes);
+    std::span<const void* const> inputs{item.inputs.data(), slots};
+    if (item.first_only || item.require_equal) {
+      // Global replica 0 lives in process 0: its input is the value (first
+      // replica), or the value every input must equal (aggregation none).
+      if (bytes > 0)
+        std::memcpy(y.data(), inputs[0], bytes);
+      if (item.require_equal) {
+        std::vector<std::byte> mine = y;
+        if (auto err = group.broadcast(y.data(), bytes, 0))
+          return err;
+        if (!host::bitwise_equal(mine.data(), y.data(), bytes))
+          note(vote_unequal, k, -1);
+      } else if (auto err = group.broadcast(y.data(), bytes, 0)) {
+        return err;
+      }
+    } else {
+      const auto combine = item.rop == reduce_op::mean ? reduce_op::sum
+                                                       : item.rop;
+      if (!is_floating(item.type)) {
+        auto at = host::first_overflow(combine, update_op::assign, item.type,
+                                       inputs, nullptr, 0, item.count);
+        if (at >= 0)
+          note(vote_local_overflow, k, at);
+      }
+      host::reduce(combine, item.type, y.data(), inputs, 0, item.count);
+      // Overflow between processes fails every process alike.
+      if (auto err = group.all_reduce(combine, item.type, y.data(),
+                                      item.count)) {
+        if (has_code(err, errc::overflow))
+          return make_error(errc::overflow,
+                            "variable " + item_name(plan, k) + ": the "
+                              + std::string{to_string(item.rop)} + " of "
+                              + std::string{to_string(item.type)}
+                              + " values over every process does not fit "
+                                "the dtype; nothing was changed");
+        return err;
+      }
+      if (item.rop == reduce_op::mean)
+        host::split_assign(item.type, y.data(), y.data(), 0, item.count, 0,
+                           total_replicas);
+    }
+    // V4: the update of each component here, checked before any is written.
+    if (item.target == collective_target::components
+        && !is_floating(item.type) && item.uop != update_op::assign) {
+      const void* only[] = {y.data()};
+      for (size_t r = 0; r < slots; ++r) {
+        auto at = host::first_overflow(reduce_op::sum, item.uop, item.type,
+                                       only, item.components[r], 0,
+                                       item.count);
+        if (at >= 0) {
+          note(vote_apply_overflow, k, at);
+          break;
+        }
+      }
+    }
+  }
+  // Every process votes; one that cannot apply stops all.
+  std::vector<vote_record> votes(static_cast<size_t>(group.size()));
+  if (auto err = group.all_gather(&vote, votes.data(), sizeof(vote)))
+    return err;
+  for (size_t r = 0; r < votes.size(); ++r) {
+    auto& v = votes[r];
+    if (v.kind == vote_ok)
+      continue;
+    auto k = static_cast<size_t>(std::clamp<int32_t>(
+      v.item, 0, static_cast<int32_t>(plan.items.size()) - 1));
+    auto& item = plan.items[k];
+    auto where = "variable " + item_name(plan, k) + " (" + plan.description
+                 + "): ";
+    switch (v.kind) {
+      case vote_unequal:
+        return make_error(errc::aggregation_required,
+                          where + "aggregation none needs equal values from "
+                                  "every replica, but process "
+                            + std::to_string(r)
+                            + "'s differ from process 0's; give the "
+                              "variable an aggregation or contribute equal "
+                              "values. Nothing was changed");
+      case vote_local_overflow:
+        return make_error(errc::overflow,
+                          where + "the " + std::string{to_string(item.rop)}
+                            + " of " + std::string{to_string(item.type)}
+                            + " values of process " + std::to_string(r)
+                            + "'s replicas does not fit the dtype at element "
+                            + std::to_string(v.element)
+                            + "; nothing was changed");
+      default:
+        return make_error(errc::overflow,
+                          where + std::string{to_string(item.uop)}
+                            + " overflows "
+                            + std::string{to_string(item.type)}
+                            + " at element " + std::to_string(v.element)
+                            + " on a replica of process " + std::to_string(r)
+                            + "; nothing was changed");
+    }
+  }
+  for (size_t k = 0; k < plan.items.size(); ++k) {
+    auto& item = plan.items[k];
+    auto& y = results[k];
+    if (item.target == collective_target::output) {
+      if (!y.empty())
+        std::memcpy(item.output, y.data(), y.size());
+      continue;
+    }
+    for (size_t r = 0; r < slots; ++r)
+      host::apply_update(item.uop, item.type, item.components[r], y.data(), 0,
+                         item.count);
+  }
+  return {};
+}
+
+} // namespace varsync

@@ -1,0 +1,74 @@
+#pragma once
+// The processes of a strategy that spans several, as its collectives see
+// them: a group with blocking collectives over host memory, joined once when
+// the strategy starts. The transport behind it (Gloo over TCP) registers a
+// joiner when it is linked (sync/gloo/gloo_process_group.cpp), so that
+// single-process programs never link it. Blocking: a group is used from a
+// thread of its own (the strategy's process collective actor), never from a
+// CAF scheduler thread.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include "varsync/cluster_spec.hpp"
+#include "varsync/dtype.hpp"
+#include "varsync/synchronization.hpp"
+
+namespace varsync {
+
+class process_group {
+public:
+  virtual ~process_group() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// "gloo over TCP, rank 1 of 2 (...)".
+  virtual std::string describe() const = 0;
+
+  /// data = op over the ranks' data, in place (the transport's contract:
+  /// host kernels' arithmetic, overflow on every rank, replica_failed when a
+  /// peer is gone or late; after that the group is unusable).
+  virtual caf::error all_reduce(reduce_op op, dtype type, void* data,
+                                int64_t count)
+    = 0;
+  /// data = root's data on every rank.
+  virtual caf::error broadcast(void* data, size_t bytes, int root) = 0;
+  /// out = every rank's `bytes` of `in`, in rank order.
+  virtual caf::error all_gather(const void* in, void* out, size_t bytes) = 0;
+};
+
+/// A joined group and where this process's replicas stand in it.
+struct process_membership {
+  std::shared_ptr<process_group> group;
+  /// Replicas per rank, in rank order.
+  std::vector<int> replicas_per_rank;
+  /// The global id of this process's first replica.
+  int first_replica = 0;
+  /// Every replica of the strategy.
+  int total_replicas = 0;
+};
+
+using process_group_joiner = caf::expected<process_membership> (*)(
+  const cluster_spec& spec, int local_replicas);
+
+/// Registers (or, with nullptr, removes) the transport's joiner.
+void register_process_group_joiner(process_group_joiner fn);
+
+/// Joins the group that `spec` describes (blocking until every process has
+/// arrived or the join timeout passed). invalid_argument for a bad spec;
+/// invalid_argument when no transport is linked (varsync::distributed).
+caf::expected<process_membership> join_process_group(const cluster_spec& spec,
+                                                     int local_replicas);
+
+/// The membership from the ranks' replica counts (gathered by the joiner):
+/// global ids run over the ranks in order.
+process_membership make_membership(std::shared_ptr<process_group> group,
+                                   std::vector<int> replicas_per_rank);
+
+} // namespace varsync

@@ -1,0 +1,280 @@
+// One process of the multi-process strategy tests (strategy_test.cpp starts
+// several with VARSYNC_RANK, VARSYNC_WORLD_SIZE and VARSYNC_RENDEZVOUS set):
+// creates a strategy over LOCAL host replicas in this process and the
+// others, runs SCENARIO and checks every outcome against the rule table.
+//
+//   strategy_rank SCENARIO LOCAL
+//
+// SCENARIO: "rules" (the rows below, across processes), "desync" (the
+// processes issue different steps), "die" (the last rank exits after
+// joining), "stop" (the last rank stops itself after joining), "absent"
+// (the harness never starts the last rank). Exit: 0 as expected, 1 a wrong
+// outcome, 2 bad usage.
+
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "varsync/varsync.hpp"
+
+using namespace varsync;
+using namespace std::chrono_literals;
+
+namespace {
+
+int failures = 0;
+int rank_ = -1;
+
+void check(bool ok, const std::string& what) {
+  if (!ok) {
+    ++failures;
+    std::fprintf(stderr, "process %d FAILED: %s\n", rank_, what.c_str());
+  }
+}
+
+template <class T>
+T must(caf::expected<T> x, const char* what) {
+  if (!x) {
+    std::fprintf(stderr, "process %d FAILED: %s: %s\n", rank_, what,
+                 describe(x.error()).c_str());
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+  return std::move(*x);
+}
+
+void must(const caf::error& err, const char* what) {
+  if (err) {
+    std::fprintf(stderr, "process %d FAILED: %s: %s\n", rank_, what,
+                 describe(err).c_str());
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+}
+
+std::vector<float> floats(const strategy& s, const variable& v) {
+  return must(s.read(v), "read").to_vector<float>();
+}
+
+void expect_code(const caf::error& err, errc code, const std::string& what) {
+  check(has_code(err, code), what + ": expected " + std::string{to_string(code)}
+                               + ", got " + describe(err));
+}
+
+int rules(strategy& s) {
+  const int n = s.num_replicas();
+  const int rank = s.process_rank();
+  // Creation: every replica starts from process 0's initial value.
+  auto w = must(s.create_variable("w",
+                                  tensor::from_list<float>(
+                                    {float(rank) * 100, 1.5f, -2}),
+                                  synchronization::on_write,
+                                  aggregation::mean),
+                "create w");
+  check(floats(s, w) == std::vector<float>{0, 1.5f, -2},
+        "C: w starts from process 0's value");
+  auto total = must(s.create_variable("total", tensor::scalar<float>(0),
+                                      synchronization::on_write,
+                                      aggregation::sum),
+                    "create total");
+  auto first = must(s.create_variable("first", tensor::scalar<float>(0),
+                                      synchronization::on_write,
+                                      aggregation::only_first_replica),
+                    "create first");
+  auto same = must(s.create_variable("same", tensor::scalar<float>(0),
+                                     synchronization::on_write,
+                                     aggregation::none),
+                   "create same");
+  auto count = must(s.create_variable("count", tensor::scalar<int32_t>(0),
+                                      synchronization::on_write,
+                                      aggregation::sum),
+                    "create count");
+  auto seen = must(s.create_variable("seen", tensor::scalar<int64_t>(0),
+                                     synchronization::on_read,
+                                     aggregation::sum),
+                   "create seen");
+  // W1-W3 across processes: one fused step.
+  auto ids = must(s.run([&](replica_context& ctx) {
+                    const float r = float(ctx.replica_id());
+                    must(ctx.assign_add(w, tensor::from_list<float>(
+                                             {r + 1, 0, 0})),
+                         "w");
+                    must(ctx.assign_add(total, double(r)), "total");
+                    must(ctx.assign(first, double(r * 10 + 5)), "first");
+                    must(ctx.assign(same, 7.0), "same");
+                    must(ctx.assign_add(count, 1.0), "count");
+                    must(ctx.assign_add(seen, double(ctx.replica_id() + 1)),
+                         "seen");
+                    return ctx.replica_id();
+                  }),
+                  "step");
+  for (int i = 0; i < s.num_local_replicas(); ++i)
+    check(ids[static_cast<size_t>(i)] == s.first_local_replica() + i,
+          "run returns this process's replicas' results");
+  check(floats(s, w)[0] == float(n + 1) / 2, "W2 mean over every process");
+  check(floats(s, total)[0] == float(n * (n - 1) / 2),
+        "W2 sum over every process");
+  check(floats(s, first)[0] == 5, "W3 only the first replica (process 0)");
+  check(floats(s, same)[0] == 7, "W4 none with equal values");
+  check(must(s.read(count), "read count").to_vector<int32_t>()[0] == n,
+        "int32 sum");
+  // R2: the ON_READ sum covers every process's replicas.
+  check(must(s.read(seen), "read seen").to_vector<int64_t>()[0]
+          == int64_t(n) * (n + 1) / 2,
+        "R2 on_read sum over every process");
+  // W4: aggregation none with values that differ between replicas (and so
+  // between processes): refused everywhere, nothing applied.
+  auto err = s.run([&](replica_context& ctx) {
+    must(ctx.assign(same, double(ctx.replica_id())), "same");
+    must(ctx.assign_add(total, 1.0), "total");
+  });
+  expect_code(err, errc::aggregation_required, "W4 unequal");
+  check(floats(s, same)[0] == 7 && floats(s, total)[0] == float(n * (n - 1) / 2),
+        "W4 unequal changed nothing");
+  // V4: an int32 sum that does not fit once every process's share is in
+  // (with two replicas, the apply to the component overflows).
+  err = s.run([&](replica_context& ctx) {
+    must(ctx.assign_add(count, double(std::numeric_limits<int32_t>::max() / 2)),
+         "count");
+  });
+  expect_code(err, errc::overflow, "V4 overflow across processes");
+  check(must(s.read(count), "read count").to_vector<int32_t>()[0] == n,
+        "V4 overflow changed nothing");
+  // R4: a cross-replica assign of an ON_READ sum is split over every replica.
+  must(s.assign(seen, 10.0), "assign seen");
+  check(must(s.read(seen), "read seen").to_vector<int64_t>()[0] == 10,
+        "R4 split over every process");
+  // A cross-replica assign of an ON_WRITE variable reaches every process.
+  must(s.assign(w, tensor::from_list<float>({4, 5, 6})), "assign w");
+  check(floats(s, w) == std::vector<float>{4, 5, 6}, "cross-replica assign");
+  // all_reduce of per-replica values over every process.
+  std::vector<tensor> mine;
+  for (int i = 0; i < s.num_local_replicas(); ++i)
+    mine.push_back(tensor::scalar<float>(float(s.first_local_replica() + i)));
+  auto sum = must(s.all_reduce(reduce_op::sum, per_replica<tensor>{mine}),
+                  "all_reduce");
+  check(sum.value().to_vector<float>()[0] == float(n * (n - 1) / 2),
+        "all_reduce over every process");
+  // reduce of local per-replica values would miss the other processes.
+  expect_code(s.reduce(reduce_op::sum, per_replica<tensor>{mine}).error(),
+              errc::invalid_argument, "reduce of local values refused");
+  must(s.destroy(w), "destroy");
+  // Still in step after all of that.
+  must(s.run([&](replica_context& ctx) {
+         must(ctx.assign_add(total, 1.0), "total");
+       }),
+       "last step");
+  check(floats(s, total)[0] == float(n * (n - 1) / 2 + n), "last step");
+  std::printf("process %d: rules done, %d replicas in all\n", rank, n);
+  return failures == 0 ? 0 : 1;
+}
+
+int desync(strategy& s) {
+  auto a = must(s.create_variable("a", tensor::scalar<float>(0),
+                                  synchronization::on_write, aggregation::sum),
+                "create a");
+  auto b = must(s.create_variable("b", tensor::scalar<float>(0),
+                                  synchronization::on_write, aggregation::sum),
+                "create b");
+  // Process 0 updates a, the others b: every process gets an error that
+  // names a process and both operations, and nothing changes.
+  auto t0 = std::chrono::steady_clock::now();
+  auto err = s.run([&](replica_context& ctx) {
+    must(ctx.assign_add(s.process_rank() == 0 ? a : b, 1.0), "update");
+  });
+  auto took = std::chrono::steady_clock::now() - t0;
+  expect_code(err, errc::mismatched_replica_updates, "desync");
+  auto text = message_of(err);
+  check(text.find("process") != std::string::npos
+          && text.find("'a'") != std::string::npos
+          && text.find("'b'") != std::string::npos,
+        "desync names the processes and operations: " + text);
+  check(took < 5s, "desync is reported at once");
+  check(floats(s, a)[0] == 0 && floats(s, b)[0] == 0, "desync changed nothing");
+  // The group is still usable.
+  must(s.run([&](replica_context& ctx) { must(ctx.assign_add(a, 1.0), "a"); }),
+       "step after desync");
+  check(floats(s, a)[0] == float(s.num_replicas()), "step after desync");
+  std::printf("process %d: %s\n", s.process_rank(), text.c_str());
+  return failures == 0 ? 0 : 1;
+}
+
+// The last process dies (or stops) once everyone has joined; the others'
+// next step fails within the operation deadline, and they can still read.
+int lose_one(strategy& s, bool stop) {
+  auto a = must(s.create_variable("a", tensor::scalar<float>(3),
+                                  synchronization::on_write, aggregation::sum),
+                "create a");
+  if (s.process_rank() == s.num_processes() - 1) {
+    if (stop)
+      std::raise(SIGSTOP);
+    std::_Exit(0);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  auto err = s.run([&](replica_context& ctx) {
+    must(ctx.assign_add(a, 1.0), "a");
+  });
+  auto took = std::chrono::steady_clock::now() - t0;
+  check(has_code(err, errc::replica_failed) || has_code(err, errc::timeout),
+        "a lost process fails the step: " + describe(err));
+  check(took < 20s, "within the deadline");
+  // A failed group stays failed, at once.
+  err = s.run([&](replica_context& ctx) { must(ctx.assign_add(a, 1.0), "a"); });
+  check(has_code(err, errc::replica_failed), "later steps fail too: "
+                                               + describe(err));
+  auto values = must(s.local_values(a), "survivors can be read");
+  for (auto& v : values)
+    check(v.to_vector<float>()[0] == 3, "nothing was applied");
+  std::printf("process %d: %s\n", s.process_rank(), describe(err).c_str());
+  return failures == 0 ? 0 : 1;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3)
+    return 2;
+  std::string scenario = argv[1];
+  int local = std::atoi(argv[2]);
+  auto cluster = cluster_from_environment();
+  if (!cluster || !*cluster) {
+    std::fprintf(stderr, "no cluster in the environment\n");
+    return 2;
+  }
+  rank_ = (*cluster)->rank;
+  strategy_options opts;
+  opts.devices.clear();
+  for (int i = 0; i < local; ++i)
+    opts.devices.push_back("cpu:" + std::to_string(i));
+  opts.scheduler_threads = 2;
+  opts.cluster = **cluster;
+  auto s = strategy::create(opts);
+  if (scenario == "absent") {
+    bool ok = !s && has_code(s.error(), errc::timeout)
+              && message_of(s.error()).find("never arrived")
+                   != std::string::npos;
+    std::printf("process %d: %s\n", rank_,
+                s ? "joined" : describe(s.error()).c_str());
+    return ok ? 0 : 1;
+  }
+  if (!s) {
+    std::fprintf(stderr, "process %d: create: %s\n", rank_,
+                 describe(s.error()).c_str());
+    return 1;
+  }
+  int rc = 2;
+  if (scenario == "rules")
+    rc = rules(*s);
+  else if (scenario == "desync")
+    rc = desync(*s);
+  else if (scenario == "die" || scenario == "stop")
+    rc = lose_one(*s, scenario == "stop");
+  std::fflush(stdout);
+  std::fflush(stderr);
+  return rc; // the strategy shuts down (the harness's deadline bounds it)
+}

@@ -1,0 +1,80 @@
+// Strategies across processes (label "multiprocess"): each test starts the
+// processes of one strategy on loopback (strategy_rank), with the
+// environment varsync-run sets, and checks that each one ends as its
+// scenario expects. Every child is reaped before a test returns.
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "spawn_processes.hpp"
+
+using namespace std::chrono_literals;
+using varsync::testing::child_spec;
+using varsync::testing::free_loopback_port;
+using varsync::testing::run_children;
+
+namespace {
+
+// `processes` processes of `local` replicas each; the last one is left out
+// with `absent`.
+varsync::testing::children_result
+run_strategy(const std::string& scenario, int processes, int local,
+             std::chrono::milliseconds timeout, bool absent = false) {
+  auto port = free_loopback_port();
+  REQUIRE(port > 0);
+  std::vector<child_spec> children;
+  for (int r = 0; r < processes - (absent ? 1 : 0); ++r)
+    children.push_back(
+      {{STRATEGY_RANK_EXE, scenario, std::to_string(local)},
+       {"VARSYNC_RANK=" + std::to_string(r),
+        "VARSYNC_WORLD_SIZE=" + std::to_string(processes),
+        "VARSYNC_RENDEZVOUS=127.0.0.1:" + std::to_string(port),
+        "VARSYNC_TIMEOUT_MS=" + std::to_string(timeout.count())},
+       {}});
+  auto out = run_children(children, 120s);
+  REQUIRE(out.spawned);
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("multiprocess strategy: the rules across 2 processes x 2 replicas") {
+  auto r = run_strategy("rules", 2, 2, 20s);
+  CHECK(r.exit_codes == std::vector<int>{0, 0});
+}
+
+TEST_CASE("multiprocess strategy: the rules across 4 processes x 1 replica") {
+  auto r = run_strategy("rules", 4, 1, 20s);
+  CHECK(r.exit_codes == std::vector<int>{0, 0, 0, 0});
+}
+
+TEST_CASE("multiprocess strategy: processes that issue different steps get "
+          "mismatched_replica_updates naming both, and stay usable") {
+  auto r = run_strategy("desync", 2, 2, 20s);
+  CHECK(r.exit_codes == std::vector<int>{0, 0});
+}
+
+TEST_CASE("multiprocess strategy: a killed process fails the survivors' "
+          "step with replica_failed, and nothing hangs") {
+  auto r = run_strategy("die", 3, 1, 3s);
+  CHECK(r.exit_codes == std::vector<int>{0, 0, 0});
+  CHECK(r.took < 60s);
+}
+
+TEST_CASE("multiprocess strategy: a stopped process fails the survivors' "
+          "step within the operation deadline") {
+  auto r = run_strategy("stop", 3, 1, 3s);
+  // The stopped process is killed by the harness (-1).
+  CHECK(r.exit_codes == std::vector<int>{0, 0, -1});
+  CHECK(r.took < 60s);
+}
+
+TEST_CASE("multiprocess strategy: a rendezvous that times out names the "
+          "process that never arrived") {
+  auto r = run_strategy("absent", 3, 1, 2s, true);
+  CHECK(r.exit_codes == std::vector<int>{0, 0});
+  CHECK(r.took < 30s);
+}

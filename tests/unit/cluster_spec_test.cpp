@@ -1,0 +1,167 @@
+// cluster_from_environment: the variables of varsync-run, torchrun, Open MPI
+// and Slurm, and the errors for what does not describe a cluster.
+
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+
+#include "sync/process_group.hpp"
+#include "varsync/cluster_spec.hpp"
+#include "varsync/error.hpp"
+
+using namespace varsync;
+
+namespace {
+
+environment_reader env(std::map<std::string, std::string> vars) {
+  return [vars](const std::string& name) -> std::optional<std::string> {
+    auto i = vars.find(name);
+    if (i == vars.end())
+      return std::nullopt;
+    return i->second;
+  };
+}
+
+} // namespace
+
+TEST_CASE("cluster_spec: no launcher variable means no cluster") {
+  auto c = cluster_from_environment(env({{"PATH", "/bin"}}));
+  REQUIRE(c);
+  CHECK(!c->has_value());
+}
+
+TEST_CASE("cluster_spec: varsync-run's variables") {
+  auto c = cluster_from_environment(env({{"VARSYNC_RANK", "2"},
+                                         {"VARSYNC_WORLD_SIZE", "4"},
+                                         {"VARSYNC_LOCAL_RANK", "1"},
+                                         {"VARSYNC_RENDEZVOUS", "10.0.0.7:29500"},
+                                         {"VARSYNC_BIND", "10.0.0.9"},
+                                         {"VARSYNC_TIMEOUT_MS", "1500"}}));
+  REQUIRE(c);
+  REQUIRE(c->has_value());
+  auto& s = **c;
+  CHECK(s.rank == 2);
+  CHECK(s.world_size == 4);
+  CHECK(s.local_rank == 1);
+  CHECK(s.rendezvous_host == "10.0.0.7");
+  CHECK(s.rendezvous_port == 29500);
+  CHECK(s.bind_host == "10.0.0.9");
+  CHECK(s.join_timeout.count() == 1500);
+  CHECK(s.operation_timeout.count() == 1500);
+}
+
+TEST_CASE("cluster_spec: torchrun's variables, and IPv6 in brackets") {
+  auto c = cluster_from_environment(env({{"RANK", "1"},
+                                         {"WORLD_SIZE", "2"},
+                                         {"LOCAL_RANK", "1"},
+                                         {"MASTER_ADDR", "node0"},
+                                         {"MASTER_PORT", "29400"}}));
+  REQUIRE(c);
+  REQUIRE(c->has_value());
+  CHECK((*c)->rank == 1);
+  CHECK((*c)->rendezvous_host == "node0");
+  CHECK((*c)->rendezvous_port == 29400);
+  auto v6 = cluster_from_environment(env({{"VARSYNC_RANK", "0"},
+                                          {"VARSYNC_WORLD_SIZE", "2"},
+                                          {"VARSYNC_RENDEZVOUS", "[::1]:7000"}}));
+  REQUIRE(v6);
+  CHECK((*v6)->rendezvous_host == "::1");
+  CHECK((*v6)->rendezvous_port == 7000);
+}
+
+TEST_CASE("cluster_spec: Open MPI and Slurm need a rendezvous address") {
+  auto mpi = cluster_from_environment(
+    env({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+         {"OMPI_COMM_WORLD_LOCAL_RANK", "3"}}));
+  REQUIRE(!mpi);
+  CHECK(has_code(mpi.error(), errc::invalid_argument));
+  CHECK(message_of(mpi.error()).find("Open MPI") != std::string::npos);
+  CHECK(message_of(mpi.error()).find("VARSYNC_RENDEZVOUS")
+        != std::string::npos);
+  auto slurm = cluster_from_environment(
+    env({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"},
+         {"VARSYNC_RENDEZVOUS", "head:6000"}}));
+  REQUIRE(slurm);
+  CHECK((*slurm)->rank == 1);
+  CHECK((*slurm)->world_size == 2);
+  CHECK((*slurm)->rendezvous_host == "head");
+  // One process needs no address.
+  auto single = cluster_from_environment(
+    env({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}));
+  REQUIRE(single);
+  CHECK((*single)->world_size == 1);
+}
+
+TEST_CASE("cluster_spec: varsync-run's variables win over the others") {
+  auto c = cluster_from_environment(
+    env({{"VARSYNC_RANK", "0"}, {"VARSYNC_WORLD_SIZE", "2"},
+         {"VARSYNC_RENDEZVOUS", "127.0.0.1:5000"}, {"RANK", "1"},
+         {"WORLD_SIZE", "3"}, {"OMPI_COMM_WORLD_RANK", "2"}}));
+  REQUIRE(c);
+  CHECK((*c)->rank == 0);
+  CHECK((*c)->world_size == 2);
+}
+
+TEST_CASE("cluster_spec: bad values name the variable") {
+  auto bad = [](std::map<std::string, std::string> vars, const char* name) {
+    auto c = cluster_from_environment(env(std::move(vars)));
+    REQUIRE(!c);
+    CHECK(has_code(c.error(), errc::invalid_argument));
+    CHECK(message_of(c.error()).find(name) != std::string::npos);
+  };
+  bad({{"RANK", "x"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}}, "RANK");
+  bad({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}}, "RANK");
+  bad({{"RANK", "0"}, {"WORLD_SIZE", "0"}}, "WORLD_SIZE");
+  bad({{"RANK", "0"}}, "WORLD_SIZE");
+  bad({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}},
+      "MASTER_PORT");
+  bad({{"VARSYNC_RANK", "0"}, {"VARSYNC_WORLD_SIZE", "2"},
+       {"VARSYNC_RENDEZVOUS", "nohost"}},
+      "VARSYNC_RENDEZVOUS");
+  bad({{"VARSYNC_RANK", "0"}, {"VARSYNC_WORLD_SIZE", "2"},
+       {"VARSYNC_RENDEZVOUS", "h:1"}, {"VARSYNC_TIMEOUT_MS", "-5"}},
+      "VARSYNC_TIMEOUT_MS");
+  bad({{"VARSYNC_RANK", "-1"}, {"VARSYNC_WORLD_SIZE", "2"}}, "VARSYNC_RANK");
+}
+
+TEST_CASE("cluster_spec: validate names the field") {
+  cluster_spec s;
+  s.world_size = 2;
+  CHECK(message_of(validate(s)).find("rendezvous port") != std::string::npos);
+  s.rendezvous_port = 5000;
+  CHECK(!validate(s));
+  s.rank = 2;
+  CHECK(message_of(validate(s)).find("rank 2") != std::string::npos);
+  s.rank = 0;
+  s.operation_timeout = std::chrono::milliseconds{0};
+  CHECK(has_code(validate(s), errc::invalid_argument));
+}
+
+TEST_CASE("process_group: global replica ids run over the ranks in order") {
+  struct fake : process_group {
+    int rank() const override { return 1; }
+    int size() const override { return 3; }
+    std::string describe() const override { return "fake"; }
+    caf::error all_reduce(reduce_op, dtype, void*, int64_t) override {
+      return {};
+    }
+    caf::error broadcast(void*, size_t, int) override { return {}; }
+    caf::error all_gather(const void*, void*, size_t) override { return {}; }
+  };
+  auto m = make_membership(std::make_shared<fake>(), {2, 3, 1});
+  CHECK(m.first_replica == 2);
+  CHECK(m.total_replicas == 6);
+}
+
+TEST_CASE("process_group: without the transport linked, joining says what to "
+          "link") {
+  cluster_spec s;
+  s.world_size = 2;
+  s.rendezvous_port = 5000;
+  auto m = join_process_group(s, 1);
+  REQUIRE(!m);
+  CHECK(has_code(m.error(), errc::invalid_argument));
+  CHECK(message_of(m.error()).find("varsync::distributed")
+        != std::string::npos);
+}
