@@ -106,6 +106,18 @@ caf::error check_save_target(const std::string& path) {
   return {};
 }
 
+// Across processes each one holds only its replicas' components: a file
+// written by one of them would miss the others' (not built yet).
+caf::error check_one_process(const strategy& s, const char* what) {
+  if (s.num_processes() <= 1)
+    return {};
+  return make_error(errc::invalid_argument,
+                    std::string{"checkpoint: "} + what + ": the strategy spans "
+                      + std::to_string(s.num_processes())
+                      + " processes; checkpoints of strategies across "
+                        "processes are not supported yet (docs/multiprocess.md)");
+}
+
 caf::error mismatch(std::string what) {
   return make_error(errc::checkpoint_mismatch,
                     "checkpoint: " + std::move(what));
@@ -428,6 +440,8 @@ caf::error add_variable(const strategy& s, const variable& v,
 caf::error save_impl(const strategy& s, const std::string& path,
                      const std::vector<std::string>& names,
                      const survivor_options* survivors) {
+  if (auto err = check_one_process(s, "save"))
+    return err;
   auto vars = select_variables(s, names, errc::unknown_variable);
   if (!vars)
     return vars.error();
@@ -500,6 +514,8 @@ void save_survivors_async(const strategy& s, std::string path,
 
 caf::error restore(const strategy& s, const std::string& path,
                    const std::vector<std::string>& names) {
+  if (auto err = check_one_process(s, "restore"))
+    return err;
   auto bytes = read_file(path, s.core()->budget());
   if (!bytes)
     return bytes.error();

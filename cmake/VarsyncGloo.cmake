@@ -40,3 +40,21 @@ if(VARSYNC_HAVE_GLOO)
 else()
   message(STATUS "varsync: Gloo transport not built (VARSYNC_GLOO=${VARSYNC_GLOO})")
 endif()
+
+# varsync-run: starts the processes of one strategy on this host (it needs
+# nothing of varsync; built with the transport that gives it a purpose).
+if(VARSYNC_HAVE_GLOO)
+  add_executable(varsync-run ${PROJECT_SOURCE_DIR}/scripts/launcher/varsync_run.cpp)
+  target_compile_options(varsync-run PRIVATE -Wall -Wextra -Wpedantic)
+  if(VARSYNC_BUILD_TESTS)
+    # A failing process stops the others at once, with its status; the
+    # environment names every rank.
+    add_test(NAME launcher.failure_stops_the_others
+             COMMAND ${CMAKE_COMMAND} -E env
+                     bash -c "start=$(date +%s); $<TARGET_FILE:varsync-run> -np 3 sh -c 'if [ \$VARSYNC_RANK = 1 ]; then exit 3; fi; sleep 60'; rc=$?; [ $rc = 3 ] && [ $(( $(date +%s) - start )) -lt 30 ]")
+    add_test(NAME launcher.environment
+             COMMAND bash -c "$<TARGET_FILE:varsync-run> -np 2 sh -c 'test \$VARSYNC_WORLD_SIZE = 2 && test -n \$VARSYNC_RENDEZVOUS && test \$VARSYNC_RANK -lt 2'")
+    set_tests_properties(launcher.failure_stops_the_others launcher.environment
+                         PROPERTIES TIMEOUT 60 LABELS multiprocess)
+  endif()
+endif()

@@ -26,6 +26,11 @@
 //   --stop-after-epoch K   stop (exit 0) once K epochs are done, as if killed
 //   --print-weights        print the final w and b as hexfloats on one line
 //
+// Started by varsync-run (or torchrun, mpirun, srun with VARSYNC_RENDEZVOUS),
+// the four replicas are spread over the processes and every process runs
+// the same loop; the weights match the single-process run's (the example
+// test compares them).
+//
 // Options are CAF options: --name value or --name=value; --long-help lists
 // them and caf-application.ini in the working directory can set them under
 // [global].
@@ -200,9 +205,26 @@ void caf_main(caf::actor_system& sys, const config& opt) {
   const int epochs = opt.epochs != unset ? opt.epochs : opt.smoke ? 8 : 30;
   const auto data = make_dataset();
 
+  // Four replicas in all: here, or spread over the processes that
+  // varsync-run (torchrun, mpirun, srun) started.
+  constexpr int total_replicas = 4;
   strategy_options opts;
-  opts.devices = {"cpu:0", "cpu:1", "cpu:2", "cpu:3"};
   opts.timeout = std::chrono::seconds(10);
+  auto cluster = must(cluster_from_environment(), "read the cluster");
+  int local = total_replicas;
+  if (cluster && cluster->world_size > 1) {
+    if (total_replicas % cluster->world_size != 0) {
+      std::printf("FAILED  %d replicas do not split over %d processes\n",
+                  total_replicas, cluster->world_size);
+      std::fflush(stdout);
+      std::_Exit(1);
+    }
+    local = total_replicas / cluster->world_size;
+    opts.cluster = *cluster;
+  }
+  opts.devices.clear();
+  for (int i = 0; i < local; ++i)
+    opts.devices.push_back("cpu:" + std::to_string(i));
   auto s = must(strategy::create(sys, opts), "create strategy");
   const int n = s.num_replicas();
 
@@ -328,11 +350,12 @@ void caf_main(caf::actor_system& sys, const config& opt) {
     ++failures;
   }
 
-  // Mirrored means bitwise equal on every replica (W7).
+  // Mirrored means bitwise equal on every replica (W7); local_values holds
+  // this process's replicas.
   auto comps = must(s.local_values(w), "local_values w");
-  for (int r = 1; r < n; ++r)
+  for (size_t r = 1; r < comps.size(); ++r)
     if (!comps[r].bitwise_equal(comps[0])) {
-      std::printf("FAILED  component %d of w differs from component 0\n", r);
+      std::printf("FAILED  component %zu of w differs from component 0\n", r);
       ++failures;
     }
 

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The training example over 2 and 4 processes (varsync-run) must end with
+# the weights of the single-process run with the same four replicas: equal
+# within float tolerance (the sum over processes adds in another order),
+# bitwise in practice.
+#
+#   training_processes.sh TRAINING_BINARY VARSYNC_RUN WORKDIR
+set -euo pipefail
+training=$1
+launcher=$2
+workdir=$3
+mkdir -p "$workdir"
+
+weights_of() { grep '^weights ' "$1" | head -1 | cut -d' ' -f2-; }
+
+"$training" --smoke --print-weights >"$workdir/single.log" 2>&1 \
+  || { cat "$workdir/single.log"; exit 1; }
+want=$(weights_of "$workdir/single.log")
+for np in 2 4; do
+  log="$workdir/np$np.log"
+  echo "== varsync-run -np $np $training --smoke --print-weights"
+  "$launcher" -np "$np" --timeout-ms 20000 "$training" --smoke --print-weights \
+    >"$log" 2>&1 || { cat "$log"; exit 1; }
+  count=$(grep -c '^training: converged, all checks passed' "$log" || true)
+  if [ "$count" != "$np" ]; then
+    cat "$log"; echo "FAILED: $count of $np processes passed"; exit 1
+  fi
+  while read -r line; do
+    got=${line#weights }
+    if [ "$got" != "$want" ]; then
+      # Not bitwise: compare as numbers (bash's printf reads hexfloats).
+      read -r -a a <<<"${want/ b / }"
+      read -r -a b <<<"${got/ b / }"
+      for i in "${!a[@]}"; do
+        x=$(printf '%.9g' "${a[$i]}"); y=$(printf '%.9g' "${b[$i]}")
+        awk -v x="$x" -v y="$y" 'BEGIN { d = x - y; if (d < 0) d = -d;
+          m = (x < 0 ? -x : x); exit !(d <= 1e-5 * (m > 1 ? m : 1)) }' \
+          || { echo "FAILED: weight $i: $x (1 process) vs $y ($np processes)"; exit 1; }
+      done
+    fi
+  done < <(grep '^weights ' "$log")
+  echo "$np processes: the single-process weights"
+done
+echo "training across processes: same weights"
