@@ -26,6 +26,10 @@ public:
              const collective_plan_ptr& plan) -> caf::result<ok_atom> {
         if (!m_.group)
           return make_error(errc::shut_down, "the process group is closed");
+        if (!prepared_) { // this actor's own thread
+          m_.group->block_signals();
+          prepared_ = true;
+        }
         if (auto err = run_cross_process(*plan, *m_.group, m_.total_replicas)) {
           log()->debug("collective across processes failed: {}",
                       describe(err));
@@ -44,6 +48,7 @@ public:
 
 private:
   process_membership m_;
+  bool prepared_ = false;
 };
 
 } // namespace

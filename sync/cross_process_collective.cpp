@@ -99,6 +99,25 @@ caf::error agree(collective_plan& plan, process_group& group) {
   return {};
 }
 
+// Writes every item's result: the output, or uop on each component here.
+caf::error apply_results(collective_plan& plan,
+                         const std::vector<std::byte*>& result) {
+  const auto slots = static_cast<size_t>(plan.num_replicas);
+  for (size_t k = 0; k < plan.items.size(); ++k) {
+    auto& item = plan.items[k];
+    const auto bytes = static_cast<size_t>(item.count) * size_of(item.type);
+    if (item.target == collective_target::output) {
+      if (bytes > 0)
+        std::memcpy(item.output, result[k], bytes);
+      continue;
+    }
+    for (size_t r = 0; r < slots; ++r)
+      host::apply_update(item.uop, item.type, item.components[r], result[k],
+                         0, item.count);
+  }
+  return {};
+}
+
 } // namespace
 
 uint64_t fingerprint_of_bytes(const void* data, size_t bytes) {
@@ -140,63 +159,103 @@ caf::error run_cross_process(collective_plan& plan, process_group& group,
   if (auto err = agree(plan, group))
     return err;
   const auto slots = static_cast<size_t>(plan.num_replicas);
-  // The result of every item, kept until every process has voted.
-  std::vector<std::vector<std::byte>> results(plan.items.size());
+  const size_t n_items = plan.items.size();
+  // Every item's result lives in a buffer until every process has voted.
+  // Items reduced with the same dtype and operation share one buffer, so
+  // that a step of many small updates costs one round per kind, not one per
+  // variable.
+  struct packed {
+    dtype type;
+    reduce_op combine;
+    std::vector<std::byte> data;
+  };
+  std::vector<packed> packs;
+  std::vector<std::byte*> result(n_items, nullptr);
+  std::vector<std::vector<std::byte>> own(n_items); // broadcast items
+  std::vector<std::pair<size_t, size_t>> where(n_items); // pack, offset
+  auto combine_of = [](const collective_item& item) {
+    return item.rop == reduce_op::mean ? reduce_op::sum : item.rop;
+  };
+  for (size_t k = 0; k < n_items; ++k) {
+    auto& item = plan.items[k];
+    const auto bytes = static_cast<size_t>(item.count) * size_of(item.type);
+    if (item.first_only || item.require_equal)
+      continue;
+    size_t p = 0;
+    while (p < packs.size()
+           && (packs[p].type != item.type
+               || packs[p].combine != combine_of(item)))
+      ++p;
+    if (p == packs.size())
+      packs.push_back({item.type, combine_of(item), {}});
+    where[k] = {p, packs[p].data.size()};
+    packs[p].data.resize(packs[p].data.size() + bytes);
+  }
   vote_record vote;
   auto note = [&vote](vote_kind kind, size_t k, int64_t at) {
     if (vote.kind == vote_ok)
       vote = {kind, static_cast<int32_t>(k), at};
   };
-  for (size_t k = 0; k < plan.items.size(); ++k) {
+  // Local phase: this process's replicas reduced into the packs.
+  for (size_t k = 0; k < n_items; ++k) {
+    auto& item = plan.items[k];
+    if (item.first_only || item.require_equal)
+      continue;
+    std::span<const void* const> inputs{item.inputs.data(), slots};
+    auto* y = packs[where[k].first].data.data() + where[k].second;
+    result[k] = y;
+    if (!is_floating(item.type)) {
+      auto at = host::first_overflow(combine_of(item), update_op::assign,
+                                     item.type, inputs, nullptr, 0, item.count);
+      if (at >= 0)
+        note(vote_local_overflow, k, at);
+    }
+    host::reduce(combine_of(item), item.type, y, inputs, 0, item.count);
+  }
+  // Between processes: one all-reduce per pack (an overflow there fails
+  // every process alike), one broadcast per first-replica or equal-value
+  // item.
+  for (auto& pk : packs) {
+    const auto count
+      = static_cast<int64_t>(pk.data.size() / size_of(pk.type));
+    if (auto err = group.all_reduce(pk.combine, pk.type, pk.data.data(),
+                                    count)) {
+      if (has_code(err, errc::overflow))
+        return make_error(errc::overflow,
+                          plan.description + ": the "
+                            + std::string{to_string(pk.combine)} + " of "
+                            + std::string{to_string(pk.type)}
+                            + " values over every process does not fit the "
+                              "dtype; nothing was changed");
+      return err;
+    }
+  }
+  for (size_t k = 0; k < n_items; ++k) {
     auto& item = plan.items[k];
     const auto bytes = static_cast<size_t>(item.count) * size_of(item.type);
-    auto& y = results[k];
-    y.resize(bytes);
-    std::span<const void* const> inputs{item.inputs.data(), slots};
     if (item.first_only || item.require_equal) {
       // Global replica 0 lives in process 0: its input is the value (first
       // replica), or the value every input must equal (aggregation none).
+      auto& y = own[k];
+      y.resize(bytes);
       if (bytes > 0)
-        std::memcpy(y.data(), inputs[0], bytes);
-      if (item.require_equal) {
-        std::vector<std::byte> mine = y;
-        if (auto err = group.broadcast(y.data(), bytes, 0))
-          return err;
-        if (!host::bitwise_equal(mine.data(), y.data(), bytes))
-          note(vote_unequal, k, -1);
-      } else if (auto err = group.broadcast(y.data(), bytes, 0)) {
+        std::memcpy(y.data(), item.inputs[0], bytes);
+      std::vector<std::byte> mine;
+      if (item.require_equal)
+        mine = y;
+      if (auto err = group.broadcast(y.data(), bytes, 0))
         return err;
-      }
-    } else {
-      const auto combine = item.rop == reduce_op::mean ? reduce_op::sum
-                                                       : item.rop;
-      if (!is_floating(item.type)) {
-        auto at = host::first_overflow(combine, update_op::assign, item.type,
-                                       inputs, nullptr, 0, item.count);
-        if (at >= 0)
-          note(vote_local_overflow, k, at);
-      }
-      host::reduce(combine, item.type, y.data(), inputs, 0, item.count);
-      // Overflow between processes fails every process alike.
-      if (auto err = group.all_reduce(combine, item.type, y.data(),
-                                      item.count)) {
-        if (has_code(err, errc::overflow))
-          return make_error(errc::overflow,
-                            "variable " + item_name(plan, k) + ": the "
-                              + std::string{to_string(item.rop)} + " of "
-                              + std::string{to_string(item.type)}
-                              + " values over every process does not fit "
-                                "the dtype; nothing was changed");
-        return err;
-      }
-      if (item.rop == reduce_op::mean)
-        host::split_assign(item.type, y.data(), y.data(), 0, item.count, 0,
-                           total_replicas);
+      if (item.require_equal && !host::bitwise_equal(mine.data(), y.data(), bytes))
+        note(vote_unequal, k, -1);
+      result[k] = y.data();
+    } else if (item.rop == reduce_op::mean) {
+      host::split_assign(item.type, result[k], result[k], 0, item.count, 0,
+                         total_replicas);
     }
     // V4: the update of each component here, checked before any is written.
     if (item.target == collective_target::components
         && !is_floating(item.type) && item.uop != update_op::assign) {
-      const void* only[] = {y.data()};
+      const void* only[] = {result[k]};
       for (size_t r = 0; r < slots; ++r) {
         auto at = host::first_overflow(reduce_op::sum, item.uop, item.type,
                                        only, item.components[r], 0,
@@ -208,6 +267,13 @@ caf::error run_cross_process(collective_plan& plan, process_group& group,
       }
     }
   }
+  // A vote only where some process may refuse: equal-value checks and
+  // integers (the plans are equal, so every process decides alike).
+  bool may_refuse = false;
+  for (auto& item : plan.items)
+    may_refuse = may_refuse || item.require_equal || !is_floating(item.type);
+  if (!may_refuse)
+    return apply_results(plan, result);
   // Every process votes; one that cannot apply stops all.
   std::vector<vote_record> votes(static_cast<size_t>(group.size()));
   if (auto err = group.all_gather(&vote, votes.data(), sizeof(vote)))
@@ -248,19 +314,7 @@ caf::error run_cross_process(collective_plan& plan, process_group& group,
                             + "; nothing was changed");
     }
   }
-  for (size_t k = 0; k < plan.items.size(); ++k) {
-    auto& item = plan.items[k];
-    auto& y = results[k];
-    if (item.target == collective_target::output) {
-      if (!y.empty())
-        std::memcpy(item.output, y.data(), y.size());
-      continue;
-    }
-    for (size_t r = 0; r < slots; ++r)
-      host::apply_update(item.uop, item.type, item.components[r], y.data(), 0,
-                         item.count);
-  }
-  return {};
+  return apply_results(plan, result);
 }
 
 } // namespace varsync

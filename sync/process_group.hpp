@@ -31,6 +31,11 @@ public:
   /// "gloo over TCP, rank 1 of 2 (...)".
   virtual std::string describe() const = 0;
 
+  /// Prepares the calling thread for the group's collectives (the
+  /// transport may need signals blocked there); called once by the thread
+  /// that runs them.
+  virtual void block_signals() {}
+
   /// data = op over the ranks' data, in place (the transport's contract:
   /// host kernels' arithmetic, overflow on every rank, replica_failed when a
   /// peer is gone or late; after that the group is unusable).

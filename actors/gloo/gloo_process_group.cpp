@@ -118,6 +118,9 @@ public:
   int size() const override { return group->size(); }
   std::string describe() const override { return text; }
 
+  // The process collective actor's thread blocks SIGPIPE (block_signals).
+  void block_signals() override { gloo_group::block_sigpipe(); }
+
   caf::error all_reduce(reduce_op op, dtype type, void* data,
                         int64_t count) override {
     return group->all_reduce(op, type, data, count);
@@ -252,8 +255,11 @@ caf::expected<process_membership> join_gloo(const cluster_spec& spec,
   pg->group = std::move(*group);
   std::vector<int32_t> counts(static_cast<size_t>(spec.world_size));
   int32_t mine = local_replicas;
-  if (auto err = pg->group->all_gather(&mine, counts.data(), sizeof(mine)))
-    return err;
+  auto signals = gloo_group::block_sigpipe(); // the caller's thread, briefly
+  auto gathered = pg->group->all_gather(&mine, counts.data(), sizeof(mine));
+  gloo_group::restore_signals(signals);
+  if (gathered)
+    return gathered;
   std::vector<int> per_rank(counts.begin(), counts.end());
   pg->text = "gloo over TCP, rank " + std::to_string(spec.rank) + " of "
              + std::to_string(spec.world_size) + " (rendezvous "

@@ -1,6 +1,8 @@
 #include "sync/gloo/gloo_group.hpp"
 
 #include <atomic>
+#include <csignal>
+#include <pthread.h>
 #include <cstring>
 #include <exception>
 #include <vector>
@@ -83,7 +85,15 @@ gloo_group::join(caf::actor_system& sys, rendezvous_store_actor store,
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = options.bind_host;
-    p->device = gloo::transport::tcp::CreateDevice(attr);
+    {
+      // Gloo writes to its sockets without MSG_NOSIGNAL: a peer that died
+      // would raise SIGPIPE and kill the process. Its I/O thread inherits
+      // this thread's signal mask, so SIGPIPE is blocked while it starts
+      // (threads that run collectives block it too: block_sigpipe).
+      auto old = block_sigpipe();
+      p->device = gloo::transport::tcp::CreateDevice(attr);
+      restore_signals(old);
+    }
     control_store kv{sys, std::move(store), options.name + "/", join_timeout};
     p->context = std::make_shared<gloo::rendezvous::Context>(options.rank,
                                                              options.size);
@@ -102,6 +112,18 @@ gloo_group::join(caf::actor_system& sys, rendezvous_store_actor store,
 }
 
 gloo_group::gloo_group(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+
+sigset_t gloo_group::block_sigpipe() {
+  sigset_t pipe, old;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, &old);
+  return old;
+}
+
+void gloo_group::restore_signals(const sigset_t& old) {
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
 
 gloo_group::~gloo_group() = default;
 

@@ -14,6 +14,7 @@
 // collective.
 
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -57,6 +58,13 @@ public:
 
   int rank() const;
   int size() const;
+
+  /// Blocks SIGPIPE in the calling thread and returns the mask before:
+  /// Gloo writes to its sockets without MSG_NOSIGNAL, so a thread that runs
+  /// collectives would be killed by a peer's death instead of getting an
+  /// error. Every thread that uses a group must block it.
+  static sigset_t block_sigpipe();
+  static void restore_signals(const sigset_t& old);
 
   /// data[i] = op over the ranks' data[i], in place, for `count` elements.
   /// invalid_argument for the mean of an integer dtype (convert first);

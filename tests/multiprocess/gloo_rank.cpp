@@ -161,6 +161,7 @@ int main(int argc, char** argv) {
   opts.rank = rank;
   opts.size = size;
   opts.timeout = timeout;
+  gloo_group::block_sigpipe(); // a peer that dies must not kill this one
   auto group = gloo_group::join(sys, *store, opts);
   if (mode == "absent") {
     // The others must not join without the last rank, within the deadline.
