@@ -4,7 +4,8 @@
 # varsync_gloo) when Debian's libgloo-dev is found. Linking it lets
 # strategy_options::cluster span processes: it registers its joiner with
 # libvarsync (sync/process_group.hpp), so single-process programs never link
-# Gloo. Not installed yet (docs/multiprocess.md).
+# Gloo. Installed as the `distributed` component of varsync's CMake package,
+# with the varsync-run launcher.
 if(PROJECT_IS_TOP_LEVEL)
   set(VARSYNC_GLOO_DEFAULT AUTO)
 else()
@@ -32,7 +33,16 @@ if(VARSYNC_HAVE_GLOO)
     ${PROJECT_SOURCE_DIR}/sync/gloo/control_store.cpp
     ${PROJECT_SOURCE_DIR}/sync/gloo/gloo_group.cpp)
   add_library(varsync::distributed ALIAS varsync_gloo)
-  target_link_libraries(varsync_gloo PUBLIC varsync_internal gloo CAF::io)
+  # The implementation's headers stay private (as for varsync::cuda): a
+  # program that links varsync::distributed sees only include/varsync/.
+  varsync_layer_include_root(distributed distributed_root ${VARSYNC_LAYERS})
+  target_include_directories(varsync_gloo PRIVATE "${distributed_root}")
+  target_link_libraries(varsync_gloo PUBLIC varsync gloo CAF::io
+                        PRIVATE spdlog::spdlog)
+  set_target_properties(varsync_gloo PROPERTIES
+    POSITION_INDEPENDENT_CODE ON
+    EXPORT_NAME distributed)
+  target_compile_options(varsync_gloo PRIVATE -Wall -Wextra -Wpedantic)
   # Keeps the joiner's registration in static links (see cuda_backend.cpp).
   target_link_options(varsync_gloo INTERFACE
     "LINKER:--undefined=varsync_gloo_transport_anchor")

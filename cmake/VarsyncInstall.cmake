@@ -1,5 +1,6 @@
 # Install rules: the library, the public headers (include/varsync/ only), the
-# CMake package (varsyncConfig.cmake with the cuda component, the version
+# CMake package (varsyncConfig.cmake with the cuda and distributed
+# components, the varsync-run launcher, the version
 # file, FindCAF.cmake for CAF 0.17, which ships no CMake config) and a
 # pkg-config file.
 include(CMakePackageConfigHelpers)
@@ -26,6 +27,15 @@ if(TARGET varsync_cuda)
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/varsync)
   install(EXPORT varsyncCudaTargets NAMESPACE varsync::
           DESTINATION ${VARSYNC_CMAKE_DIR})
+endif()
+
+if(TARGET varsync_gloo)
+  install(TARGETS varsync_gloo EXPORT varsyncDistributedTargets
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(EXPORT varsyncDistributedTargets NAMESPACE varsync::
+          DESTINATION ${VARSYNC_CMAKE_DIR})
+  install(TARGETS varsync-run RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
 
 configure_package_config_file(cmake/varsyncConfig.cmake.in

@@ -7,6 +7,8 @@
 #   3. pkg-config only, a one-file program
 #   4. add_subdirectory of the source tree
 #   5. find_package(varsync COMPONENTS cuda), where the CUDA backend is built
+#   6. find_package(varsync COMPONENTS distributed), run by the installed
+#      varsync-run over two processes, where Gloo is built
 # Also checks that the installed include tree holds only include/varsync/.
 # Usage: scripts/test-consumers.sh [work-dir]   (default: a temporary dir)
 set -euo pipefail
@@ -124,4 +126,16 @@ else
   step "cuda_component: skipped, this build has no CUDA backend"
 fi
 
-echo "test-consumers.sh: 5 consumers passed"
+# 6. The distributed component and the launcher, where the static install
+# has them: two processes on loopback.
+if [[ -f "$static/lib/cmake/varsync/varsyncDistributedTargets.cmake" ]]; then
+  build_consumer distributed "$consumers/distributed" "$work/distributed" \
+    -DCMAKE_PREFIX_PATH="$static"
+  timeout 120 "$static/bin/varsync-run" -np 2 --timeout-ms 20000 \
+    "$work/distributed/consumer_distributed"
+  no_gpu_libs "$work/distributed/consumer_distributed"
+else
+  step "distributed: skipped, this build has no Gloo transport"
+fi
+
+echo "test-consumers.sh: 6 consumers passed"
