@@ -267,6 +267,53 @@ void coordinator_state::local_values(caf::timespan timeout, uint64_t id,
     std::move(done));
 }
 
+void coordinator_state::all_values(caf::timespan timeout, uint64_t id,
+                                   reply_fn<std::vector<tensor>> done) {
+  if (!processes)
+    return local_values(timeout, id, std::move(done));
+  auto e = find(id);
+  if (!e)
+    return fail_agreed(timeout, "values of #" + std::to_string(id),
+                       std::move(e.error()), std::move(done));
+  auto& info = (*e)->info;
+  const auto bytes = static_cast<uint64_t>(element_count(info.shape))
+                     * size_of(info.type);
+  auto plan = new_plan("values of every replica of '" + info.name + "'");
+  if (auto err = budget_.check(
+        saturating_mul(bytes, static_cast<uint64_t>(total_replicas()) * 2),
+        "values of every replica of " + quote_name(info.name)))
+    return fail_agreed(timeout, plan->description, std::move(err),
+                       std::move(done));
+  auto& item = plan->add_item();
+  item.variable_id = id;
+  item.name = info.name;
+  item.type = info.type;
+  item.count = element_count(info.shape);
+  item.gather = true;
+  item.source = collective_source::components;
+  item.target = collective_target::output;
+  item.result = tensor::empty(
+    info.type, tensor_shape{int64_t{total_replicas()}, item.count});
+  item.output = item.result.mutable_raw();
+  run_collective(timeout, plan,
+                 [this, plan, shape = info.shape, type = info.type,
+                  done = std::move(done)](caf::expected<ok_atom> r) {
+                   if (!r)
+                     return done(std::move(r.error()));
+                   auto& all = plan->items[0].result;
+                   const auto n = static_cast<size_t>(total_replicas());
+                   const auto size = all.nbytes() / std::max<size_t>(n, 1);
+                   std::vector<tensor> out;
+                   out.reserve(n);
+                   for (size_t k = 0; k < n; ++k)
+                     out.push_back(tensor::from_bytes(
+                       type, shape,
+                       static_cast<const std::byte*>(all.raw()) + k * size,
+                       size));
+                   done(std::move(out));
+                 });
+}
+
 void coordinator_state::survivor_values(
   caf::timespan timeout, uint64_t id,
   reply_fn<std::vector<std::optional<tensor>>> done) {

@@ -60,6 +60,7 @@ std::shared_ptr<collective_plan> coordinator_state::new_plan(std::string what) {
   plan->num_replicas = num_replicas();
   if (processes) {
     plan->cross_process = true;
+    plan->total_replicas = processes->total_replicas;
     plan->description = std::move(what);
   }
   return plan;

@@ -154,6 +154,17 @@ public:
   void all_reduce(caf::timespan timeout, reduce_op op,
                   std::vector<std::vector<tensor>> values,
                   reply_fn<std::vector<tensor>> done);
+  /// Across processes, every operation that needs the other processes runs
+  /// one collective round even when it fails here (or needs nothing but
+  /// the others' consent), so that every process fails or proceeds alike:
+  /// `local` is this process's error, `what` the operation in words. In one
+  /// process: done(local), or ok.
+  void agree(caf::timespan timeout, std::string what, caf::error local,
+             reply_fn<ok_atom> done);
+  /// Every replica's component in replica id order, from every process (a
+  /// collective across processes; local_values in one process).
+  void all_values(caf::timespan timeout, uint64_t id,
+                  reply_fn<std::vector<tensor>> done);
   strategy_description describe() const;
   void describe(reply_fn<strategy_description> done) { done(describe()); }
   const std::vector<replica_actor>& replicas() const { return replicas_; }
@@ -212,13 +223,6 @@ private:
   /// The driver is the device collective (not the process collective).
   bool device_driver() const { return driver_.has_value() && !processes; }
 
-  /// Across processes, every operation that needs the other processes runs
-  /// one collective round even when it fails here (or needs nothing but
-  /// the others' consent), so that every process fails or proceeds alike:
-  /// `local` is this process's error, `what` the operation in words. In one
-  /// process: done(local), or ok.
-  void agree(caf::timespan timeout, std::string what, caf::error local,
-             reply_fn<ok_atom> done);
   /// done(local) after agreeing that the operation failed (agree()).
   template <class T>
   void fail_agreed(caf::timespan timeout, std::string what, caf::error local,

@@ -30,7 +30,7 @@ public:
           m_.group->block_signals();
           prepared_ = true;
         }
-        if (auto err = run_cross_process(*plan, *m_.group, m_.total_replicas)) {
+        if (auto err = run_cross_process(*plan, *m_.group, m_.replicas_per_rank)) {
           log()->debug("collective across processes failed: {}",
                       describe(err));
           return err;

@@ -201,6 +201,19 @@ void async_strategy::local_values(const variable& v,
     std::move(done));
 }
 
+void async_strategy::all_values(const variable& v,
+                                callback<std::vector<tensor>> done) const {
+  if (auto err = require_handle(v))
+    return done(std::move(err));
+  auto ts = to_timespan(s_.timeout_);
+  auto id = v.id();
+  s_.core_->submit<std::vector<tensor>>(
+    [ts, id](coordinator_state& c, reply_fn<std::vector<tensor>> d) {
+      c.all_values(ts, id, std::move(d));
+    },
+    std::move(done));
+}
+
 void async_strategy::survivor_values(
   const variable& v, callback<std::vector<std::optional<tensor>>> done) const {
   if (auto err = require_handle(v))

@@ -18,9 +18,12 @@
 #include <filesystem>
 
 #include "varsync/error.hpp"
+#include "sync/cross_process_collective.hpp"
 #include "sync/distributed_reduce.hpp"
 #include "sync/safetensors_format.hpp"
+#include "api/strategy_calls.hpp"
 #include "api/strategy_core.hpp"
+#include "api/strategy_helpers.hpp"
 #include "devices/memory_budget.hpp"
 #include "sync/sync_policy.hpp"
 #include "varsync/synchronization.hpp"
@@ -106,16 +109,23 @@ caf::error check_save_target(const std::string& path) {
   return {};
 }
 
-// Across processes each one holds only its replicas' components: a file
-// written by one of them would miss the others' (not built yet).
-caf::error check_one_process(const strategy& s, const char* what) {
+// Across processes the processes agree on an outcome (one collective
+// round, sync/cross_process_collective.hpp): every process returns `local`
+// or the error of the process that failed. In one process: `local`.
+caf::error agree_across(const strategy& s, std::string what,
+                        caf::error local) {
   if (s.num_processes() <= 1)
-    return {};
-  return make_error(errc::invalid_argument,
-                    std::string{"checkpoint: "} + what + ": the strategy spans "
-                      + std::to_string(s.num_processes())
-                      + " processes; checkpoints of strategies across "
-                        "processes are not supported yet (docs/multiprocess.md)");
+    return local;
+  auto core = s.core();
+  auto ts = api_helpers::to_timespan(s.timeout());
+  auto r = core->await<ok_atom>(s.timeout(), [&](callback<ok_atom> done) {
+    core->submit<ok_atom>(
+      [ts, what, local](coordinator_state& c, reply_fn<ok_atom> d) {
+        c.agree(ts, what, local, std::move(d));
+      },
+      std::move(done));
+  });
+  return r ? caf::error{} : std::move(r.error());
 }
 
 caf::error mismatch(std::string what) {
@@ -360,7 +370,8 @@ caf::error add_variable(const strategy& s, const variable& v,
   if (missing.empty()) {
     // Every component is there: exactly what save writes.
     if (is_per_component(v)) {
-      auto values = s.local_values(v);
+      // Every replica's, from every process (one process: its own).
+      auto values = s.all_values(v);
       if (!values)
         return values.error();
       meta[name + ".per_component"] = "true";
@@ -440,16 +451,23 @@ caf::error add_variable(const strategy& s, const variable& v,
 caf::error save_impl(const strategy& s, const std::string& path,
                      const std::vector<std::string>& names,
                      const survivor_options* survivors) {
-  if (auto err = check_one_process(s, "save"))
-    return err;
+  // Across processes (P9) every process reads (the reads are collectives)
+  // and process 0 writes the file; they agree on its outcome.
+  const bool writer = s.process_rank() == 0;
+  if (survivors != nullptr && s.num_processes() > 1)
+    return make_error(errc::invalid_argument,
+                      "save_survivors: not supported across processes (a "
+                      "lost process ends the group)");
   auto vars = select_variables(s, names, errc::unknown_variable);
-  if (!vars)
-    return vars.error();
+  caf::error checked = vars ? caf::error{} : vars.error();
   // C9: nothing is written that restore would refuse.
-  for (auto& v : *vars)
-    if (auto err = check_variable_name(v.name()))
-      return err;
-  if (auto err = check_save_target(path))
+  if (vars)
+    for (auto& v : *vars)
+      if (!checked)
+        checked = check_variable_name(v.name());
+  if (!checked && writer)
+    checked = check_save_target(path);
+  if (auto err = agree_across(s, "save of a checkpoint", std::move(checked)))
     return err;
   std::vector<st::named_tensor> tensors;
   std::map<std::string, std::string> meta;
@@ -470,10 +488,15 @@ caf::error save_impl(const strategy& s, const std::string& path,
   auto bytes = st::encode(tensors, meta);
   if (!bytes)
     return bytes.error();
+  if (!writer)
+    return agree_across(s, "checkpoint written", {});
   // Checked again: the path may have changed while the values were read.
-  if (auto err = check_save_target(path))
-    return err;
-  return write_atomically(path, *bytes);
+  auto written = check_save_target(path);
+  if (!written)
+    written = write_atomically(path, *bytes);
+  if (s.num_processes() <= 1)
+    return written;
+  return agree_across(s, "checkpoint written", std::move(written));
 }
 
 template <class F>
@@ -512,13 +535,19 @@ void save_survivors_async(const strategy& s, std::string path,
                 });
 }
 
-caf::error restore(const strategy& s, const std::string& path,
-                   const std::vector<std::string>& names) {
-  if (auto err = check_one_process(s, "restore"))
-    return err;
+namespace {
+
+using restore_plan = std::vector<std::pair<variable, stored_value>>;
+
+// Reads and validates everything (K3) before anything changes. `digest`:
+// the file's fingerprint, which the processes compare.
+caf::error plan_restore(const strategy& s, const std::string& path,
+                        const std::vector<std::string>& names,
+                        restore_plan& plan, std::string& digest) {
   auto bytes = read_file(path, s.core()->budget());
   if (!bytes)
     return bytes.error();
+  digest = hex64(fingerprint_of_bytes(bytes->data(), bytes->size()));
   auto file = st::decode(std::span<const std::byte>{*bytes});
   if (!file)
     return file.error();
@@ -527,8 +556,6 @@ caf::error restore(const strategy& s, const std::string& path,
   auto vars = select_variables(s, names, errc::checkpoint_mismatch);
   if (!vars)
     return vars.error();
-  // Validate everything first (K3).
-  std::vector<std::pair<variable, stored_value>> plan;
   for (auto& v : *vars) {
     auto stored = find_stored(*file, v.name());
     if (!stored)
@@ -570,6 +597,26 @@ caf::error restore(const strategy& s, const std::string& path,
                         + std::to_string(s.num_replicas()) + " replicas");
     }
     plan.emplace_back(v, std::move(*stored));
+  }
+  return {};
+}
+
+} // namespace
+
+caf::error restore(const strategy& s, const std::string& path,
+                   const std::vector<std::string>& names) {
+  restore_plan plan;
+  std::string digest;
+  auto checked = plan_restore(s, path, names, plan, digest);
+  // Across processes every process reads the file (a path all of them
+  // see): they agree that each read the same bytes and found them valid.
+  if (s.num_processes() > 1) {
+    if (auto err = agree_across(
+          s, "restore of checkpoint #" + (checked ? std::string{"?"} : digest),
+          std::move(checked)))
+      return err;
+  } else if (checked) {
+    return checked;
   }
   // Apply (K2): one value -> assign (on_read + sum splits as in R4, the
   // other policies set every component); per-component entries -> one step.

@@ -371,6 +371,13 @@ strategy::local_values(const variable& v) const {
   });
 }
 
+caf::expected<std::vector<tensor>>
+strategy::all_values(const variable& v) const {
+  return blocking<std::vector<tensor>>(*this, [&](auto& api, auto done) {
+    api.all_values(v, std::move(done));
+  });
+}
+
 caf::expected<std::vector<std::optional<tensor>>>
 strategy::survivor_values(const variable& v) const {
   return blocking<std::vector<std::optional<tensor>>>(

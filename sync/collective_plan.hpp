@@ -46,6 +46,11 @@ struct collective_item {
   /// target == components: the components hold equal values (ON_WRITE), so
   /// the new value can be computed from component 0 and stored to all.
   bool mirrored = false;
+  /// Across processes, source == components and target == output: the
+  /// result is every replica's component in replica id order (the output
+  /// holds the total number of replicas times `count` elements), nothing is
+  /// reduced.
+  bool gather = false;
   collective_source source = collective_source::contributions;
   collective_target target = collective_target::output;
   std::vector<tensor> contributions;
@@ -70,6 +75,8 @@ struct collective_plan {
   /// The collective spans processes (sync/cross_process_collective.hpp):
   /// the replicas leave integer overflow checks to it.
   bool cross_process = false;
+  /// Across processes: the replicas of every process (gather outputs).
+  int total_replicas = 0;
   /// Across processes: what the operation is, in words, for the agreement
   /// of the processes and its errors ("step 3: 'w' assign_add, ...").
   std::string description;

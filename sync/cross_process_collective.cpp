@@ -107,8 +107,9 @@ caf::error apply_results(collective_plan& plan,
     auto& item = plan.items[k];
     const auto bytes = static_cast<size_t>(item.count) * size_of(item.type);
     if (item.target == collective_target::output) {
+      const auto n = item.gather ? plan.total_replicas : 1;
       if (bytes > 0)
-        std::memcpy(item.output, result[k], bytes);
+        std::memcpy(item.output, result[k], bytes * static_cast<size_t>(n));
       continue;
     }
     for (size_t r = 0; r < slots; ++r)
@@ -147,6 +148,7 @@ uint64_t fingerprint_of(const collective_plan& plan) {
     h.add_value(static_cast<uint8_t>(item.rop));
     h.add_value(item.first_only);
     h.add_value(item.require_equal);
+    h.add_value(item.gather);
     h.add_value(static_cast<uint8_t>(item.uop));
     h.add_value(static_cast<uint8_t>(item.source));
     h.add_value(static_cast<uint8_t>(item.target));
@@ -155,9 +157,12 @@ uint64_t fingerprint_of(const collective_plan& plan) {
 }
 
 caf::error run_cross_process(collective_plan& plan, process_group& group,
-                             int total_replicas) {
+                             const std::vector<int>& replicas_per_rank) {
   if (auto err = agree(plan, group))
     return err;
+  int total_replicas = 0;
+  for (auto n : replicas_per_rank)
+    total_replicas += n;
   const auto slots = static_cast<size_t>(plan.num_replicas);
   const size_t n_items = plan.items.size();
   // Every item's result lives in a buffer until every process has voted.
@@ -179,7 +184,7 @@ caf::error run_cross_process(collective_plan& plan, process_group& group,
   for (size_t k = 0; k < n_items; ++k) {
     auto& item = plan.items[k];
     const auto bytes = static_cast<size_t>(item.count) * size_of(item.type);
-    if (item.first_only || item.require_equal)
+    if (item.first_only || item.require_equal || item.gather)
       continue;
     size_t p = 0;
     while (p < packs.size()
@@ -199,7 +204,7 @@ caf::error run_cross_process(collective_plan& plan, process_group& group,
   // Local phase: this process's replicas reduced into the packs.
   for (size_t k = 0; k < n_items; ++k) {
     auto& item = plan.items[k];
-    if (item.first_only || item.require_equal)
+    if (item.first_only || item.require_equal || item.gather)
       continue;
     std::span<const void* const> inputs{item.inputs.data(), slots};
     auto* y = packs[where[k].first].data.data() + where[k].second;
@@ -233,7 +238,23 @@ caf::error run_cross_process(collective_plan& plan, process_group& group,
   for (size_t k = 0; k < n_items; ++k) {
     auto& item = plan.items[k];
     const auto bytes = static_cast<size_t>(item.count) * size_of(item.type);
-    if (item.first_only || item.require_equal) {
+    if (item.gather) {
+      // Each process in turn sends its replicas' components to all.
+      auto& y = own[k];
+      y.resize(bytes * static_cast<size_t>(total_replicas));
+      size_t at = 0;
+      for (int p = 0; p < static_cast<int>(replicas_per_rank.size()); ++p) {
+        const auto n = static_cast<size_t>(replicas_per_rank[static_cast<size_t>(p)]);
+        if (p == group.rank())
+          for (size_t r = 0; r < slots; ++r)
+            if (bytes > 0)
+              std::memcpy(y.data() + at + r * bytes, item.inputs[r], bytes);
+        if (auto err = group.broadcast(y.data() + at, n * bytes, p))
+          return err;
+        at += n * bytes;
+      }
+      result[k] = y.data();
+    } else if (item.first_only || item.require_equal) {
       // Global replica 0 lives in process 0: its input is the value (first
       // replica), or the value every input must equal (aggregation none).
       auto& y = own[k];

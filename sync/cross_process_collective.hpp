@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <caf/error.hpp>
 
@@ -19,7 +20,8 @@
 
 namespace varsync {
 
-/// Runs `plan` across the group (`total_replicas` over every process). The
+/// Runs `plan` across the group (`replicas_per_rank`: the replicas of each
+/// process, in rank order). The
 /// plan's local_error, or an empty item list, makes it an agreement round
 /// only. Errors: mismatched_replica_updates when the processes issued
 /// different operations or aggregation none's values differ between them
@@ -28,7 +30,7 @@ namespace varsync {
 /// error no component of any process was changed, except for a group that
 /// failed while results were being applied (a process that died mid-way).
 caf::error run_cross_process(collective_plan& plan, process_group& group,
-                             int total_replicas);
+                             const std::vector<int>& replicas_per_rank);
 
 /// The fingerprint the processes compare: the description and every item's
 /// dtype, size and operations (not variable ids, which are per process).

@@ -180,6 +180,10 @@ public:
   caf::error assign_sub(const variable& v, double value) const;
   caf::error update(const variable& v, update_op op, const tensor& value) const;
   /// Every component in replica order (V1).
+  /// Every replica's component, in replica id order, from every process:
+  /// local_values in one process; across processes a collective every
+  /// process must issue (row P4).
+  caf::expected<std::vector<tensor>> all_values(const variable& v) const;
   caf::expected<std::vector<tensor>> local_values(const variable& v) const;
   /// The components of the replicas that have not failed, in replica order
   /// (nullopt where a replica failed): what survives a replica failure.
@@ -342,6 +346,9 @@ public:
   void assign_sub(const variable& v, double value, done_callback done) const {
     update(v, update_op::assign_sub, value, std::move(done));
   }
+  /// See strategy::all_values.
+  void all_values(const variable& v,
+                  callback<std::vector<tensor>> done) const;
   void local_values(const variable& v,
                     callback<std::vector<tensor>> done) const;
   /// See strategy::survivor_values.

@@ -3,12 +3,13 @@
 // creates a strategy over LOCAL host replicas in this process and the
 // others, runs SCENARIO and checks every outcome against the rule table.
 //
-//   strategy_rank SCENARIO LOCAL
+//   strategy_rank SCENARIO LOCAL [PATH]
 //
 // SCENARIO: "rules" (the rows below, across processes), "desync" (the
 // processes issue different steps), "die" (the last rank exits after
 // joining), "stop" (the last rank stops itself after joining), "absent"
-// (the harness never starts the last rank). Exit: 0 as expected, 1 a wrong
+// (the harness never starts the last rank), "checkpoint" (save to PATH,
+// restore, and restore into one process). Exit: 0 as expected, 1 a wrong
 // outcome, 2 bad usage.
 
 #include <chrono>
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "varsync/checkpoint.hpp"
 #include "varsync/varsync.hpp"
 
 using namespace varsync;
@@ -234,10 +236,89 @@ int lose_one(strategy& s, bool stop) {
   return failures == 0 ? 0 : 1;
 }
 
+// K1-K4 across processes: every process saves (process 0 writes), changes
+// the values, restores them; the file also restores into one process with
+// the same number of replicas.
+int checkpoint(strategy& s, const std::string& path) {
+  const int n = s.num_replicas();
+  auto w = must(s.create_variable("w", tensor::from_list<float>({1, 2, 3}),
+                                  synchronization::on_write,
+                                  aggregation::mean),
+                "create w");
+  auto c = must(s.create_variable("c", tensor::scalar<int64_t>(0),
+                                  synchronization::on_read, aggregation::sum),
+                "create c");
+  auto p = must(s.create_variable("p", tensor::scalar<int64_t>(0),
+                                  synchronization::none, aggregation::none),
+                "create p");
+  must(s.run([&](replica_context& ctx) {
+         must(ctx.assign_add(w, tensor::from_list<float>({1, 1, 1})), "w");
+         must(ctx.assign_add(c, double(ctx.replica_id() + 1)), "c");
+         must(ctx.assign(p, double(ctx.replica_id() + 1)), "p");
+       }),
+       "step");
+  auto per_replica_ok = [&](const std::vector<tensor>& values) {
+    bool ok = static_cast<int>(values.size()) == n;
+    for (int r = 0; ok && r < n; ++r)
+      ok = values[static_cast<size_t>(r)].to_vector<int64_t>()[0] == r + 1;
+    return ok;
+  };
+  auto sum = [&](const strategy& t, const variable& v) {
+    return must(t.read(v), "read").to_vector<int64_t>()[0];
+  };
+  const int64_t total = int64_t(n) * (n + 1) / 2;
+  check(per_replica_ok(must(s.all_values(p), "all_values")),
+        "all_values: every replica, in id order");
+  must(varsync::save(s, path), "save");
+  // Change everything, then restore.
+  must(s.assign(w, tensor::from_list<float>({9, 9, 9})), "assign w");
+  must(s.assign(c, 100.0), "assign c");
+  must(s.run([&](replica_context& ctx) { must(ctx.assign(p, 50.0), "p"); }),
+       "step p");
+  must(varsync::restore(s, path), "restore");
+  check(floats(s, w) == std::vector<float>{2, 3, 4}, "K2 w restored");
+  check(sum(s, c) == total, "K2 c restored (R4 split over every process)");
+  check(per_replica_ok(must(s.all_values(p), "all_values after restore")),
+        "K2 every component of p restored to its replica");
+  // K3: a file that does not exist fails on every process, nothing changes.
+  auto err = varsync::restore(s, path + ".missing");
+  check(bool(err), "restore of a missing file fails");
+  check(floats(s, w) == std::vector<float>{2, 3, 4}, "K3 nothing changed");
+  if (s.process_rank() == 0) {
+    // The same file into one process with as many replicas.
+    strategy_options one;
+    one.devices.clear();
+    for (int i = 0; i < n; ++i)
+      one.devices.push_back("cpu:" + std::to_string(i));
+    one.scheduler_threads = 2;
+    auto t = must(strategy::create(one), "one-process strategy");
+    auto w1 = must(t.create_variable("w", tensor::zeros(dtype::float32, {3}),
+                                     synchronization::on_write,
+                                     aggregation::mean),
+                   "create w here");
+    auto c1 = must(t.create_variable("c", tensor::scalar<int64_t>(0),
+                                     synchronization::on_read,
+                                     aggregation::sum),
+                   "create c here");
+    auto p1 = must(t.create_variable("p", tensor::scalar<int64_t>(0),
+                                     synchronization::none,
+                                     aggregation::none),
+                   "create p here");
+    must(varsync::restore(t, path), "restore in one process");
+    check(floats(t, w1) == std::vector<float>{2, 3, 4},
+          "one process reads w");
+    check(sum(t, c1) == total, "one process reads c");
+    check(per_replica_ok(must(t.local_values(p1), "local_values")),
+          "one process reads every component of p");
+  }
+  std::printf("process %d: checkpoint done\n", s.process_rank());
+  return failures == 0 ? 0 : 1;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3)
+  if (argc != 3 && argc != 4)
     return 2;
   std::string scenario = argv[1];
   int local = std::atoi(argv[2]);
@@ -270,6 +351,8 @@ int main(int argc, char** argv) {
   int rc = 2;
   if (scenario == "rules")
     rc = rules(*s);
+  else if (scenario == "checkpoint" && argc == 4)
+    rc = checkpoint(*s, argv[3]);
   else if (scenario == "desync")
     rc = desync(*s);
   else if (scenario == "die" || scenario == "stop")

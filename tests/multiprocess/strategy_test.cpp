@@ -22,13 +22,18 @@ namespace {
 // with `absent`.
 varsync::testing::children_result
 run_strategy(const std::string& scenario, int processes, int local,
-             std::chrono::milliseconds timeout, bool absent = false) {
+             std::chrono::milliseconds timeout, bool absent = false,
+             const std::string& path = {}) {
   auto port = free_loopback_port();
   REQUIRE(port > 0);
   std::vector<child_spec> children;
   for (int r = 0; r < processes - (absent ? 1 : 0); ++r)
     children.push_back(
-      {{STRATEGY_RANK_EXE, scenario, std::to_string(local)},
+      {path.empty()
+         ? std::vector<std::string>{STRATEGY_RANK_EXE, scenario,
+                                    std::to_string(local)}
+         : std::vector<std::string>{STRATEGY_RANK_EXE, scenario,
+                                    std::to_string(local), path},
        {"VARSYNC_RANK=" + std::to_string(r),
         "VARSYNC_WORLD_SIZE=" + std::to_string(processes),
         "VARSYNC_RENDEZVOUS=127.0.0.1:" + std::to_string(port),
@@ -77,4 +82,13 @@ TEST_CASE("multiprocess strategy: a rendezvous that times out names the "
   auto r = run_strategy("absent", 3, 1, 2s, true);
   CHECK(r.exit_codes == std::vector<int>{0, 0});
   CHECK(r.took < 30s);
+}
+
+TEST_CASE("multiprocess strategy: save and restore across 2 processes x 2 "
+          "replicas, and the file restores into one process") {
+  auto path = std::string{"/tmp/varsync-mp-checkpoint-"}
+              + std::to_string(::getpid()) + ".safetensors";
+  auto r = run_strategy("checkpoint", 2, 2, 20s, false, path);
+  CHECK(r.exit_codes == std::vector<int>{0, 0});
+  ::unlink(path.c_str());
 }
