@@ -13,6 +13,7 @@
 // from 1 MiB; printed, never asserted).
 
 #include "bench/common.hpp"
+#include "bench/process_ranks.hpp"
 
 #include <csignal>
 #include <cstdio>
@@ -21,9 +22,6 @@
 #include <thread>
 #include <vector>
 
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -39,8 +37,6 @@
 #include "sync/gloo/gloo_group.hpp"
 #include "varsync/config.hpp"
 #include "varsync/error.hpp"
-
-extern char** environ;
 
 using namespace varsync;
 
@@ -189,34 +185,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gloo_allreduce: cannot publish the store\n");
     return 1;
   }
-  std::vector<pid_t> pids;
-  for (int r = 0; r < processes; ++r) {
-    std::vector<std::string> args{argv[0], "--rank", std::to_string(r),
-                                  "--size", std::to_string(processes),
-                                  "--port", std::to_string(*port)};
+  int rc = bench::run_ranks(processes, "gloo_allreduce", [&](int r) {
+    std::vector<std::string> args{"--rank", std::to_string(r), "--size",
+                                  std::to_string(processes), "--port",
+                                  std::to_string(*port)};
     args.insert(args.end(), passthrough.begin(), passthrough.end());
-    std::vector<char*> cargs;
-    for (auto& a : args)
-      cargs.push_back(a.data());
-    cargs.push_back(nullptr);
-    pid_t pid = 0;
-    if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, cargs.data(),
-                    environ)
-        != 0) {
-      std::fprintf(stderr, "gloo_allreduce: cannot start rank %d\n", r);
-      for (auto p : pids)
-        kill(p, SIGKILL);
-      break;
-    }
-    pids.push_back(pid);
-  }
-  int rc = static_cast<int>(pids.size()) == processes ? 0 : 1;
-  for (auto pid : pids) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-      rc = 1;
-  }
+    return args;
+  });
   caf::anon_send_exit(store, caf::exit_reason::user_shutdown);
   return rc;
 }

@@ -447,6 +447,48 @@ def build(t):
               if targets else None)
 
 
+    # -- 9. across processes ----------------------------------------------------------
+    t.section("9. Across processes: one replica per process on loopback "
+              "(bench/process_strategy); a step contributing S bytes of "
+              "float32 to an ON_WRITE SUM variable (agreement, all-reduce, "
+              "apply), ratio = varsync time / peer time")
+    for p in (2,):
+        for s in (4096, 65536, 1 << 20, 4 << 20, 16 << 20, 64 << 20):
+            rec = t.get("processes.p%d.s%d.step" % (p, s))
+            gloo = t.get("processes.p%d.s%d.gloo" % (p, s))
+            if rec is None and gloo is None:
+                continue
+            target = None
+            if s >= 1 << 20:
+                target = ("<=", 1 / 0.9, "P-bench %s, %d processes: >= 0.9x "
+                          "raw Gloo throughput" % (size_name(s), p))
+            t.add("step %s, %d processes" % (size_name(s), p), fmt_us(rec),
+                  "bare Gloo allreduce, same processes", fmt_us(gloo),
+                  ratio_of(v(rec), v(gloo)), target=target,
+                  key="processes.p%d.s%d.step" % (p, s))
+            mpi = t.get("mpi.allreduce.r%d.s%d" % (p, s))
+            if mpi is not None and rec is not None:
+                t.add("step %s, %d processes vs MPI" % (size_name(s), p),
+                      fmt_us(rec), "OpenMPI MPI_Allreduce in place, %d ranks"
+                      % p + t.skip_note("mpi"), fmt_time(v(mpi)),
+                      ratio_of(v(rec) * 1e-6, v(mpi)))
+        caf = t.get("processes.p%d.caf_remote" % p)
+        gsmall = t.get("processes.p%d.gloo_small" % p)
+        floor = None
+        if caf is not None and gsmall is not None:
+            floor = v(caf) + v(gsmall)
+        for op, text in (("assign", "cross-replica scalar assign"),
+                         ("read", "ON_READ sum scalar read")):
+            rec = t.get("processes.p%d.%s" % (p, op))
+            t.add("%s, %d processes" % (text, p), fmt_us(rec),
+                  "bare CAF remote round trip + one Gloo 4-byte allreduce",
+                  "n/a" if floor is None else fmt_time(floor * 1e-6),
+                  ratio_of(v(rec), floor),
+                  target=("<=", 1.5, "P-bench %s within 1.5x of a CAF "
+                          "remote round trip plus one Gloo latency" % text),
+                  key="processes.p%d.%s" % (p, op))
+
+
 def v(rec):
     return None if rec is None else rec.get("value")
 

@@ -80,6 +80,10 @@ cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DVARSYNC_BUILD_BENCH=ON -DVARSYNC_BUILD_TESTS=OFF \
   -DVARSYNC_BUILD_EXAMPLES=OFF >/dev/null
 mkdir -p "$results"
+# The cross-process row, where the Gloo transport is built.
+if ninja -C "$build_dir" -t targets all 2>/dev/null | grep -q '^process_strategy:'; then
+  targets+=(process_strategy)
+fi
 if ! ninja -C "$build_dir" -j "$jobs" "${targets[@]}" >"$results/build.log" 2>&1; then
   grep -E 'error|FAILED' "$results/build.log" | head -20 >&2 || true
   say "the build failed (see $results/build.log)"
@@ -129,7 +133,7 @@ fi
 # -- run ----------------------------------------------------------------------------
 load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
 step=0
-steps=$((10 + have_mpi * 2 + have_tf * 2))
+steps=$((11 + have_mpi * 2 + have_tf * 2))
 [[ $quick -eq 1 ]] && steps=$((steps - 2))
 run() { # run <name> <timeout s> <command...>: stdout/stderr to raw/<name>.log
   local name="$1" limit="$2"
@@ -192,6 +196,14 @@ run local_updates 240 "$bin/local_updates" "${quick_flag[@]}" \
 run scale 240 "$bin/scale" "${quick_flag[@]}" --json "$json/scale.jsonl"
 run overload 120 "$bin/overload" "${quick_flag[@]}" \
   --json "$json/overload.jsonl"
+# Across processes (built with Gloo): 2 processes on loopback.
+if [[ " ${targets[*]} " == *" process_strategy "* ]]; then
+  run process_strategy 420 "$bin/process_strategy" "${quick_flag[@]}" \
+    --processes 2 --json "$json/processes.jsonl"
+else
+  step=$((step + 1))
+  echo "bench.sh: [$step/$steps] process_strategy       skipped (no Gloo)"
+fi
 load_end="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 # -- report -------------------------------------------------------------------------

@@ -1,0 +1,314 @@
+// A strategy across processes on loopback (issue 12, item 7): one replica
+// per process, N processes.
+//
+//  - step rows: a replica step that contributes S bytes of float32 to an
+//    ON_WRITE + SUM variable (the whole fused step: agreement, all-reduce,
+//    apply) against a bare Gloo allreduce of the same size in the same
+//    processes, 4 KiB .. 64 MiB (--quick: .. 1 MiB). Throughput ratio =
+//    bare time / step time (target >= 0.9 from 1 MiB).
+//  - small operations: a cross-replica scalar assign and an ON_READ + SUM
+//    scalar read, against the floor the issue names: a bare CAF remote
+//    request/response (process 1 to an echo actor in process 0) plus one
+//    bare Gloo 4-byte allreduce (target: within 1.5x).
+//
+//   process_strategy [--quick] [--json FILE] [--processes N]
+//
+// The program starts N copies of itself; process 0 prints the table and
+// writes the records. Figures are medians; nothing is asserted.
+
+#include "bench/common.hpp"
+#include "bench/process_ranks.hpp"
+
+#include <csignal>
+#include <stdexcept>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+#include <gloo/allreduce.h>
+#include <gloo/broadcast.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
+
+#include "actors/gloo/rendezvous_store_actor.hpp"
+#include "sync/gloo/control_store.hpp"
+#include "sync/gloo/gloo_group.hpp"
+#include "varsync/config.hpp"
+#include "varsync/varsync.hpp"
+
+using namespace varsync;
+
+namespace {
+
+void configure(caf::actor_system_config& cfg) {
+  register_types(cfg);
+  cfg.load<caf::io::middleman>();
+  cfg.set("scheduler.max-threads", 2);
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+}
+
+caf::behavior echo(caf::event_based_actor*) {
+  return {[](int32_t x) { return x; }};
+}
+
+struct bare_gloo {
+  std::shared_ptr<gloo::transport::Device> device;
+  std::shared_ptr<gloo::rendezvous::Context> context;
+  uint32_t tag = 1;
+
+  void all_reduce(float* data, size_t n) {
+    gloo::AllreduceOptions o{context};
+    o.setOutput(data, n);
+    o.setReduceFunction(
+      static_cast<void (*)(void*, const void*, const void*, size_t)>(
+        &gloo::sum<float>));
+    o.setTag(tag);
+    gloo::allreduce(o);
+  }
+
+  void broadcast(void* data, size_t bytes, int root) {
+    gloo::BroadcastOptions o{context};
+    o.setOutput(static_cast<uint8_t*>(data), bytes);
+    o.setRoot(root);
+    o.setTag(tag + 1);
+    gloo::broadcast(o);
+  }
+};
+
+int run_rank(int rank, int size, uint16_t store_port, uint16_t strategy_port,
+             bool quick, const std::string& json) {
+  gloo_group::block_sigpipe();
+  caf::actor_system_config cfg;
+  configure(cfg);
+  caf::actor_system sys{cfg};
+  auto store = sys.middleman().remote_actor<rendezvous_store_actor>(
+    "127.0.0.1", store_port);
+  if (!store) {
+    std::fprintf(stderr, "rank %d: no store\n", rank);
+    return 1;
+  }
+  const std::chrono::milliseconds timeout{60000};
+  // The bare baseline: a Gloo context of its own, over the same store.
+  bare_gloo bare;
+  gloo::transport::tcp::attr attr;
+  attr.hostname = "127.0.0.1";
+  bare.device = gloo::transport::tcp::CreateDevice(attr);
+  control_store kv{sys, *store, "bare/", timeout};
+  bare.context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  bare.context->setTimeout(timeout);
+  bare.context->connectFullMesh(kv, bare.device);
+
+  strategy_options opts;
+  opts.devices = {"cpu:0"};
+  opts.scheduler_threads = 2;
+  opts.timeout = std::chrono::seconds(60);
+  cluster_spec spec;
+  spec.rank = rank;
+  spec.world_size = size;
+  spec.rendezvous_port = strategy_port;
+  spec.operation_timeout = timeout;
+  opts.cluster = spec;
+  auto s = strategy::create(opts);
+  if (!s) {
+    std::fprintf(stderr, "rank %d: %s\n", rank, describe(s.error()).c_str());
+    return 1;
+  }
+  bench::recorder rec{rank == 0 ? json : std::string{}};
+  const std::string prefix = "processes.p" + std::to_string(size);
+  if (rank == 0)
+    std::printf("%d processes x 1 replica on loopback, float32 sum\n"
+                "      size      step us   bare gloo us  step MB/s  "
+                "throughput vs bare  target (>=0.9 from 1 MiB)\n",
+                size);
+  const size_t max_bytes = quick ? (size_t{1} << 20) : (size_t{64} << 20);
+  std::vector<float> buf(max_bytes / sizeof(float), 1.0f);
+  int failures = 0;
+  for (size_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
+    const auto n = static_cast<int64_t>(bytes / sizeof(float));
+    const int iters = bytes >= (size_t{16} << 20) ? 5
+                      : bytes >= (1 << 20)        ? 10
+                                                  : 50;
+    auto v = s->create_variable("w" + std::to_string(bytes),
+                                tensor::zeros(dtype::float32, {n}),
+                                synchronization::on_write, aggregation::sum);
+    if (!v) {
+      std::fprintf(stderr, "rank %d: %s\n", rank, describe(v.error()).c_str());
+      return 1;
+    }
+    auto contribution = tensor::filled(dtype::float32, {n}, 1.0);
+    std::vector<double> ours, theirs;
+    for (int it = 0; it < iters + 2; ++it) { // 2 warm-ups each
+      auto t0 = bench::clock_type::now();
+      auto err = s->run([&](replica_context& ctx) {
+        if (auto e = ctx.assign_add(*v, contribution))
+          throw std::runtime_error(describe(e));
+      });
+      double a = bench::micros_since(t0);
+      if (err) {
+        std::fprintf(stderr, "rank %d: %s\n", rank, describe(err).c_str());
+        return 1;
+      }
+      t0 = bench::clock_type::now();
+      bare.all_reduce(buf.data(), static_cast<size_t>(n));
+      double b = bench::micros_since(t0);
+      std::fill(buf.begin(), buf.begin() + n, 1.0f);
+      if (it >= 2) {
+        ours.push_back(a);
+        theirs.push_back(b);
+      }
+    }
+    (void) s->destroy(*v);
+    auto a = bench::summarize(ours);
+    auto b = bench::summarize(theirs);
+    double ratio = b.median / a.median;
+    if (rank == 0) {
+      std::printf("%10s %12.1f %14.1f %10.1f %19.2f  %s\n",
+                  bench::size_name(bytes).c_str(), a.median, b.median,
+                  static_cast<double>(bytes) / a.median, ratio,
+                  bytes < (1 << 20) ? "-" : ratio >= 0.9 ? "pass" : "MISS");
+      auto key = prefix + ".s" + std::to_string(bytes);
+      rec.latency(key + ".step", a);
+      rec.latency(key + ".gloo", b);
+    }
+  }
+  // Small operations and their floor.
+  auto x = s->create_variable("x", tensor::scalar<float>(0),
+                              synchronization::on_write, aggregation::sum);
+  auto c = s->create_variable("c", tensor::scalar<float>(0),
+                              synchronization::on_read, aggregation::sum);
+  if (!x || !c)
+    return 1;
+  const int small_iters = quick ? 200 : 1000;
+  auto assign = bench::time_calls_us(small_iters, 20, [&] {
+    if (s->assign(*x, 1.0))
+      ++failures;
+  });
+  auto read = bench::time_calls_us(small_iters, 20, [&] {
+    if (!s->read(*c))
+      ++failures;
+  });
+  float one = 1;
+  auto gloo_small = bench::time_calls_us(small_iters, 20,
+                                         [&] { bare.all_reduce(&one, 1); });
+  // Bare CAF remote request/response: process 1 to an echo actor in
+  // process 0 (its port travels by a Gloo broadcast).
+  int32_t echo_port = 0;
+  caf::actor echo_actor;
+  if (rank == 0) {
+    echo_actor = sys.spawn(echo);
+    auto p = sys.middleman().publish(echo_actor, 0, "127.0.0.1");
+    echo_port = p ? *p : 0;
+  }
+  bare.broadcast(&echo_port, sizeof(echo_port), 0);
+  double caf_rtt[3] = {0, 0, 0}; // median, min, p99 measured by process 1
+  if (rank == 1 && echo_port != 0) {
+    auto remote = sys.middleman().remote_actor(
+      "127.0.0.1", static_cast<uint16_t>(echo_port));
+    if (remote) {
+      caf::scoped_actor self{sys};
+      auto st = bench::time_calls_us(small_iters, 20, [&] {
+        self->request(*remote, std::chrono::seconds(10), int32_t{1})
+          .receive([](int32_t) {}, [&](caf::error&) { ++failures; });
+      });
+      caf_rtt[0] = st.median;
+      caf_rtt[1] = st.min;
+      caf_rtt[2] = st.p99;
+    }
+  }
+  bare.broadcast(caf_rtt, sizeof(caf_rtt), 1);
+  if (rank == 0) {
+    caf::anon_send_exit(echo_actor, caf::exit_reason::user_shutdown);
+    const double floor = caf_rtt[0] + gloo_small.median;
+    std::printf("\nsmall operations (median us): bare CAF remote round trip "
+                "%.1f + one Gloo 4-byte allreduce %.1f = floor %.1f\n",
+                caf_rtt[0], gloo_small.median, floor);
+    std::printf("  cross-replica scalar assign %8.1f  %.2fx floor  %s\n",
+                assign.median, assign.median / floor,
+                assign.median <= 1.5 * floor ? "pass" : "MISS");
+    std::printf("  ON_READ sum scalar read     %8.1f  %.2fx floor  %s\n",
+                read.median, read.median / floor,
+                read.median <= 1.5 * floor ? "pass" : "MISS");
+    rec.latency(prefix + ".assign", assign);
+    rec.latency(prefix + ".read", read);
+    rec.latency(prefix + ".gloo_small", gloo_small);
+    bench::stats rtt;
+    rtt.median = caf_rtt[0];
+    rtt.min = caf_rtt[1];
+    rtt.p99 = caf_rtt[2];
+    rtt.n = static_cast<size_t>(small_iters);
+    rec.latency(prefix + ".caf_remote", rtt);
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  // A rank: process_strategy --rank R --size P --store X --rendezvous Y ...
+  if (argc >= 9 && std::string{argv[1]} == "--rank") {
+    int rank = std::atoi(argv[2]);
+    int size = std::atoi(argv[4]);
+    auto store_port = static_cast<uint16_t>(std::atoi(argv[6]));
+    auto strategy_port = static_cast<uint16_t>(std::atoi(argv[8]));
+    bool quick = false;
+    std::string json;
+    for (int i = 9; i < argc; ++i) {
+      std::string a = argv[i];
+      if (a == "--quick")
+        quick = true;
+      else if (a == "--json" && i + 1 < argc)
+        json = argv[++i];
+    }
+    return run_rank(rank, size, store_port, strategy_port, quick, json);
+  }
+  int processes = 2;
+  std::vector<std::string> passthrough;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--processes" && i + 1 < argc)
+      processes = std::atoi(argv[++i]);
+    else if (a == "--quick")
+      passthrough.push_back(a);
+    else if (a == "--json" && i + 1 < argc) {
+      passthrough.push_back(a);
+      passthrough.push_back(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: process_strategy [--quick] [--json FILE] "
+                           "[--processes N]\n");
+      return 2;
+    }
+  }
+  if (processes < 2) {
+    std::fprintf(stderr, "process_strategy: --processes must be >= 2\n");
+    return 2;
+  }
+  caf::actor_system_config cfg;
+  configure(cfg);
+  caf::actor_system sys{cfg};
+  auto store = spawn_rendezvous_store(sys);
+  auto port = sys.middleman().publish(store, 0, "127.0.0.1");
+  const int strategy_port = bench::free_loopback_port();
+  if (!port || strategy_port == 0) {
+    std::fprintf(stderr, "process_strategy: no ports\n");
+    return 1;
+  }
+  int rc = bench::run_ranks(processes, "process_strategy", [&](int r) {
+    std::vector<std::string> args{"--rank", std::to_string(r), "--size",
+                                  std::to_string(processes), "--store",
+                                  std::to_string(*port), "--rendezvous",
+                                  std::to_string(strategy_port)};
+    args.insert(args.end(), passthrough.begin(), passthrough.end());
+    return args;
+  });
+  caf::anon_send_exit(store, caf::exit_reason::user_shutdown);
+  return rc;
+}
