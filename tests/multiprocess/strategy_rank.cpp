@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -202,6 +203,28 @@ int desync(strategy& s) {
   must(s.run([&](replica_context& ctx) { must(ctx.assign_add(a, 1.0), "a"); }),
        "step after desync");
   check(floats(s, a)[0] == float(s.num_replicas()), "step after desync");
+  // A step that throws in the last process only: every process fails it
+  // with that process's error, and nothing is applied anywhere.
+  const int last = s.num_processes() - 1;
+  err = s.run([&](replica_context& ctx) {
+    must(ctx.assign_add(a, 1.0), "a");
+    if (s.process_rank() == last)
+      throw std::runtime_error("no data for this batch");
+  });
+  check(bool(err), "a step that throws in one process fails everywhere");
+  check(s.process_rank() == last
+          || message_of(err).find("process " + std::to_string(last))
+               != std::string::npos,
+        "the error names the process: " + message_of(err));
+  check(message_of(err).find("no data for this batch") != std::string::npos,
+        "the error carries the process's reason: " + message_of(err));
+  check(floats(s, a)[0] == float(s.num_replicas()),
+        "a step that threw in one process changed nothing");
+  // And the next step still works.
+  must(s.run([&](replica_context& ctx) { must(ctx.assign_add(a, 1.0), "a"); }),
+       "step after a failed step");
+  check(floats(s, a)[0] == float(2 * s.num_replicas()),
+        "step after a failed step");
   std::printf("process %d: %s\n", s.process_rank(), text.c_str());
   return failures == 0 ? 0 : 1;
 }
@@ -334,6 +357,8 @@ int main(int argc, char** argv) {
     opts.devices.push_back("cpu:" + std::to_string(i));
   opts.scheduler_threads = 2;
   opts.cluster = **cluster;
+  if (scenario == "desync") // a step that throws fails the step only
+    opts.step_exception = on_step_exception::fail_step;
   auto s = strategy::create(opts);
   if (scenario == "absent") {
     bool ok = !s && has_code(s.error(), errc::timeout)

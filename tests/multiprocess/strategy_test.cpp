@@ -57,7 +57,8 @@ TEST_CASE("multiprocess strategy: the rules across 4 processes x 1 replica") {
 }
 
 TEST_CASE("multiprocess strategy: processes that issue different steps get "
-          "mismatched_replica_updates naming both, and stay usable") {
+          "mismatched_replica_updates naming both, a step that throws in one "
+          "process fails on all, and the strategy stays usable") {
   auto r = run_strategy("desync", 2, 2, 20s);
   CHECK(r.exit_codes == std::vector<int>{0, 0});
 }

@@ -344,3 +344,52 @@ TEST_CASE("async all_reduce and batch_all_reduce: mirrored reductions") {
   REQUIRE_FALSE(bad);
   VS_CHECK_CODE(bad.error(), invalid_argument);
 }
+
+// -- one process: the process properties and all_values ----------------------------
+
+TEST_CASE("P1 in one process: every replica is local, all_values is "
+          "local_values, reduce of per-replica values is allowed") {
+  auto s = make_strategy(3);
+  CHECK(s.num_replicas() == 3);
+  CHECK(s.num_local_replicas() == 3);
+  CHECK(s.first_local_replica() == 0);
+  CHECK(s.process_rank() == 0);
+  CHECK(s.num_processes() == 1);
+  auto c = make_var(s, "c", tensor::scalar<int64_t>(0),
+                    synchronization::on_read, aggregation::sum);
+  VS_REQUIRE_OK(s.run([&](replica_context& ctx) {
+    VS_STEP_OK(ctx.assign(c, double(ctx.replica_id() * 10)));
+  }));
+  auto all = VS_VALUE(s.all_values(c));
+  auto local = VS_VALUE(s.local_values(c));
+  REQUIRE(all.size() == 3);
+  for (size_t r = 0; r < all.size(); ++r) {
+    CHECK(all[r].to_vector<int64_t>()[0] == int64_t(r) * 10);
+    CHECK(all[r].bitwise_equal(local[r]));
+  }
+  auto async_all = wait_for<std::vector<tensor>>(
+    [&](auto done) { s.async().all_values(c, std::move(done)); });
+  REQUIRE(async_all);
+  CHECK(async_all->size() == 3);
+  CHECK(s.reduce(reduce_op::sum, floats({{1}, {2}, {3}})));
+}
+
+TEST_CASE("P1 in one process: a cluster of one process is no cluster, and a "
+          "bad one is refused before anything starts") {
+  strategy_options opts;
+  opts.devices = {"cpu:0", "cpu:1"};
+  cluster_spec one; // world_size 1
+  opts.cluster = one;
+  auto s = strategy::create(opts);
+  REQUIRE(s);
+  CHECK(s->num_processes() == 1);
+  CHECK(s->num_replicas() == 2);
+  s->shutdown();
+  cluster_spec bad;
+  bad.world_size = 1;
+  bad.operation_timeout = std::chrono::milliseconds{0};
+  opts.cluster = bad;
+  auto refused = strategy::create(opts);
+  REQUIRE(!refused);
+  CHECK(has_code(refused.error(), errc::invalid_argument));
+}
