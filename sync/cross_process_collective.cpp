@@ -28,29 +28,7 @@ struct hasher {
   }
 };
 
-// What every process tells the others before data moves.
-struct agreement_record {
-  uint64_t fingerprint = 0;
-  uint32_t code = 0; // errc of a local failure, 0: ready
-  uint32_t reserved = 0;
-  char text[240] = {}; // the local error's message, else the description
-};
-static_assert(sizeof(agreement_record) == 256);
-
-// What every process tells the others after the reduction, before any
-// component changes.
-struct vote_record {
-  int32_t kind = 0; // vote_kind
-  int32_t item = -1;
-  int64_t element = -1;
-};
-
-enum vote_kind : int32_t {
-  vote_ok = 0,
-  vote_local_overflow, // the reduction over this process's replicas
-  vote_apply_overflow, // applying the result to a component here
-  vote_unequal,        // aggregation none: this process's value differs
-};
+using namespace cross_process_wire;
 
 void put_text(agreement_record& r, const std::string& s) {
   auto n = std::min(s.size(), sizeof(r.text) - 1);
@@ -83,6 +61,14 @@ caf::error agree(collective_plan& plan, process_group& group) {
   // A local failure first: this process's own error is the best one here.
   if (plan.local_error)
     return std::move(plan.local_error);
+  for (size_t r = 0; r < all.size(); ++r)
+    if (all[r].code > static_cast<uint32_t>(errc::overloaded))
+      return make_error(errc::replica_failed,
+                        "process " + std::to_string(r)
+                          + " sent an agreement record with the unknown "
+                            "error code "
+                          + std::to_string(all[r].code) + " for "
+                          + plan.description + "; nothing was changed");
   for (size_t r = 0; r < all.size(); ++r)
     if (all[r].code != 0)
       return make_error(static_cast<errc>(all[r].code),
@@ -303,8 +289,13 @@ caf::error run_cross_process(collective_plan& plan, process_group& group,
     auto& v = votes[r];
     if (v.kind == vote_ok)
       continue;
-    auto k = static_cast<size_t>(std::clamp<int32_t>(
-      v.item, 0, static_cast<int32_t>(plan.items.size()) - 1));
+    if (v.kind < vote_local_overflow || v.kind > vote_unequal || v.item < 0
+        || static_cast<size_t>(v.item) >= plan.items.size())
+      return make_error(errc::replica_failed,
+                        "process " + std::to_string(r)
+                          + " sent an invalid vote for " + plan.description
+                          + "; nothing was changed");
+    auto k = static_cast<size_t>(v.item);
     auto& item = plan.items[k];
     auto where = "variable " + item_name(plan, k) + " (" + plan.description
                  + "): ";

@@ -20,6 +20,35 @@
 
 namespace varsync {
 
+/// What the processes exchange through the group besides the data: the
+/// agreement before any data moves, the vote before any component
+/// changes. Fixed-size and checked on receipt (a record a process cannot
+/// have meant fails the operation with replica_failed).
+namespace cross_process_wire {
+
+struct agreement_record {
+  uint64_t fingerprint = 0;
+  uint32_t code = 0; // errc of a local failure, 0: ready
+  uint32_t reserved = 0;
+  char text[240] = {}; // the local error's message, else the description
+};
+static_assert(sizeof(agreement_record) == 256);
+
+struct vote_record {
+  int32_t kind = 0; // vote_kind
+  int32_t item = -1;
+  int64_t element = -1;
+};
+
+enum vote_kind : int32_t {
+  vote_ok = 0,
+  vote_local_overflow, // the reduction over this process's replicas
+  vote_apply_overflow, // applying the result to a component here
+  vote_unequal,        // aggregation none: this process's value differs
+};
+
+} // namespace cross_process_wire
+
 /// Runs `plan` across the group (`replicas_per_rank`: the replicas of each
 /// process, in rank order). The
 /// plan's local_error, or an empty item list, makes it an agreement round

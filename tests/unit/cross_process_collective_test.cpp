@@ -1,0 +1,222 @@
+// The collective across processes against a scripted process group: what
+// the other process "sends" is written by the test, so that disagreement,
+// failures elsewhere and hostile records are checked without processes.
+// This process is rank 0 of 2 with one replica; the other process's data
+// contributions are zeros (its all-reduce share) unless scripted.
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <deque>
+#include <vector>
+
+#include "sync/cross_process_collective.hpp"
+#include "varsync/error.hpp"
+
+using namespace varsync;
+using namespace varsync::cross_process_wire;
+
+namespace {
+
+struct scripted_group : process_group {
+  // What rank 1 contributes to the next all_gathers, in order.
+  std::deque<std::vector<std::byte>> peer;
+  int gathers = 0;
+
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string describe() const override { return "scripted"; }
+  caf::error all_reduce(reduce_op, dtype, void*, int64_t) override {
+    return {}; // rank 1 adds zeros
+  }
+  caf::error broadcast(void*, size_t, int) override { return {}; }
+  caf::error all_gather(const void* in, void* out, size_t bytes) override {
+    ++gathers;
+    std::memcpy(out, in, bytes);
+    auto* second = static_cast<std::byte*>(out) + bytes;
+    if (peer.empty()) { // rank 1 agrees: it sends what rank 0 sent
+      std::memcpy(second, in, bytes);
+      return {};
+    }
+    auto next = std::move(peer.front());
+    peer.pop_front();
+    REQUIRE(next.size() == bytes);
+    std::memcpy(second, next.data(), bytes);
+    return {};
+  }
+};
+
+template <class T>
+std::vector<std::byte> bytes_of(const T& x) {
+  std::vector<std::byte> out(sizeof(T));
+  std::memcpy(out.data(), &x, sizeof(T));
+  return out;
+}
+
+// A step plan: one float32 sum item adding to this process's component.
+struct step_fixture {
+  float contribution[3] = {1, 2, 3};
+  float component[3] = {10, 10, 10};
+  collective_plan plan;
+
+  step_fixture() {
+    plan.num_replicas = 1;
+    plan.cross_process = true;
+    plan.total_replicas = 2;
+    plan.description = "step: 'w' assign_add";
+    auto& item = plan.add_item();
+    item.name = "w";
+    item.type = dtype::float32;
+    item.count = 3;
+    item.rop = reduce_op::sum;
+    item.uop = update_op::assign_add;
+    item.source = collective_source::contributions;
+    item.target = collective_target::components;
+    item.inputs[0] = contribution;
+    item.components[0] = component;
+  }
+
+  bool unchanged() const {
+    return component[0] == 10 && component[1] == 10 && component[2] == 10;
+  }
+};
+
+} // namespace
+
+TEST_CASE("cross-process collective: agreed, reduced, applied") {
+  step_fixture f;
+  scripted_group g;
+  REQUIRE(!run_cross_process(f.plan, g, {1, 1}));
+  CHECK(f.component[0] == 11);
+  CHECK(f.component[2] == 13);
+  CHECK(g.gathers == 1); // floating sums need no vote round
+}
+
+TEST_CASE("cross-process collective: another operation elsewhere is "
+          "mismatched_replica_updates naming the process, nothing applied") {
+  step_fixture f;
+  scripted_group g;
+  agreement_record other;
+  other.fingerprint = fingerprint_of(f.plan) + 1;
+  std::strcpy(other.text, "step: 'b' assign_add");
+  g.peer.push_back(bytes_of(other));
+  auto err = run_cross_process(f.plan, g, {1, 1});
+  CHECK(has_code(err, errc::mismatched_replica_updates));
+  CHECK(message_of(err).find("process 1 issued step: 'b'")
+        != std::string::npos);
+  CHECK(f.unchanged());
+}
+
+TEST_CASE("cross-process collective: a failure elsewhere fails it here with "
+          "that process's code and reason") {
+  step_fixture f;
+  scripted_group g;
+  agreement_record other;
+  other.fingerprint = fingerprint_of(f.plan);
+  other.code = static_cast<uint32_t>(errc::timeout);
+  std::strcpy(other.text, "the step took too long");
+  g.peer.push_back(bytes_of(other));
+  auto err = run_cross_process(f.plan, g, {1, 1});
+  CHECK(has_code(err, errc::timeout));
+  CHECK(message_of(err).find("process 1") != std::string::npos);
+  CHECK(message_of(err).find("the step took too long") != std::string::npos);
+  CHECK(f.unchanged());
+}
+
+TEST_CASE("cross-process collective: hostile records fail cleanly") {
+  SECTION("an unknown error code") {
+    step_fixture f;
+    scripted_group g;
+    agreement_record other;
+    other.code = 250;
+    g.peer.push_back(bytes_of(other));
+    auto err = run_cross_process(f.plan, g, {1, 1});
+    CHECK(has_code(err, errc::replica_failed));
+    CHECK(message_of(err).find("unknown error code 250") != std::string::npos);
+    CHECK(f.unchanged());
+  }
+  SECTION("text without a terminating NUL") {
+    step_fixture f;
+    scripted_group g;
+    agreement_record other;
+    other.fingerprint = fingerprint_of(f.plan) ^ 1;
+    std::memset(other.text, 'x', sizeof(other.text));
+    g.peer.push_back(bytes_of(other));
+    auto err = run_cross_process(f.plan, g, {1, 1});
+    CHECK(has_code(err, errc::mismatched_replica_updates));
+    CHECK(f.unchanged());
+  }
+  SECTION("an invalid vote") {
+    // Integers take a vote round: rank 1 votes with an item out of range.
+    int32_t contribution = 1;
+    int32_t component = 5;
+    collective_plan plan;
+    plan.num_replicas = 1;
+    plan.cross_process = true;
+    plan.total_replicas = 2;
+    plan.description = "step: 'n' assign_add";
+    auto& item = plan.add_item();
+    item.name = "n";
+    item.type = dtype::int32;
+    item.count = 1;
+    item.uop = update_op::assign_add;
+    item.target = collective_target::components;
+    item.inputs[0] = &contribution;
+    item.components[0] = &component;
+    scripted_group g;
+    agreement_record same;
+    same.fingerprint = fingerprint_of(plan);
+    g.peer.push_back(bytes_of(same));
+    vote_record bad;
+    bad.kind = vote_unequal;
+    bad.item = 7;
+    g.peer.push_back(bytes_of(bad));
+    auto err = run_cross_process(plan, g, {1, 1});
+    CHECK(has_code(err, errc::replica_failed));
+    CHECK(message_of(err).find("invalid vote") != std::string::npos);
+    CHECK(component == 5);
+  }
+}
+
+TEST_CASE("cross-process collective: an overflow voted elsewhere stops every "
+          "process before any component changes") {
+  int32_t contribution = 1;
+  int32_t component = 5;
+  collective_plan plan;
+  plan.num_replicas = 1;
+  plan.cross_process = true;
+  plan.total_replicas = 2;
+  plan.description = "step: 'n' assign_add";
+  auto& item = plan.add_item();
+  item.name = "n";
+  item.type = dtype::int32;
+  item.count = 1;
+  item.uop = update_op::assign_add;
+  item.target = collective_target::components;
+  item.inputs[0] = &contribution;
+  item.components[0] = &component;
+  scripted_group g;
+  agreement_record same;
+  same.fingerprint = fingerprint_of(plan);
+  g.peer.push_back(bytes_of(same));
+  vote_record overflow;
+  overflow.kind = vote_apply_overflow;
+  overflow.item = 0;
+  overflow.element = 0;
+  g.peer.push_back(bytes_of(overflow));
+  auto err = run_cross_process(plan, g, {1, 1});
+  CHECK(has_code(err, errc::overflow));
+  CHECK(message_of(err).find("process 1") != std::string::npos);
+  CHECK(component == 5);
+}
+
+TEST_CASE("cross-process collective: a local failure still takes part and "
+          "returns its own error") {
+  step_fixture f;
+  f.plan.items.clear();
+  f.plan.local_error = make_error(errc::invalid_argument, "bad value here");
+  scripted_group g;
+  auto err = run_cross_process(f.plan, g, {1, 1});
+  CHECK(has_code(err, errc::invalid_argument));
+  CHECK(g.gathers == 1);
+}
