@@ -41,8 +41,14 @@ std::string item_name(const collective_plan& plan, size_t k) {
   return name.empty() ? "item " + std::to_string(k) : "'" + name + "'";
 }
 
-caf::error agree(collective_plan& plan, process_group& group) {
-  agreement_record mine;
+caf::error agree(collective_plan& plan, process_group& group,
+                 const std::vector<std::byte>& payload,
+                 std::vector<agreement_message>& all) {
+  agreement_message mine_msg{};
+  auto& mine = mine_msg.record;
+  if (!payload.empty())
+    std::memcpy(mine_msg.payload, payload.data(),
+                std::min(payload.size(), small_payload_limit));
   mine.fingerprint = fingerprint_of(plan);
   if (plan.local_error) {
     auto code = code_of(plan.local_error);
@@ -53,34 +59,39 @@ caf::error agree(collective_plan& plan, process_group& group) {
   } else {
     put_text(mine, plan.description);
   }
-  std::vector<agreement_record> all(static_cast<size_t>(group.size()));
-  if (auto err = group.all_gather(&mine, all.data(), sizeof(mine)))
+  std::vector<agreement_message> msgs(static_cast<size_t>(group.size()));
+  if (auto err = group.all_gather(&mine_msg, msgs.data(), sizeof(mine_msg)))
     return err;
-  for (size_t r = 0; r < all.size(); ++r)
-    all[r].text[sizeof(all[r].text) - 1] = '\0';
+  all = std::move(msgs);
+  std::vector<agreement_record*> recs;
+  for (auto& m : all) {
+    m.record.text[sizeof(m.record.text) - 1] = '\0';
+    recs.push_back(&m.record);
+  }
+  auto at = [&recs](size_t r) -> agreement_record& { return *recs[r]; };
   // A local failure first: this process's own error is the best one here.
   if (plan.local_error)
     return std::move(plan.local_error);
-  for (size_t r = 0; r < all.size(); ++r)
-    if (all[r].code > static_cast<uint32_t>(errc::overloaded))
+  for (size_t r = 0; r < recs.size(); ++r)
+    if (at(r).code > static_cast<uint32_t>(errc::overloaded))
       return make_error(errc::replica_failed,
                         "process " + std::to_string(r)
                           + " sent an agreement record with the unknown "
                             "error code "
-                          + std::to_string(all[r].code) + " for "
+                          + std::to_string(at(r).code) + " for "
                           + plan.description + "; nothing was changed");
-  for (size_t r = 0; r < all.size(); ++r)
-    if (all[r].code != 0)
-      return make_error(static_cast<errc>(all[r].code),
+  for (size_t r = 0; r < recs.size(); ++r)
+    if (at(r).code != 0)
+      return make_error(static_cast<errc>(at(r).code),
                         "process " + std::to_string(r) + " failed "
-                          + plan.description + ": " + all[r].text
+                          + plan.description + ": " + at(r).text
                           + "; nothing was changed");
-  for (size_t r = 0; r < all.size(); ++r)
-    if (all[r].fingerprint != all[0].fingerprint)
+  for (size_t r = 0; r < recs.size(); ++r)
+    if (at(r).fingerprint != at(0).fingerprint)
       return make_error(errc::mismatched_replica_updates,
                         "the processes issued different operations: process "
-                          + std::to_string(r) + " issued " + all[r].text
-                          + " while process 0 issued " + all[0].text
+                          + std::to_string(r) + " issued " + at(r).text
+                          + " while process 0 issued " + at(0).text
                           + "; nothing was changed");
   return {};
 }
@@ -103,6 +114,50 @@ caf::error apply_results(collective_plan& plan,
                          0, item.count);
   }
   return {};
+}
+
+// The small path's second half: combine the processes' partial results
+// (in rank order) and apply them.
+caf::error finish_small(collective_plan& plan,
+                        std::vector<agreement_message>& all,
+                        const std::vector<size_t>& offset,
+                        int total_replicas) {
+  std::vector<std::vector<std::byte>> ys(plan.items.size());
+  std::vector<std::byte*> result(plan.items.size());
+  std::vector<const void*> parts(all.size());
+  for (size_t k = 0; k < plan.items.size(); ++k) {
+    auto& item = plan.items[k];
+    const auto bytes = static_cast<size_t>(item.count) * size_of(item.type);
+    for (size_t r = 0; r < all.size(); ++r)
+      parts[r] = all[r].payload + offset[k];
+    auto& y = ys[k];
+    y.resize(bytes);
+    if (item.first_only || item.require_equal) {
+      if (item.require_equal)
+        for (size_t r = 1; r < all.size(); ++r)
+          if (!host::bitwise_equal(parts[r], parts[0], bytes))
+            return make_error(
+              errc::aggregation_required,
+              "variable " + item_name(plan, k) + " (" + plan.description
+                + "): aggregation none needs equal values from every "
+                  "replica, but process "
+                + std::to_string(r)
+                + "'s differ from process 0's; give the variable an "
+                  "aggregation or contribute equal values. Nothing was "
+                  "changed");
+      if (bytes > 0)
+        std::memcpy(y.data(), parts[0], bytes);
+    } else {
+      const auto combine = item.rop == reduce_op::mean ? reduce_op::sum
+                                                       : item.rop;
+      host::reduce(combine, item.type, y.data(), parts, 0, item.count);
+      if (item.rop == reduce_op::mean)
+        host::split_assign(item.type, y.data(), y.data(), 0, item.count, 0,
+                           total_replicas);
+    }
+    result[k] = y.data();
+  }
+  return apply_results(plan, result);
 }
 
 } // namespace
@@ -144,12 +199,47 @@ uint64_t fingerprint_of(const collective_plan& plan) {
 
 caf::error run_cross_process(collective_plan& plan, process_group& group,
                              const std::vector<int>& replicas_per_rank) {
-  if (auto err = agree(plan, group))
-    return err;
   int total_replicas = 0;
   for (auto n : replicas_per_rank)
     total_replicas += n;
   const auto slots = static_cast<size_t>(plan.num_replicas);
+  // Small floating plans take one round: each process's partial results
+  // travel with its agreement record and every process combines them in
+  // rank order (the same bits everywhere). The choice depends on the plan
+  // only, so processes that agree choose alike.
+  bool small = !plan.local_error && !plan.items.empty();
+  size_t payload_bytes = 0;
+  std::vector<size_t> offset(plan.items.size());
+  for (size_t k = 0; k < plan.items.size(); ++k) {
+    auto& item = plan.items[k];
+    small = small && is_floating(item.type) && !item.gather;
+    offset[k] = payload_bytes;
+    payload_bytes += static_cast<size_t>(item.count) * size_of(item.type);
+  }
+  small = small && payload_bytes <= small_payload_limit;
+  std::vector<std::byte> payload;
+  if (small) {
+    payload.resize(payload_bytes);
+    for (size_t k = 0; k < plan.items.size(); ++k) {
+      auto& item = plan.items[k];
+      auto* y = payload.data() + offset[k];
+      std::span<const void* const> inputs{item.inputs.data(), slots};
+      if (item.first_only || item.require_equal) {
+        if (item.count > 0)
+          std::memcpy(y, inputs[0],
+                      static_cast<size_t>(item.count) * size_of(item.type));
+      } else {
+        const auto combine = item.rop == reduce_op::mean ? reduce_op::sum
+                                                         : item.rop;
+        host::reduce(combine, item.type, y, inputs, 0, item.count);
+      }
+    }
+  }
+  std::vector<agreement_message> all;
+  if (auto err = agree(plan, group, payload, all))
+    return err;
+  if (small)
+    return finish_small(plan, all, offset, total_replicas);
   const size_t n_items = plan.items.size();
   // Every item's result lives in a buffer until every process has voted.
   // Items reduced with the same dtype and operation share one buffer, so

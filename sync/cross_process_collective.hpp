@@ -9,6 +9,7 @@
 // any data moves. Blocking (the group's calls): run from the process
 // collective actor's own thread.
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -45,6 +46,17 @@ enum vote_kind : int32_t {
   vote_local_overflow, // the reduction over this process's replicas
   vote_apply_overflow, // applying the result to a component here
   vote_unequal,        // aggregation none: this process's value differs
+};
+
+/// The agreement round's message: the record, followed by a fixed-size
+/// payload area that small floating plans fill with this process's partial
+/// results (one round instead of two), so that the round has the same size
+/// on every process whatever each one issued.
+constexpr size_t small_payload_limit = 4096;
+
+struct agreement_message {
+  agreement_record record;
+  std::byte payload[small_payload_limit];
 };
 
 } // namespace cross_process_wire

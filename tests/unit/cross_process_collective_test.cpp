@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <vector>
 
 #include "sync/cross_process_collective.hpp"
@@ -53,6 +54,17 @@ std::vector<std::byte> bytes_of(const T& x) {
   return out;
 }
 
+// The agreement round carries a record and a payload area.
+std::vector<std::byte> agreement_bytes(const agreement_record& r,
+                                       const void* payload = nullptr,
+                                       size_t bytes = 0) {
+  auto m = std::make_unique<agreement_message>();
+  m->record = r;
+  if (payload != nullptr)
+    std::memcpy(m->payload, payload, bytes);
+  return bytes_of(*m);
+}
+
 // A step plan: one float32 sum item adding to this process's component.
 struct step_fixture {
   float contribution[3] = {1, 2, 3};
@@ -83,13 +95,35 @@ struct step_fixture {
 
 } // namespace
 
-TEST_CASE("cross-process collective: agreed, reduced, applied") {
+TEST_CASE("cross-process collective: a small floating step is agreed, "
+          "reduced and applied in one round") {
   step_fixture f;
   scripted_group g;
+  // Process 1 agrees and contributes 100, 200, 300.
+  agreement_record same;
+  same.fingerprint = fingerprint_of(f.plan);
+  float theirs[3] = {100, 200, 300};
+  g.peer.push_back(agreement_bytes(same, theirs, sizeof(theirs)));
   REQUIRE(!run_cross_process(f.plan, g, {1, 1}));
-  CHECK(f.component[0] == 11);
-  CHECK(f.component[2] == 13);
-  CHECK(g.gathers == 1); // floating sums need no vote round
+  CHECK(f.component[0] == 111);
+  CHECK(f.component[2] == 313);
+  CHECK(g.gathers == 1);
+}
+
+TEST_CASE("cross-process collective: aggregation none with another value in "
+          "another process is aggregation_required, nothing applied") {
+  step_fixture f;
+  f.plan.items[0].require_equal = true;
+  f.plan.items[0].uop = update_op::assign;
+  scripted_group g;
+  agreement_record same;
+  same.fingerprint = fingerprint_of(f.plan);
+  float theirs[3] = {1, 2, 4};
+  g.peer.push_back(agreement_bytes(same, theirs, sizeof(theirs)));
+  auto err = run_cross_process(f.plan, g, {1, 1});
+  CHECK(has_code(err, errc::aggregation_required));
+  CHECK(message_of(err).find("process 1") != std::string::npos);
+  CHECK(f.unchanged());
 }
 
 TEST_CASE("cross-process collective: another operation elsewhere is "
@@ -99,7 +133,7 @@ TEST_CASE("cross-process collective: another operation elsewhere is "
   agreement_record other;
   other.fingerprint = fingerprint_of(f.plan) + 1;
   std::strcpy(other.text, "step: 'b' assign_add");
-  g.peer.push_back(bytes_of(other));
+  g.peer.push_back(agreement_bytes(other));
   auto err = run_cross_process(f.plan, g, {1, 1});
   CHECK(has_code(err, errc::mismatched_replica_updates));
   CHECK(message_of(err).find("process 1 issued step: 'b'")
@@ -115,7 +149,7 @@ TEST_CASE("cross-process collective: a failure elsewhere fails it here with "
   other.fingerprint = fingerprint_of(f.plan);
   other.code = static_cast<uint32_t>(errc::timeout);
   std::strcpy(other.text, "the step took too long");
-  g.peer.push_back(bytes_of(other));
+  g.peer.push_back(agreement_bytes(other));
   auto err = run_cross_process(f.plan, g, {1, 1});
   CHECK(has_code(err, errc::timeout));
   CHECK(message_of(err).find("process 1") != std::string::npos);
@@ -129,7 +163,7 @@ TEST_CASE("cross-process collective: hostile records fail cleanly") {
     scripted_group g;
     agreement_record other;
     other.code = 250;
-    g.peer.push_back(bytes_of(other));
+    g.peer.push_back(agreement_bytes(other));
     auto err = run_cross_process(f.plan, g, {1, 1});
     CHECK(has_code(err, errc::replica_failed));
     CHECK(message_of(err).find("unknown error code 250") != std::string::npos);
@@ -141,7 +175,7 @@ TEST_CASE("cross-process collective: hostile records fail cleanly") {
     agreement_record other;
     other.fingerprint = fingerprint_of(f.plan) ^ 1;
     std::memset(other.text, 'x', sizeof(other.text));
-    g.peer.push_back(bytes_of(other));
+    g.peer.push_back(agreement_bytes(other));
     auto err = run_cross_process(f.plan, g, {1, 1});
     CHECK(has_code(err, errc::mismatched_replica_updates));
     CHECK(f.unchanged());
@@ -166,7 +200,7 @@ TEST_CASE("cross-process collective: hostile records fail cleanly") {
     scripted_group g;
     agreement_record same;
     same.fingerprint = fingerprint_of(plan);
-    g.peer.push_back(bytes_of(same));
+    g.peer.push_back(agreement_bytes(same));
     vote_record bad;
     bad.kind = vote_unequal;
     bad.item = 7;
@@ -198,7 +232,7 @@ TEST_CASE("cross-process collective: an overflow voted elsewhere stops every "
   scripted_group g;
   agreement_record same;
   same.fingerprint = fingerprint_of(plan);
-  g.peer.push_back(bytes_of(same));
+  g.peer.push_back(agreement_bytes(same));
   vote_record overflow;
   overflow.kind = vote_apply_overflow;
   overflow.item = 0;
