@@ -452,7 +452,7 @@ def build(t):
               "(bench/process_strategy); a step contributing S bytes of "
               "float32 to an ON_WRITE SUM variable (agreement, all-reduce, "
               "apply), ratio = varsync time / peer time")
-    for p in (2,):
+    for p in (2, 4):
         for s in (4096, 65536, 1 << 20, 4 << 20, 16 << 20, 64 << 20):
             rec = t.get("processes.p%d.s%d.step" % (p, s))
             gloo = t.get("processes.p%d.s%d.gloo" % (p, s))
@@ -484,8 +484,9 @@ def build(t):
                   "bare CAF remote round trip + one Gloo 4-byte allreduce",
                   "n/a" if floor is None else fmt_time(floor * 1e-6),
                   ratio_of(v(rec), floor),
-                  target=("<=", 1.5, "P-bench %s within 1.5x of a CAF "
-                          "remote round trip plus one Gloo latency" % text),
+                  target=("<=", 1.5, "P-bench %s, %d processes, within 1.5x "
+                          "of a CAF remote round trip plus one Gloo latency"
+                          % (text, p)),
                   key="processes.p%d.%s" % (p, op))
 
 

@@ -133,7 +133,7 @@ fi
 # -- run ----------------------------------------------------------------------------
 load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
 step=0
-steps=$((11 + have_mpi * 2 + have_tf * 2))
+steps=$((12 + have_mpi * 2 + have_tf * 2))
 [[ $quick -eq 1 ]] && steps=$((steps - 2))
 run() { # run <name> <timeout s> <command...>: stdout/stderr to raw/<name>.log
   local name="$1" limit="$2"
@@ -196,14 +196,16 @@ run local_updates 240 "$bin/local_updates" "${quick_flag[@]}" \
 run scale 240 "$bin/scale" "${quick_flag[@]}" --json "$json/scale.jsonl"
 run overload 120 "$bin/overload" "${quick_flag[@]}" \
   --json "$json/overload.jsonl"
-# Across processes (built with Gloo): 2 processes on loopback.
-if [[ " ${targets[*]} " == *" process_strategy "* ]]; then
-  run process_strategy 420 "$bin/process_strategy" "${quick_flag[@]}" \
-    --processes 2 --json "$json/processes.jsonl"
-else
-  step=$((step + 1))
-  echo "bench.sh: [$step/$steps] process_strategy       skipped (no Gloo)"
-fi
+# Across processes (built with Gloo): 2 and 4 processes on loopback.
+for n in 2 4; do
+  if [[ " ${targets[*]} " == *" process_strategy "* ]]; then
+    run "process_strategy.p$n" 420 "$bin/process_strategy" "${quick_flag[@]}" \
+      --processes "$n" --json "$json/processes.p$n.jsonl"
+  else
+    step=$((step + 1))
+    echo "bench.sh: [$step/$steps] process_strategy.p$n    skipped (no Gloo)"
+  fi
+done
 load_end="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 # -- report -------------------------------------------------------------------------

@@ -180,6 +180,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (mode == "die") {
+    // One collective first: a rank's join returns once its own connections
+    // are up, possibly before its peers finished theirs.
+    float ready = 1;
+    if (auto err = (*group)->all_reduce(reduce_op::sum, dtype::float32,
+                                        &ready, 1)) {
+      std::fprintf(stderr, "rank %d: first all_reduce: %s\n", rank,
+                   describe(err).c_str());
+      return 1;
+    }
     if (rank == size - 1)
       std::_Exit(0); // gone without a word, like a killed process
     float x[256] = {};

@@ -1,0 +1,119 @@
+// A replica's part of a collective: enter (publish pointers, votes, overflow checks), leave, and the operations deferred while quiesced.
+
+#include "actors/replica_state.hpp"
+
+namespace varsync::replica_internal {
+
+caf::expected<int64_t> replica_state::enter(collective_plan& plan) {
+  quiesced_ = true;
+  auto rank = static_cast<size_t>(slot());
+  if (rank < plan.ready_events.size())
+    plan.ready_events[rank] = device_->step_done_event();
+  int64_t mismatch = -1;
+  for (size_t i = 0; i < plan.items.size(); ++i) {
+    auto& item = plan.items[i];
+    bool uses_component = item.source == collective_source::components
+                          || item.target == collective_target::components;
+    if (uses_component) {
+      auto c = find(item.variable_id);
+      if (!c)
+        return std::move(c.error());
+      if (item.source == collective_source::components)
+        item.inputs[rank] = (*c)->data;
+      if (item.target == collective_target::components)
+        item.components[rank] = (*c)->data;
+    }
+    if (rank < item.staged.size() && item.staged[rank] != 0)
+      if (auto err = publish_staged(item, rank))
+        return err;
+    if (item.require_equal && mismatch < 0 && !inputs_equal(item, slot()))
+      mismatch = static_cast<int64_t>(i);
+  }
+  // V4: every replica checks its own component before any worker writes,
+  // so an integer overflow anywhere fails the collective with nothing
+  // changed. A device component is copied to the host for the check
+  // (integer items only). Across processes the collective checks once the
+  // reduction is global (sync/cross_process_collective.hpp).
+  if (mismatch < 0 && !plan.cross_process) {
+    caf::error copy_failed;
+    std::vector<tensor> copies; // device components only
+    auto component_of = [&](const collective_item& item) -> const void* {
+      if (host_memory_)
+        return item.components[rank];
+      auto c = host_copy(item.components[rank], item.type, item.count, true);
+      if (!c) {
+        copy_failed = std::move(c.error());
+        return nullptr;
+      }
+      copies.push_back(std::move(c->first));
+      return c->second;
+    };
+    auto k = enter_overflow(plan, component_of);
+    if (copy_failed)
+      return copy_failed;
+    if (k >= 0) {
+      auto& item = plan.items[static_cast<size_t>(k)];
+      auto c = find(item.variable_id);
+      std::span<const void* const> inputs{item.inputs};
+      if (item.first_only)
+        inputs = inputs.first(1);
+      auto at = host::first_overflow(item.rop, item.uop, item.type, inputs,
+                                     component_of(item), 0, item.count);
+      return make_error(errc::overflow,
+                        "variable '" + (c ? (*c)->info.name : std::string{"?"})
+                          + "': " + std::string{to_string(item.uop)}
+                          + " overflows " + std::string{to_string(item.type)}
+                          + " at element " + std::to_string(at)
+                          + " on replica " + std::to_string(cfg_.rank)
+                          + "; nothing was applied");
+    }
+  }
+  return mismatch;
+}
+
+caf::error replica_state::publish_staged(collective_item& item, size_t rank) {
+  auto i = staged_.find(item.staged[rank]);
+  const size_t nbytes = static_cast<size_t>(item.count) * size_of(item.type);
+  if (i == staged_.end() || !i->second.recorded || host_memory_
+      || i->second.nbytes != nbytes || item.require_equal
+      || !is_floating(item.type)
+      || item.source != collective_source::contributions)
+    return make_error(errc::invalid_argument,
+                      "replica " + std::to_string(cfg_.rank)
+                        + ": the collective names staging buffer #"
+                        + std::to_string(item.staged[rank])
+                        + ", which this replica did not record for an item "
+                          "of that size and kind");
+  item.inputs[rank] = i->second.data;
+  return {};
+}
+
+void replica_state::leave() {
+  quiesced_ = false;
+  if (resume_pending_)
+    return; // an injected delay releases the deferred operations
+  drain();
+}
+
+void replica_state::drain() {
+  while (!quiesced_ && !deferred_.empty()) {
+    auto next = std::move(deferred_.front());
+    deferred_.pop_front();
+    next();
+  }
+}
+
+void replica_state::resume() {
+  resume_pending_ = false;
+  if (quiesced_ || deferred_.empty())
+    return;
+  auto next = std::move(deferred_.front());
+  deferred_.pop_front();
+  next();
+  if (!deferred_.empty()) {
+    resume_pending_ = true;
+    self_->delayed_send(self_, injected_delay(), resume_atom::value);
+  }
+}
+
+} // namespace varsync::replica_internal

@@ -1,0 +1,275 @@
+#pragma once
+// The state of one replica actor (actors/replica_actor.hpp): its components,
+// the replica-step access, local operations and its part of collectives.
+// Internal to the actors layer; the definitions are split by concern:
+//   replica_components.cpp  components, local operations, faults, admission
+//   replica_steps.cpp       replica steps and the device staging buffers
+//   replica_collective.cpp  enter, leave and the quiesced queue
+//   replica_actor.cpp       the message interface and spawning
+
+#include "actors/replica_actor.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/actor_thread.hpp"
+#include "varsync/error.hpp"
+#include "core/logging.hpp"
+#include "devices/device.hpp"
+#include "devices/host_kernels.hpp"
+#include "sync/allreduce_one_pass.hpp"
+#include "sync/collective_plan.hpp"
+#include "sync/sync_policy.hpp"
+#include "varsync/replica_context.hpp"
+
+namespace varsync::replica_internal {
+
+inline size_t nbytes_of(const variable_info& info) {
+  return static_cast<size_t>(element_count(info.shape)) * size_of(info.type);
+}
+
+/// One ON_WRITE contribution kept in the replica's device memory.
+struct staging_buffer {
+  void* data = nullptr;
+  size_t nbytes = 0;
+  uint64_t step = 0;     // the coordinator's number of the step that made it
+  uint64_t variable = 0; // the variable it was handed out for (0: a copy)
+  bool recorded = false; // passed to update_from_device
+  tensor host;           // host replicas: the buffer
+};
+
+struct component {
+  variable_info info;
+  const sync_policy* policy = nullptr;
+  void* data = nullptr;
+};
+class replica_state final : public detail::replica_access {
+public:
+  using self_pointer = replica_actor::pointer;
+
+  replica_state(self_pointer self, replica_config cfg,
+                std::unique_ptr<varsync::device> dev)
+    : self_(self), cfg_(cfg), device_(std::move(dev)),
+      host_memory_(device_->host_accessible()) {
+    if (!cfg_.local_adds_dropped)
+      cfg_.local_adds_dropped = std::make_shared<std::atomic<uint64_t>>(0);
+  }
+
+  ~replica_state() override {
+    for (auto& [id, c] : components_)
+      device_->release(c.data);
+    for (auto& [id, b] : staged_)
+      if (b.host.size() == 0 && b.data != nullptr)
+        device_->release(b.data);
+  }
+
+  replica_actor::behavior_type make_behavior();
+  /// An error unless the current message comes from the coordinator.
+  caf::error refuse_unless_coordinator(const char* what) const;
+
+  // -- replica_access (replica steps) ----------------------------------------
+
+  int replica_id() const override { return cfg_.rank; }
+  int num_replicas() const override { return cfg_.num_replicas; }
+  device_id device() const override { return cfg_.device; }
+
+  caf::expected<tensor_view> read(const variable_info& v) override;
+
+  caf::expected<device_view> device_pointer(const variable_info& v) override;
+
+  stream_handle stream() const override {
+    return stream_handle{device_->native_stream()};
+  }
+
+  caf::error update_from_device(const variable_info& v, update_op op,
+                                const void* data) override;
+
+  caf::expected<device_view>
+  contribution_buffer(const variable_info& v) override;
+
+  caf::error update(const variable_info& v, update_op op,
+                    const tensor& value) override;
+
+  caf::error update_scalar(const variable_info& v, update_op op,
+                           double value) override;
+
+private:
+  caf::expected<component*> find(uint64_t id, const std::string& name = {});
+
+  /// An ON_WRITE contribution in this device's memory. Floating variables
+  /// with an aggregation keep it on the device (a staging buffer the
+  /// collective reads at enter); the others are checked on the host (V4's
+  /// overflow check, W4's equality), so their value is copied there.
+  caf::error contribute_from_device(component& comp, update_op op,
+                                    const void* data);
+
+  /// The buffer this step got from contribution_buffer at `data` and has not
+  /// passed to update_from_device yet, or staged_.end().
+  std::unordered_map<uint64_t, staging_buffer>::iterator
+  unrecorded_buffer(const void* data);
+
+  void release_buffer(staging_buffer& b);
+
+  /// Releases the staging buffers of `step`: all of them, or only those the
+  /// step did not record (at the end of a step whose report goes out).
+  void release_step_buffers(uint64_t step, bool recorded_too);
+
+  // V4: an integer update that does not fit the dtype changes nothing.
+  // `y` is host memory unless `y_on_device`; device components (and device
+  // values) are copied to the host for the check: integer variables only.
+  caf::error check_overflow(const component& comp, update_op op, const void* y,
+                            bool y_on_device = false) const;
+
+  /// `data` readable by host code: itself, or a host copy of device memory
+  /// (the tensor keeps the copy alive).
+  caf::expected<std::pair<tensor, const void*>>
+  host_copy(const void* data, dtype type, int64_t n, bool on_device) const;
+
+  caf::error record_failure(caf::error err);
+
+  enum class fault_outcome { none, delay, failed };
+
+  // Test support: counts operations and applies injected faults.
+  fault_outcome inject_faults();
+
+  caf::error failed_error() const;
+
+  std::chrono::milliseconds injected_delay() const;
+
+  // A local request that would wait behind max_deferred operations is
+  // refused (V3): a bound actor cannot grow the replica's queue without
+  // limit, and its caller learns at once instead of by a timeout.
+  caf::error refuse_if_full() const;
+
+  // Runs `f` now, or after the current collective if one is in progress (or
+  // after an injected delay).
+  template <class T, class F>
+  caf::result<T> run_or_defer(F f) {
+    auto fault = inject_faults();
+    if (fault == fault_outcome::failed)
+      return caf::result<T>{failed_error()};
+    bool delayed = fault == fault_outcome::delay;
+    if (!quiesced_ && !delayed && deferred_.empty())
+      return caf::result<T>{f()};
+    if (delayed && !resume_pending_) {
+      resume_pending_ = true;
+      self_->delayed_send(self_, injected_delay(), resume_atom::value);
+    }
+    auto rp = self_->template make_response_promise<T>();
+    deferred_.emplace_back([rp, f = std::move(f)]() mutable {
+      caf::expected<T> r = f();
+      if (r)
+        rp.deliver(std::move(*r));
+      else
+        rp.deliver(std::move(r.error()));
+    });
+    return rp;
+  }
+
+  caf::expected<ok_atom> create(const variable_info& info,
+                                const tensor& initial);
+
+  caf::expected<ok_atom> destroy(uint64_t id);
+
+  caf::expected<tensor> download(uint64_t id);
+
+  caf::expected<ok_atom> apply(uint64_t id, update_op op, const tensor& x);
+
+  // A small step's combined updates: every check before any change, so that
+  // all apply or none (the components are mirrors: every replica decides
+  // alike).
+  caf::expected<ok_atom> apply_step(const std::vector<recorded_update>& ys);
+
+  caf::expected<ok_atom> split(uint64_t id, const tensor& x);
+
+  caf::expected<ok_atom> local_update(uint64_t id, update_op op,
+                                      const tensor& x);
+
+  // local_add: like run_or_defer, without a reply.
+  template <class F>
+  void run_or_defer_silently(F f) {
+    auto fault = inject_faults();
+    if (fault == fault_outcome::failed)
+      return;
+    bool delayed = fault == fault_outcome::delay;
+    if (!quiesced_ && !delayed && deferred_.empty())
+      return f();
+    if (delayed && !resume_pending_) {
+      resume_pending_ = true;
+      self_->delayed_send(self_, injected_delay(), resume_atom::value);
+    }
+    deferred_.emplace_back(std::move(f));
+  }
+
+  // value + the component, in its dtype. Integers: an add whose result the
+  // dtype cannot hold is skipped (an error, never wrapped or saturated).
+  caf::error local_add(uint64_t id, double value);
+
+  // A local add has no reply: count what was not applied, and log it once
+  // per variable so that a misconfigured caller shows up in the log.
+  void drop_local_add(uint64_t id, const caf::error& err);
+
+  caf::expected<step_report> run_step(uint64_t seq,
+                                      const replica_step_ptr& step);
+
+  // Enter: stop serving other requests and publish this replica's pointers.
+  caf::expected<int64_t> enter(collective_plan& plan);
+
+  /// inputs[rank] = this replica's staging buffer for `item`: one it
+  /// recorded, of the item's size, for an item that needs no host check.
+  caf::error publish_staged(collective_item& item, size_t rank);
+
+  /// The coordinator is done with step `seq`.
+  void release_step(uint64_t seq) {
+    release_step_buffers(seq, true);
+  }
+
+  void leave();
+
+  void drain();
+
+  // Test support: a delayed replica runs one deferred operation per delay.
+  void resume();
+
+  self_pointer self_;
+  replica_config cfg_;
+
+  /// This replica's slot in collective plans (its index in this process).
+  int slot() const { return cfg_.slot >= 0 ? cfg_.slot : cfg_.rank; }
+  std::unique_ptr<varsync::device> device_;
+  /// device_->host_accessible(), asked once.
+  bool host_memory_ = true;
+  /// The sender of the first bind_atom: the strategy's coordinator.
+  caf::actor_addr coordinator_;
+  std::unordered_map<uint64_t, component> components_;
+  bool quiesced_ = false;
+  bool resume_pending_ = false;
+  uint64_t operations_ = 0;
+  std::deque<std::function<void()>> deferred_;
+  /// Variables whose dropped local adds were logged.
+  std::unordered_set<uint64_t> warned_local_add_;
+  step_report* recording_ = nullptr;
+  caf::error step_error_;
+  /// The coordinator's number of the step running (or last run).
+  uint64_t current_step_ = 0;
+  /// ON_WRITE contributions in this device's memory, by id: handed out by
+  /// contribution_buffer or filled by update_from_device; a recorded one
+  /// lives until the coordinator releases its step (step_release).
+  std::unordered_map<uint64_t, staging_buffer> staged_;
+  uint64_t next_staged_id_ = 1;
+  /// Host copies handed out by read() on devices that are not host
+  /// accessible, kept until the step returns.
+  std::vector<tensor> step_copies_;
+};
+
+} // namespace varsync::replica_internal

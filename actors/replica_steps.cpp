@@ -1,0 +1,297 @@
+// Replica steps: the access a step has to its replica (reads, updates, device contributions), the staging buffers of device contributions, and running a step.
+
+#include "actors/replica_state.hpp"
+
+namespace varsync::replica_internal {
+
+caf::expected<tensor_view> replica_state::read(const variable_info& v) {
+  auto c = find(v.id, v.name);
+  if (!c)
+    return std::move(c.error());
+  auto& comp = **c;
+  if (!host_memory_) {
+    // A host copy that lives until the step returns (device_pointer is the
+    // zero-copy access on such devices).
+    auto copy = device_->download(comp.data, comp.info.type, comp.info.shape);
+    if (!copy)
+      return std::move(copy.error());
+    auto& kept = step_copies_.emplace_back(std::move(*copy));
+    return tensor_view{comp.info.type, &comp.info.shape, kept.raw(),
+                       element_count(comp.info.shape)};
+  }
+  return tensor_view{comp.info.type, &comp.info.shape, comp.data,
+                     element_count(comp.info.shape)};
+}
+
+caf::expected<device_view> replica_state::device_pointer(const variable_info& v) {
+  auto c = find(v.id, v.name);
+  if (!c)
+    return std::move(c.error());
+  auto& comp = **c;
+  return device_view{comp.info.type, &comp.info.shape, comp.data,
+                     element_count(comp.info.shape), cfg_.device};
+}
+
+caf::error replica_state::update_from_device(const variable_info& v, update_op op,
+                              const void* data) {
+  auto c = find(v.id, v.name);
+  if (!c)
+    return record_failure(std::move(c.error()));
+  auto& comp = **c;
+  if (auto err = check_update_op(op, comp.info.name))
+    return record_failure(std::move(err));
+  if (comp.policy->collective_replica_updates())
+    return contribute_from_device(comp, op, data);
+  if (auto err = check_overflow(comp, op, data, !host_memory_))
+    return record_failure(std::move(err));
+  return device_->apply_local(comp.data, op, comp.info.type, data,
+                              element_count(comp.info.shape));
+}
+
+caf::expected<device_view>
+replica_state::contribution_buffer(const variable_info& v) {
+  auto c = find(v.id, v.name);
+  if (!c)
+    return std::move(c.error());
+  auto& comp = **c;
+  if (!comp.policy->collective_replica_updates() || recording_ == nullptr)
+    return make_error(errc::invalid_argument,
+                      "variable '" + comp.info.name + "' is "
+                        + std::string{to_string(comp.info.sync)}
+                        + ": contribution_buffer is for on_write variables "
+                          "in a replica step (other updates apply in place: "
+                          "pass any buffer to update_from_device)");
+  staging_buffer b;
+  b.step = current_step_;
+  b.variable = comp.info.id;
+  b.nbytes = nbytes_of(comp.info);
+  if (host_memory_) {
+    b.host = tensor::empty(comp.info.type, comp.info.shape);
+    b.data = b.host.mutable_raw();
+  } else {
+    auto mem = device_->allocate(b.nbytes);
+    if (!mem)
+      return std::move(mem.error());
+    b.data = *mem;
+  }
+  void* data = b.data;
+  staged_.emplace(next_staged_id_++, std::move(b));
+  return device_view{comp.info.type, &comp.info.shape, data,
+                     element_count(comp.info.shape), cfg_.device};
+}
+
+caf::error replica_state::update(const variable_info& v, update_op op,
+                  const tensor& value) {
+  auto c = find(v.id, v.name);
+  if (!c)
+    return record_failure(std::move(c.error()));
+  auto& comp = **c;
+  if (auto err = check_update_op(op, comp.info.name))
+    return record_failure(std::move(err));
+  if (auto err = validate_value(comp.info, value, to_string(op)))
+    return record_failure(std::move(err));
+  if (comp.policy->collective_replica_updates()) {
+    if (recording_ == nullptr)
+      return make_error(errc::invalid_argument,
+                        "variable '" + comp.info.name
+                          + "' is on_write: update it in a replica step or "
+                            "in cross-replica context");
+    recording_->updates.push_back({comp.info.id, op, value});
+    return {};
+  }
+  if (auto err = check_overflow(comp, op, value.raw()))
+    return record_failure(std::move(err));
+  return device_->apply(comp.data, op, value);
+}
+
+caf::error replica_state::update_scalar(const variable_info& v, update_op op,
+                         double value) {
+  auto c = find(v.id, v.name);
+  if (!c)
+    return record_failure(std::move(c.error()));
+  auto& comp = **c;
+  if (auto err = check_update_op(op, comp.info.name))
+    return record_failure(std::move(err));
+  if (auto err = validate_scalar(comp.info, value))
+    return record_failure(std::move(err));
+  if (comp.policy->collective_replica_updates() || !host_memory_)
+    return update(v, op, tensor::filled(comp.info.type, {}, value));
+  // Local update of a host scalar: no tensor, no allocation.
+  alignas(8) unsigned char y[8];
+  store_double(comp.info.type, y, 0, value);
+  if (auto err = check_overflow(comp, op, y))
+    return record_failure(std::move(err));
+  host::apply_update(op, comp.info.type, comp.data, y, 0, 1);
+  return {};
+}
+
+caf::error replica_state::contribute_from_device(component& comp, update_op op,
+                                  const void* data) {
+  if (recording_ == nullptr)
+    return make_error(errc::invalid_argument,
+                      "variable '" + comp.info.name
+                        + "' is on_write: update it in a replica step or "
+                          "in cross-replica context");
+  auto handed = unrecorded_buffer(data);
+  if (handed != staged_.end() && handed->second.variable != comp.info.id)
+    return record_failure(make_error(
+      errc::invalid_argument,
+      "variable '" + comp.info.name
+        + "': the buffer passed to update_from_device was handed out by "
+          "contribution_buffer for another variable (its size and dtype "
+          "are that variable's)"));
+  if (host_memory_ && handed != staged_.end()) {
+    // Host replicas: the buffer is a tensor already.
+    tensor value = std::move(handed->second.host);
+    staged_.erase(handed);
+    recording_->updates.push_back({comp.info.id, op, std::move(value)});
+    return {};
+  }
+  const bool stays = !host_memory_ && is_floating(comp.info.type)
+                     && !comp.policy->combine_contributions(comp.info)
+                           .require_equal;
+  if (!stays) {
+    auto value = device_->download(data, comp.info.type, comp.info.shape);
+    if (!value)
+      return record_failure(std::move(value.error()));
+    return update(comp.info, op, *value);
+  }
+  uint64_t id = 0;
+  if (handed != staged_.end()) {
+    handed->second.recorded = true;
+    id = handed->first;
+  } else {
+    // Copied on the stream, so the caller may reuse `data` at once.
+    staging_buffer b;
+    b.step = current_step_;
+    b.nbytes = nbytes_of(comp.info);
+    b.recorded = true;
+    auto mem = device_->allocate(b.nbytes);
+    if (!mem)
+      return record_failure(std::move(mem.error()));
+    b.data = *mem;
+    if (auto err = device_->copy_local(b.data, data, b.nbytes)) {
+      device_->release(b.data);
+      return record_failure(std::move(err));
+    }
+    id = next_staged_id_++;
+    staged_.emplace(id, std::move(b));
+  }
+  recording_->updates.push_back({comp.info.id, op, tensor{}, id});
+  return {};
+}
+
+std::unordered_map<uint64_t, staging_buffer>::iterator
+replica_state::unrecorded_buffer(const void* data) {
+  for (auto i = staged_.begin(); i != staged_.end(); ++i)
+    if (i->second.data == data && !i->second.recorded
+        && i->second.step == current_step_)
+      return i;
+  return staged_.end();
+}
+
+void replica_state::release_buffer(staging_buffer& b) {
+  if (!host_memory_ && b.data != nullptr)
+    device_->release(b.data);
+  b.data = nullptr;
+}
+
+void replica_state::release_step_buffers(uint64_t step, bool recorded_too) {
+  for (auto i = staged_.begin(); i != staged_.end();) {
+    if (i->second.step == step && (recorded_too || !i->second.recorded)) {
+      release_buffer(i->second);
+      i = staged_.erase(i);
+    } else {
+      ++i;
+    }
+  }
+}
+
+caf::error replica_state::check_overflow(const component& comp, update_op op, const void* y,
+                          bool y_on_device) const {
+  if (op == update_op::assign || is_floating(comp.info.type))
+    return {};
+  const int64_t n = element_count(comp.info.shape);
+  auto staged_c = host_copy(comp.data, comp.info.type, n, !host_memory_);
+  if (!staged_c)
+    return std::move(staged_c.error());
+  auto staged_y = host_copy(y, comp.info.type, n, y_on_device);
+  if (!staged_y)
+    return std::move(staged_y.error());
+  const void* inputs[] = {staged_y->second};
+  auto i = host::first_overflow(reduce_op::sum, op, comp.info.type, inputs,
+                                staged_c->second, 0, n);
+  if (i < 0)
+    return {};
+  return make_error(errc::overflow,
+                    "variable '" + comp.info.name + "': "
+                      + std::string{to_string(op)} + " overflows "
+                      + std::string{to_string(comp.info.type)}
+                      + " at element " + std::to_string(i) + " on replica "
+                      + std::to_string(cfg_.rank) + "; nothing was changed");
+}
+
+caf::expected<std::pair<tensor, const void*>>
+replica_state::host_copy(const void* data, dtype type, int64_t n,
+                         bool on_device) const {
+  if (!on_device)
+    return std::make_pair(tensor{}, data);
+  auto t = device_->download(data, type, tensor_shape{n});
+  if (!t)
+    return std::move(t.error());
+  const void* raw = t->raw();
+  return std::make_pair(std::move(*t), raw);
+}
+
+caf::error replica_state::record_failure(caf::error err) {
+  if (recording_ != nullptr && !step_error_)
+    step_error_ = err;
+  return err;
+}
+
+caf::expected<step_report> replica_state::run_step(uint64_t seq,
+                                    const replica_step_ptr& step) {
+  step_report report;
+  current_step_ = seq;
+  recording_ = &report;
+  step_error_ = caf::error{};
+  replica_context ctx{*this};
+  caf::error failure;
+  try {
+    step->run(ctx);
+  } catch (const std::exception& ex) {
+    failure = make_error(errc::replica_failed,
+                         "replica " + std::to_string(cfg_.rank) + " ("
+                           + to_string(cfg_.device)
+                           + "): the step threw: " + ex.what());
+  } catch (...) {
+    failure = make_error(errc::replica_failed,
+                         "replica " + std::to_string(cfg_.rank) + " ("
+                           + to_string(cfg_.device)
+                           + "): the step threw a non-standard exception");
+  }
+  recording_ = nullptr;
+  step_copies_.clear();
+  // Work the step left on the device's stream (its own kernels, local
+  // updates) completes before a collective touches the components: an
+  // event the collective waits for (CUDA); nothing on host devices.
+  if (auto err = device_->mark_step_done(); err && !failure)
+    failure = std::move(err);
+  // Buffers the step asked for but did not contribute go back now; a
+  // failed step's report never reaches a collective.
+  release_step_buffers(seq, failure || step_error_);
+  if (failure) {
+    if (cfg_.step_exception == on_step_exception::stop_replica) {
+      // Fail-stop: the reply below still goes out, then the replica
+      // exits and the coordinator's monitor records why.
+      log()->error("{}; the replica stops", message_of(failure));
+      self_->quit(failure);
+    }
+    return failure;
+  }
+  if (step_error_)
+    return std::move(step_error_);
+  return report;
+}
+
+} // namespace varsync::replica_internal
