@@ -31,20 +31,29 @@ using namespace coordinator_helpers;
 void coordinator_state::read(caf::timespan timeout, uint64_t id,
                              reply_fn<tensor> done) {
   auto left = remaining(timeout, "read");
-  if (!left)
-    return done(std::move(left.error()));
-  timeout = *left;
   auto e = find(id);
   if (!e)
     return done(std::move(e.error()));
+  auto& info = (*e)->info;
+  auto plan = (*e)->policy->cross_replica_read(info, total_replicas());
+  // Across processes an aggregated read is a collective: once it is known to
+  // be one, a failure here still takes part (the others expect the round).
+  const bool across = processes
+                      && (plan.source == read_source::reduce_components
+                          || (plan.source == read_source::primary
+                              && !(*e)->policy->mirrored()));
+  const std::string what = "read of '" + info.name + "'";
+  if (!left)
+    return across ? fail_agreed(timeout, what, std::move(left.error()),
+                                std::move(done))
+                  : done(std::move(left.error()));
+  timeout = *left;
   if ((*e)->writes_in_flight > 0)
     return read_after_writes<tensor>(
       **e, timeout,
       [this, id, done](caf::timespan t) { read(t, id, done); }, done);
-  auto& info = (*e)->info;
-  auto plan = (*e)->policy->cross_replica_read(info, total_replicas());
-  if (auto err = check_replicas())
-    return done(std::move(err));
+  if (auto err = check_replicas(); err && !across)
+    return done(std::move(err)); // across: the collective reports it
   switch (plan.source) {
     case read_source::none:
       return done(std::move(plan.error));
@@ -91,8 +100,9 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
   if (auto err = budget_.check(
         static_cast<uint64_t>(element_count(info.shape)) * size_of(info.type),
         "read of variable " + quote_name(info.name)))
-    return done(std::move(err));
-  auto collective = new_plan("read of '" + info.name + "'");
+    return across ? fail_agreed(timeout, what, std::move(err), std::move(done))
+                  : done(std::move(err));
+  auto collective = new_plan(what);
   auto& item = collective->add_item();
   item.variable_id = id;
   item.name = info.name;
