@@ -152,6 +152,28 @@ int rules(strategy& s) {
   must(s.assign(seen, 10.0), "assign seen");
   check(must(s.read(seen), "read seen").to_vector<int64_t>()[0] == 10,
         "R4 split over every process");
+  // R5: assign_add of an ON_READ sum goes to component 0 (process 0) only:
+  // the sum moves by exactly x.
+  must(s.assign_add(seen, 5.0), "assign_add seen");
+  check(must(s.read(seen), "read seen").to_vector<int64_t>()[0] == 15,
+        "R5 the sum over every process moved by x");
+  // R3: only_first_replica reads replica 0 (in process 0), mean divides by
+  // every replica.
+  auto lead = must(s.create_variable("lead", tensor::scalar<float>(0),
+                                     synchronization::on_read,
+                                     aggregation::only_first_replica),
+                   "create lead");
+  auto avg = must(s.create_variable("avg", tensor::scalar<float>(0),
+                                    synchronization::on_read,
+                                    aggregation::mean),
+                  "create avg");
+  must(s.run([&](replica_context& ctx) {
+         must(ctx.assign(lead, double(ctx.replica_id() * 10 + 1)), "lead");
+         must(ctx.assign(avg, double(ctx.replica_id())), "avg");
+       }),
+       "on_read step");
+  check(floats(s, lead)[0] == 1, "R3 only_first_replica is replica 0's");
+  check(floats(s, avg)[0] == float(n - 1) / 2, "R3 mean over every process");
   // A cross-replica assign of an ON_WRITE variable reaches every process.
   must(s.assign(w, tensor::from_list<float>({4, 5, 6})), "assign w");
   check(floats(s, w) == std::vector<float>{4, 5, 6}, "cross-replica assign");
