@@ -295,6 +295,8 @@ private:
                         std::shared_ptr<collective_plan> plan,
                         reply_fn<ok_atom> done);
   void finish_collective();
+  /// `done` wrapped to count a completed collective and start the next one.
+  reply_fn<ok_atom> finishing_collective(reply_fn<ok_atom> done);
 
   void finish_step(caf::timespan timeout,
                    std::vector<step_report>& reports, reply_fn<ok_atom> done);

@@ -256,12 +256,7 @@ void coordinator_state::start_small_step(caf::timespan timeout,
                                          std::shared_ptr<collective_plan> plan,
                                          reply_fn<ok_atom> done) {
   collective_running_ = true;
-  auto finish = [this, done](caf::expected<ok_atom> r) {
-    if (r)
-      ++collectives_run_;
-    done(std::move(r));
-    finish_collective();
-  };
+  auto finish = finishing_collective(std::move(done));
   if (auto err = check_replicas())
     return finish(std::move(err));
   auto name_of = [this](uint64_t id) { return quoted_name_of(id); };
@@ -283,12 +278,7 @@ void coordinator_state::start_collective(caf::timespan timeout,
                                          std::shared_ptr<collective_plan> plan,
                                          reply_fn<ok_atom> done) {
   collective_running_ = true;
-  auto finish = [this, done](caf::expected<ok_atom> r) {
-    if (r)
-      ++collectives_run_;
-    done(std::move(r));
-    finish_collective();
-  };
+  auto finish = finishing_collective(std::move(done));
   auto leave_and_finish = [this, finish](caf::expected<ok_atom> r) {
     for (auto& replica : replicas_)
       self_->send(replica, collective_leave_atom::value);
@@ -366,6 +356,16 @@ void coordinator_state::start_collective(caf::timespan timeout,
         leave_and_finish, on_deadline::abandoned,
         fan_out::spread); // the slices in parallel
     });
+}
+
+reply_fn<ok_atom>
+coordinator_state::finishing_collective(reply_fn<ok_atom> done) {
+  return [this, done = std::move(done)](caf::expected<ok_atom> r) {
+    if (r)
+      ++collectives_run_;
+    done(std::move(r));
+    finish_collective();
+  };
 }
 
 void coordinator_state::finish_collective() {

@@ -1,19 +1,13 @@
 // Multi-process tests of the Gloo transport: this process hosts the
 // rendezvous store (published on loopback) and starts the ranks as child
 // processes (gloo_rank), waits for them within a deadline and kills what is
-// left, whatever happens.
+// left, whatever happens (spawn_processes.hpp).
 
 #include <catch2/catch.hpp>
 
 #include <chrono>
-#include <csignal>
 #include <string>
-#include <thread>
 #include <vector>
-
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -21,23 +15,17 @@
 #include <caf/send.hpp>
 
 #include "actors/gloo/rendezvous_store_actor.hpp"
+#include "spawn_processes.hpp"
 #include "varsync/config.hpp"
-
-extern char** environ;
 
 using namespace varsync;
 using namespace std::chrono_literals;
 
 namespace {
 
-struct ranks_result {
-  std::vector<int> exit_codes; // -1: killed at the deadline
-  std::chrono::milliseconds took{0};
-};
-
 // Runs `size` ranks against a store published on loopback; every child is
 // reaped before returning.
-ranks_result run_ranks(int size, const std::string& mode,
+testing::children_result run_ranks(int size, const std::string& mode,
                        std::chrono::milliseconds rank_timeout,
                        std::chrono::milliseconds deadline) {
   caf::actor_system_config cfg;
@@ -49,45 +37,15 @@ ranks_result run_ranks(int size, const std::string& mode,
   auto store = spawn_rendezvous_store(sys);
   auto port = sys.middleman().publish(store, 0, "127.0.0.1");
   REQUIRE(port);
-  std::vector<pid_t> pids;
-  for (int r = 0; r < size; ++r) {
-    std::vector<std::string> args{GLOO_RANK_EXE, std::to_string(*port),
-                                  std::to_string(r), std::to_string(size),
-                                  std::to_string(rank_timeout.count()), mode};
-    std::vector<char*> argv;
-    for (auto& a : args)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t pid = 0;
-    REQUIRE(posix_spawn(&pid, GLOO_RANK_EXE, nullptr, nullptr, argv.data(),
-                        environ)
-            == 0);
-    pids.push_back(pid);
-  }
-  ranks_result out;
-  out.exit_codes.assign(static_cast<size_t>(size), -1);
-  auto start = std::chrono::steady_clock::now();
-  size_t left = pids.size();
-  while (left > 0 && std::chrono::steady_clock::now() - start < deadline) {
-    for (size_t i = 0; i < pids.size(); ++i) {
-      if (pids[i] == 0)
-        continue;
-      int status = 0;
-      if (waitpid(pids[i], &status, WNOHANG) == pids[i]) {
-        out.exit_codes[i] = WIFEXITED(status) ? WEXITSTATUS(status) : -2;
-        pids[i] = 0;
-        --left;
-      }
-    }
-    std::this_thread::sleep_for(10ms);
-  }
-  for (auto pid : pids)
-    if (pid != 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-  out.took = std::chrono::duration_cast<std::chrono::milliseconds>(
-    std::chrono::steady_clock::now() - start);
+  std::vector<testing::child_spec> children;
+  for (int r = 0; r < size; ++r)
+    children.push_back({{GLOO_RANK_EXE, std::to_string(*port),
+                         std::to_string(r), std::to_string(size),
+                         std::to_string(rank_timeout.count()), mode},
+                        {},
+                        {}});
+  auto out = testing::run_children(children, deadline);
+  REQUIRE(out.spawned);
   caf::anon_send_exit(store, caf::exit_reason::user_shutdown);
   return out;
 }

@@ -93,6 +93,29 @@ struct step_fixture {
   }
 };
 
+// An int32 step (integers take the vote round): 1 added to a component of 5.
+struct int_step {
+  int32_t contribution = 1;
+  int32_t component = 5;
+  collective_plan plan;
+
+  int_step(const int_step&) = delete; // the plan points into it
+  int_step() {
+    plan.num_replicas = 1;
+    plan.cross_process = true;
+    plan.total_replicas = 2;
+    plan.description = "step: 'n' assign_add";
+    auto& item = plan.add_item();
+    item.name = "n";
+    item.type = dtype::int32;
+    item.count = 1;
+    item.uop = update_op::assign_add;
+    item.target = collective_target::components;
+    item.inputs[0] = &contribution;
+    item.components[0] = &component;
+  }
+};
+
 } // namespace
 
 TEST_CASE("cross-process collective: a small floating step is agreed, "
@@ -182,21 +205,9 @@ TEST_CASE("cross-process collective: hostile records fail cleanly") {
   }
   SECTION("an invalid vote") {
     // Integers take a vote round: rank 1 votes with an item out of range.
-    int32_t contribution = 1;
-    int32_t component = 5;
-    collective_plan plan;
-    plan.num_replicas = 1;
-    plan.cross_process = true;
-    plan.total_replicas = 2;
-    plan.description = "step: 'n' assign_add";
-    auto& item = plan.add_item();
-    item.name = "n";
-    item.type = dtype::int32;
-    item.count = 1;
-    item.uop = update_op::assign_add;
-    item.target = collective_target::components;
-    item.inputs[0] = &contribution;
-    item.components[0] = &component;
+    int_step f;
+    auto& plan = f.plan;
+    auto& component = f.component;
     scripted_group g;
     agreement_record same;
     same.fingerprint = fingerprint_of(plan);
@@ -214,21 +225,9 @@ TEST_CASE("cross-process collective: hostile records fail cleanly") {
 
 TEST_CASE("cross-process collective: an overflow voted elsewhere stops every "
           "process before any component changes") {
-  int32_t contribution = 1;
-  int32_t component = 5;
-  collective_plan plan;
-  plan.num_replicas = 1;
-  plan.cross_process = true;
-  plan.total_replicas = 2;
-  plan.description = "step: 'n' assign_add";
-  auto& item = plan.add_item();
-  item.name = "n";
-  item.type = dtype::int32;
-  item.count = 1;
-  item.uop = update_op::assign_add;
-  item.target = collective_target::components;
-  item.inputs[0] = &contribution;
-  item.components[0] = &component;
+  int_step f;
+  auto& plan = f.plan;
+  auto& component = f.component;
   scripted_group g;
   agreement_record same;
   same.fingerprint = fingerprint_of(plan);
