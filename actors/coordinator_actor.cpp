@@ -181,6 +181,12 @@ coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
       admit([this, call] { call->invoke(*this); });
     },
     [this](shutdown_atom) { shutdown(); },
+    [this](sequenced_atom, sequenced_operation& op) {
+      on_sequenced(std::move(op));
+    },
+    [this](sequencer_down_atom, caf::error& reason) {
+      on_sequencer_down(std::move(reason));
+    },
     [this](deadline_atom) { on_deadline_tick(); },
   };
 }
@@ -250,6 +256,7 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
     return make_error(errc::invalid_argument,
                       "the overload bounds must be positive");
   std::optional<coordinator_state::process_layout> layout;
+  std::shared_ptr<process_group> sequencing_group;
   if (cfg.processes) {
     for (auto& d : cfg.devices)
       if (d.kind != device_kind::host)
@@ -267,7 +274,12 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
                         "the process group does not match this process's "
                         "devices");
     layout = coordinator_state::process_layout{
-      m.group->rank(), m.group->size(), m.first_replica, m.total_replicas};
+      m.group->rank(), m.group->size(), m.first_replica, m.total_replicas, {}};
+    if (m.mode == cluster_mode::services)
+      layout->submit_sequenced = [group = m.group](sequenced_operation op) {
+        group->submit(std::move(op));
+      };
+    sequencing_group = m.group;
   }
   const int first = layout ? layout->first_replica : 0;
   const int total = layout ? layout->total_replicas
@@ -327,6 +339,23 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
     if (driver)
       caf::anon_send_exit(*driver, caf::exit_reason::user_shutdown);
   });
+  if (layout && layout->submit_sequenced) {
+    // Weak: the group must not keep the coordinator alive.
+    auto weak = caf::actor_cast<caf::weak_actor_ptr>(coordinator);
+    auto to_coordinator = [weak](auto... xs) {
+      if (auto strong = weak.lock())
+        caf::anon_send(caf::actor_cast<coordinator_internal_actor>(strong),
+                       std::move(xs)...);
+    };
+    sequence_receiver receiver;
+    receiver.deliver = [to_coordinator](sequenced_operation op) {
+      to_coordinator(sequenced_atom::value, std::move(op));
+    };
+    receiver.failed = [to_coordinator](caf::error reason) {
+      to_coordinator(sequencer_down_atom::value, std::move(reason));
+    };
+    sequencing_group->attach_sequencer(std::move(receiver));
+  }
   log()->info("strategy over {} replicas started; collective: {}",
               replicas.size(), collective);
   return coordinator;

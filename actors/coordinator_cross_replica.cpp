@@ -30,6 +30,10 @@ using namespace coordinator_helpers;
 
 void coordinator_state::read(caf::timespan timeout, uint64_t id,
                              reply_fn<tensor> done) {
+  if (sequencing())
+    return sequence(timeout,
+                    make_sequenced(sequenced_kind::read, id),
+                    std::move(done));
   auto left = remaining(timeout, "read");
   auto e = find(id);
   if (!e)
@@ -51,7 +55,10 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
   if ((*e)->writes_in_flight > 0)
     return read_after_writes<tensor>(
       **e, timeout,
-      [this, id, done](caf::timespan t) { read(t, id, done); }, done);
+      [this, id, done](caf::timespan t) {
+        resumed([&] { read(t, id, done); });
+      },
+      done);
   if (auto err = check_replicas(); err && !across)
     return done(std::move(err)); // across: the collective reports it
   switch (plan.source) {
@@ -131,13 +138,26 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
 void coordinator_state::update(caf::timespan timeout, uint64_t id,
                                update_op op, tensor value,
                                reply_fn<ok_atom> done) {
+  if (sequencing()) {
+    auto ordered = make_sequenced(sequenced_kind::update, id);
+    ordered.op = op;
+    ordered.value = std::move(value);
+    return sequence(timeout, std::move(ordered), std::move(done));
+  }
   auto left = remaining(timeout, "update");
-  if (!left)
-    return done(std::move(left.error()));
-  timeout = *left;
   auto e = find(id);
-  if (!e)
-    return done(std::move(e.error()));
+  // Across processes a failure here still takes part in the round that the
+  // other processes run for this update.
+  if (!left || !e) {
+    auto err = !left ? std::move(left.error()) : std::move(e.error());
+    return processes
+             ? fail_agreed(timeout,
+                           std::string{to_string(op)} + " of "
+                             + quoted_name_of(id),
+                           std::move(err), std::move(done))
+             : done(std::move(err));
+  }
+  timeout = *left;
   auto& info = (*e)->info;
   if (processes) {
     // Every process makes the same update with the same value: the
@@ -247,6 +267,10 @@ void coordinator_state::dispatch_update(caf::timespan timeout, uint64_t id,
 
 void coordinator_state::local_values(caf::timespan timeout, uint64_t id,
                                      reply_fn<std::vector<tensor>> done) {
+  if (sequencing())
+    return sequence(timeout,
+                    make_sequenced(sequenced_kind::local_values, id),
+                    std::move(done));
   auto left = remaining(timeout, "local_values");
   if (!left)
     return done(std::move(left.error()));
@@ -257,7 +281,10 @@ void coordinator_state::local_values(caf::timespan timeout, uint64_t id,
   if ((*e)->writes_in_flight > 0)
     return read_after_writes<std::vector<tensor>>(
       **e, timeout,
-      [this, id, done](caf::timespan t) { local_values(t, id, done); }, done);
+      [this, id, done](caf::timespan t) {
+        resumed([&] { local_values(t, id, done); });
+      },
+      done);
   if (auto err = check_replicas())
     return done(std::move(err));
   // One host copy of every component.
@@ -279,6 +306,10 @@ void coordinator_state::local_values(caf::timespan timeout, uint64_t id,
 
 void coordinator_state::all_values(caf::timespan timeout, uint64_t id,
                                    reply_fn<std::vector<tensor>> done) {
+  if (sequencing())
+    return sequence(timeout,
+                    make_sequenced(sequenced_kind::all_values, id),
+                    std::move(done));
   if (!processes)
     return local_values(timeout, id, std::move(done));
   auto e = find(id);

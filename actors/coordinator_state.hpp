@@ -16,6 +16,7 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include <caf/expected.hpp>
@@ -29,6 +30,7 @@
 #include "varsync/error.hpp"
 #include "messages/collective_driver_interface.hpp"
 #include "messages/coordinator_interface.hpp"
+#include "messages/sequenced_operation.hpp"
 #include "sync/collective_plan.hpp"
 #include "sync/sync_policy.hpp"
 
@@ -74,8 +76,30 @@ public:
     int processes = 1;
     int first_replica = 0;
     int total_replicas = 0;
+    /// Services mode: hands an operation to process 0's sequencer (the
+    /// ordered operations come back through on_sequenced). Empty in
+    /// training mode.
+    std::function<void(sequenced_operation)> submit_sequenced;
   };
   std::optional<process_layout> processes;
+
+  // -- services mode (cluster_mode::services, actors/coordinator_sequenced.cpp)
+
+  /// An operation that process 0 ordered: applied after every one ordered
+  /// before it, in every process alike; its caller waits in the process
+  /// that issued it.
+  void on_sequenced(sequenced_operation op);
+  /// The sequencer cannot be reached any more: waiting callers and later
+  /// cross-replica operations fail with replica_failed.
+  void on_sequencer_down(caf::error reason);
+  /// The outcome of an operation that every process runs together (a
+  /// checkpoint): agree() in training mode; `local` in services mode, where
+  /// the issuing process alone runs it.
+  void agree_outcome(caf::timespan timeout, std::string what, caf::error local,
+                     reply_fn<ok_atom> done);
+  bool services() const {
+    return processes && static_cast<bool>(processes->submit_sequenced);
+  }
 
 private:
   /// destroy() runs again once the processes agreed.
@@ -172,6 +196,61 @@ public:
   void shutdown();
 
 private:
+  // -- services mode ---------------------------------------------------------
+
+  /// A caller waiting for its operation to come back from the sequencer.
+  struct ticket : expirable {
+    using reply = std::variant<reply_fn<variable_info>,
+                               reply_fn<std::vector<variable_info>>,
+                               reply_fn<ok_atom>, reply_fn<tensor>,
+                               reply_fn<std::vector<tensor>>>;
+    operation_deadlines::clock::time_point since;
+    caf::timespan timeout;
+    operation_deadlines::handle deadline;
+    bool watched = false;
+    /// The caller has its answer (the deadline passed first).
+    bool answered = false;
+    reply done;
+    void answer(caf::error err);
+    void expire() override;
+  };
+  /// In services mode an operation issued here goes to the sequencer
+  /// first; one that the coordinator applies in order runs here.
+  bool sequencing() const { return services() && !replaying_; }
+  /// Hands `op` to the sequencer; `done` runs when it was applied here in
+  /// its turn (or failed).
+  template <class T>
+  void sequence(caf::timespan timeout, sequenced_operation op,
+                reply_fn<T> done);
+  /// Applies the ordered operations one after the other.
+  void run_sequenced();
+  void replay(sequenced_operation op);
+  /// A step's outcome: agree() in training mode; local in services mode
+  /// (a step runs on this process's replicas only).
+  void step_outcome(caf::timespan timeout, std::string what, caf::error local,
+                    reply_fn<ok_atom> done);
+
+  /// Runs `f`, the rest of an operation after a wait, as part of the
+  /// operation it continues: it never goes to the sequencer again.
+  template <class F>
+  void resumed(F&& f) {
+    auto saved = replaying_;
+    replaying_ = true;
+    f();
+    replaying_ = saved;
+  }
+
+  std::unordered_map<uint64_t, std::unique_ptr<ticket>> tickets_;
+  uint64_t tickets_issued_ = 0;
+  std::deque<sequenced_operation> ordered_;
+  /// An ordered operation is being applied.
+  bool applying_ordered_ = false;
+  /// Set while an ordered operation starts (synchronously): the operation
+  /// runs here instead of going to the sequencer again.
+  bool replaying_ = false;
+  caf::error sequencer_failure_;
+  uint64_t last_sequence_ = 0;
+
   /// A cross-replica read waiting for the writes of its variable that were
   /// dispatched before it (W8).
   struct pending_read : expirable {

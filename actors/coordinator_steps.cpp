@@ -33,7 +33,7 @@ void coordinator_state::run(caf::timespan timeout, replica_step_ptr step,
   // Across processes every step is one collective round, whatever happens
   // here, so that the processes stay in step (sync/cross_process_collective).
   auto fail = [this, &done](caf::timespan t, caf::error err) {
-    agree(t, "step", std::move(err), std::move(done));
+    step_outcome(t, "step", std::move(err), std::move(done));
   };
   auto left = remaining(timeout, "run");
   if (!left)
@@ -63,8 +63,8 @@ void coordinator_state::run(caf::timespan timeout, replica_step_ptr step,
     [this, timeout, done = std::move(done)](
       caf::expected<std::vector<step_report>> reports) mutable {
       if (!reports)
-        return agree(timeout, "step", std::move(reports.error()),
-                     std::move(done));
+        return step_outcome(timeout, "step", std::move(reports.error()),
+                            std::move(done));
       finish_step(timeout, *reports, std::move(done));
     },
     on_deadline::abandoned, fan_out::spread); // user code: in parallel
@@ -74,14 +74,23 @@ void coordinator_state::finish_step(caf::timespan timeout,
                                     std::vector<step_report>& reports,
                                     reply_fn<ok_atom> done) {
   auto fail = [this, timeout, &done](caf::error err) {
-    agree(timeout, "step", std::move(err), std::move(done));
+    step_outcome(timeout, "step", std::move(err), std::move(done));
   };
   auto name_of = [this](uint64_t id) { return quoted_name_of(id); };
   if (auto err = check_same_updates(reports, name_of))
     return fail(std::move(err));
   auto& first = reports[0].updates;
   if (first.empty())
-    return agree(timeout, "step with no updates", {}, std::move(done));
+    return step_outcome(timeout, "step with no updates", {}, std::move(done));
+  if (services())
+    return fail(make_error(
+      errc::invalid_argument,
+      "the step updates ON_WRITE variable " + name_of(first[0].variable_id)
+        + " from replica context, which needs the replicas of every process: "
+          "in services mode a step runs on this process's replicas only "
+          "(use a cross-replica assign, or training mode where every "
+          "process runs the step); none of the step's ON_WRITE updates was "
+          "applied"));
   // V4: reports of remote replicas are checked like any message.
   for (auto& u : first)
     if (!is_valid(u.op)) {
@@ -137,6 +146,12 @@ void coordinator_state::all_reduce(caf::timespan timeout, reduce_op op,
   auto fail = [&](caf::error err) {
     fail_agreed(timeout, what, std::move(err), std::move(done));
   };
+  if (services())
+    return done(make_error(
+      errc::invalid_argument,
+      what + ": per-replica values need every process to call all_reduce "
+             "together, which services mode does not do (training mode "
+             "does); nothing was done"));
   auto left = remaining(timeout, "all_reduce");
   if (!left)
     return fail(std::move(left.error()));

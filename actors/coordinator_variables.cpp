@@ -28,6 +28,11 @@ using namespace coordinator_helpers;
 
 void coordinator_state::create(caf::timespan timeout, variable_spec spec,
                                reply_fn<variable_info> done) {
+  if (sequencing()) {
+    auto ordered = make_sequenced(sequenced_kind::create);
+    ordered.spec = std::move(spec);
+    return sequence(timeout, std::move(ordered), std::move(done));
+  }
   const std::string what = "create '" + spec.name + "'";
   auto left = remaining(timeout, "create");
   if (!left)
@@ -129,6 +134,11 @@ void coordinator_state::create_here(caf::timespan timeout, variable_spec spec,
 
 void coordinator_state::lookup(const std::string& name,
                                reply_fn<variable_info> done) {
+  if (sequencing()) {
+    auto ordered = make_sequenced(sequenced_kind::lookup);
+    ordered.name = name;
+    return sequence(default_timeout_, std::move(ordered), std::move(done));
+  }
   auto i = names_.find(name);
   if (i != names_.end()) {
     auto& e = entries_.at(i->second);
@@ -141,6 +151,9 @@ void coordinator_state::lookup(const std::string& name,
 }
 
 void coordinator_state::list(reply_fn<std::vector<variable_info>> done) {
+  if (sequencing())
+    return sequence(default_timeout_, make_sequenced(sequenced_kind::list),
+                    std::move(done));
   std::vector<variable_info> out;
   out.reserve(entries_.size());
   for (auto& [id, e] : entries_)
@@ -153,13 +166,21 @@ void coordinator_state::list(reply_fn<std::vector<variable_info>> done) {
 
 void coordinator_state::destroy(caf::timespan timeout, uint64_t id,
                                 reply_fn<ok_atom> done) {
+  if (sequencing())
+    return sequence(timeout,
+                    make_sequenced(sequenced_kind::destroy, id),
+                    std::move(done));
   auto left = remaining(timeout, "destroy");
-  if (!left)
-    return done(std::move(left.error()));
-  timeout = *left;
   auto e = find(id);
-  if (!e)
-    return done(std::move(e.error()));
+  if (!left || !e) {
+    auto err = !left ? std::move(left.error()) : std::move(e.error());
+    // Across processes a failure here still takes part in the round.
+    return processes && !destroy_agreed_
+             ? fail_agreed(timeout, "destroy of " + quoted_name_of(id),
+                           std::move(err), std::move(done))
+             : done(std::move(err));
+  }
+  timeout = *left;
   if (processes && !destroy_agreed_) {
     // The processes agree first: every one destroys its components.
     return agree(timeout, "destroy of '" + (*e)->info.name + "'", {},
@@ -168,7 +189,7 @@ void coordinator_state::destroy(caf::timespan timeout, uint64_t id,
                    if (!r)
                      return done(std::move(r.error()));
                    destroy_agreed_ = true;
-                   destroy(timeout, id, std::move(done));
+                   resumed([&] { destroy(timeout, id, std::move(done)); });
                    destroy_agreed_ = false;
                  });
   }

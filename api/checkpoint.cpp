@@ -111,7 +111,8 @@ caf::error check_save_target(const std::string& path) {
 
 // Across processes the processes agree on an outcome (one collective
 // round, sync/cross_process_collective.hpp): every process returns `local`
-// or the error of the process that failed. In one process: `local`.
+// or the error of the process that failed. In one process, and in services
+// mode (where the calling process alone saves): `local`.
 caf::error agree_across(const strategy& s, std::string what,
                         caf::error local) {
   if (s.num_processes() <= 1)
@@ -121,7 +122,7 @@ caf::error agree_across(const strategy& s, std::string what,
   auto r = core->await<ok_atom>(s.timeout(), [&](callback<ok_atom> done) {
     core->submit<ok_atom>(
       [ts, what, local](coordinator_state& c, reply_fn<ok_atom> d) {
-        c.agree(ts, what, local, std::move(d));
+        c.agree_outcome(ts, what, local, std::move(d));
       },
       std::move(done));
   });
@@ -452,8 +453,9 @@ caf::error save_impl(const strategy& s, const std::string& path,
                      const std::vector<std::string>& names,
                      const survivor_options* survivors) {
   // Across processes (P9) every process reads (the reads are collectives)
-  // and process 0 writes the file; they agree on its outcome.
-  const bool writer = s.process_rank() == 0;
+  // and process 0 writes the file; they agree on its outcome. In services
+  // mode the calling process alone saves: its reads are ordered operations.
+  const bool writer = s.process_rank() == 0 || s.services_mode();
   if (survivors != nullptr && s.num_processes() > 1)
     return make_error(errc::invalid_argument,
                       "save_survivors: not supported across processes (a "
@@ -618,6 +620,17 @@ caf::error restore(const strategy& s, const std::string& path,
   } else if (checked) {
     return checked;
   }
+  // In services mode a step reaches this process's replicas only.
+  if (s.services_mode())
+    for (auto& [v, stored] : plan)
+      if (stored.per_component)
+        return make_error(
+          errc::invalid_argument,
+          "restore: '" + v.name()
+            + "' is stored per replica, and services mode cannot set the "
+              "components of other processes' replicas (restore in training "
+              "mode, where every process calls restore); nothing was "
+              "changed");
   // Apply (K2): one value -> assign (on_read + sum splits as in R4, the
   // other policies set every component); per-component entries -> one step.
   std::vector<std::pair<variable, const std::vector<tensor>*>> components;

@@ -164,7 +164,7 @@ make_strategy(std::shared_ptr<detail::system_host> owned,
     if (!m)
       return fail(std::move(m.error()));
     place = {m->group->rank(), m->group->size(), m->first_replica,
-             m->total_replicas};
+             m->total_replicas, m->mode};
     cc.processes = std::move(*m);
   } else if (options.cluster) {
     if (auto err = validate(*options.cluster))
@@ -177,7 +177,8 @@ make_strategy(std::shared_ptr<detail::system_host> owned,
   for (auto& d : options.devices)
     description += " " + d;
   if (place.processes > 1)
-    description += "; process " + std::to_string(place.rank) + " of "
+    description += std::string{"; "} + to_string(place.mode)
+                   + " mode, process " + std::to_string(place.rank) + " of "
                    + std::to_string(place.processes) + ", replicas "
                    + std::to_string(place.first_replica) + ".."
                    + std::to_string(place.first_replica + devices->size() - 1)
@@ -255,6 +256,11 @@ int strategy::first_local_replica() const {
 int strategy::process_rank() const { return core_->place.rank; }
 
 int strategy::num_processes() const { return core_->place.processes; }
+
+bool strategy::services_mode() const {
+  return core_->place.processes > 1
+         && core_->place.mode == cluster_mode::services;
+}
 
 const std::vector<std::string>& strategy::devices() const {
   return core_->devices();

@@ -66,6 +66,7 @@ public:
     int processes = 1;
     int first_replica = 0;
     int total_replicas = 0;
+    cluster_mode mode = cluster_mode::training;
   };
   /// Set once, before the core is shared.
   process_place place;

@@ -29,6 +29,7 @@ endif()
 if(VARSYNC_HAVE_GLOO)
   add_library(varsync_gloo STATIC
     ${PROJECT_SOURCE_DIR}/actors/gloo/gloo_process_group.cpp
+    ${PROJECT_SOURCE_DIR}/actors/gloo/operation_sequencer_actor.cpp
     ${PROJECT_SOURCE_DIR}/actors/gloo/rendezvous_store_actor.cpp
     ${PROJECT_SOURCE_DIR}/sync/gloo/control_store.cpp
     ${PROJECT_SOURCE_DIR}/sync/gloo/gloo_group.cpp)

@@ -92,7 +92,14 @@ caf::error validate(const cluster_spec& spec) {
     return bad("the join and operation timeouts must be positive");
   if (spec.group_name.empty())
     return bad("the group name must not be empty");
+  if (spec.mode != cluster_mode::training && spec.mode != cluster_mode::services)
+    return bad("mode " + std::to_string(static_cast<int>(spec.mode))
+               + " is not one of 0 (training), 1 (services)");
   return {};
+}
+
+const char* to_string(cluster_mode mode) {
+  return mode == cluster_mode::services ? "services" : "training";
 }
 
 caf::expected<std::optional<cluster_spec>>
@@ -160,6 +167,16 @@ cluster_from_environment(const environment_reader& reader) {
     if (!ms)
       return std::move(ms.error());
     spec.join_timeout = spec.operation_timeout = std::chrono::milliseconds{*ms};
+  }
+  if (auto mode = get("VARSYNC_MODE")) {
+    if (*mode == "training")
+      spec.mode = cluster_mode::training;
+    else if (*mode == "services")
+      spec.mode = cluster_mode::services;
+    else
+      return make_error(errc::invalid_argument,
+                        "VARSYNC_MODE is '" + *mode
+                          + "': expected 'training' or 'services'");
   }
   if (auto err = validate(spec))
     return err;

@@ -12,6 +12,9 @@ namespace varsync {
 using replicas_atom = caf::atom_constant<caf::atom("vs_replica")>;
 using client_atom = caf::atom_constant<caf::atom("vs_client")>;
 using shutdown_atom = caf::atom_constant<caf::atom("vs_stop")>;
+/// Services mode: an operation process 0 ordered, and the sequencer lost.
+using sequenced_atom = caf::atom_constant<caf::atom("vs_seqd")>;
+using sequencer_down_atom = caf::atom_constant<caf::atom("vs_seqdn")>;
 /// The coordinator's timer tick for operation deadlines.
 using deadline_atom = caf::atom_constant<caf::atom("vs_dline")>;
 

@@ -10,6 +10,7 @@
 
 #include "messages/atoms.hpp"
 #include "messages/client_call.hpp"
+#include "messages/sequenced_operation.hpp"
 #include "messages/replica_interface.hpp"
 #include "varsync/actor_protocol.hpp"
 
@@ -19,6 +20,8 @@ using coordinator_internal_actor = coordinator_actor::extend<
   caf::replies_to<replicas_atom>::with<std::vector<replica_actor>>,
   caf::reacts_to<client_atom, client_call_ptr>,
   caf::reacts_to<shutdown_atom>,
+  caf::reacts_to<sequenced_atom, sequenced_operation>,
+  caf::reacts_to<sequencer_down_atom, caf::error>,
   caf::reacts_to<deadline_atom>>;
 
 } // namespace varsync

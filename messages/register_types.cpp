@@ -6,6 +6,7 @@
 #include "varsync/error.hpp"
 #include "core/logging.hpp"
 #include "messages/coordinator_interface.hpp"
+#include "messages/operation_sequencer.hpp"
 #include "messages/replica_interface.hpp"
 
 namespace varsync {
@@ -51,6 +52,8 @@ void register_types(caf::actor_system_config& cfg) {
     "std::vector<std::vector<varsync::tensor>>");
   cfg.add_message_type<recorded_update>("varsync::recorded_update");
   cfg.add_message_type<step_report>("varsync::step_report");
+  cfg.add_message_type<sequenced_operation>("varsync::sequenced_operation");
+  cfg.add_message_type<sequence_link_actor>("varsync::sequence_link_actor");
   cfg.add_message_type<strategy_description>("varsync::strategy_description");
   cfg.add_message_type<replica_actor>("varsync::replica_actor");
   cfg.add_message_type<std::vector<replica_actor>>(

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,11 +17,20 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
+#include "messages/sequenced_operation.hpp"
 #include "varsync/cluster_spec.hpp"
 #include "varsync/dtype.hpp"
 #include "varsync/synchronization.hpp"
 
 namespace varsync {
+
+/// Services mode: where the operations that process 0 ordered arrive, in
+/// their order, on a thread of the transport (deliver must not block).
+struct sequence_receiver {
+  std::function<void(sequenced_operation)> deliver;
+  /// The sequencer cannot be reached: nothing more arrives.
+  std::function<void(caf::error)> failed;
+};
 
 class process_group {
 public:
@@ -46,6 +56,16 @@ public:
   virtual caf::error broadcast(void* data, size_t bytes, int root) = 0;
   /// out = every rank's `bytes` of `in`, in rank order.
   virtual caf::error all_gather(const void* in, void* out, size_t bytes) = 0;
+
+  // Services mode (joined with cluster_mode::services): process 0 orders
+  // the operations that any process submits. Thread-safe, non-blocking. A
+  // group joined in training mode has no sequencer: both do nothing.
+
+  /// Operations delivered before a receiver is attached wait for it.
+  virtual void attach_sequencer(sequence_receiver) {}
+  /// Sends `op` to process 0's sequencer (dropped if it is unreachable:
+  /// the receiver's failed() has been or will be called).
+  virtual void submit(sequenced_operation) {}
 };
 
 /// A joined group and where this process's replicas stand in it.
@@ -57,6 +77,8 @@ struct process_membership {
   int first_replica = 0;
   /// Every replica of the strategy.
   int total_replicas = 0;
+  /// Every process joined with this mode.
+  cluster_mode mode = cluster_mode::training;
 };
 
 using process_group_joiner = caf::expected<process_membership> (*)(

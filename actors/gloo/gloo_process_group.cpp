@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +20,7 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
+#include "actors/gloo/operation_sequencer_actor.hpp"
 #include "actors/gloo/rendezvous_store_actor.hpp"
 #include "core/logging.hpp"
 #include "sync/gloo/gloo_group.hpp"
@@ -65,7 +67,9 @@ public:
   caf::actor_system& sys() { return *sys_; }
 
   /// Runs on the system's thread before it is destroyed (stop actors).
-  std::function<void()> before_destroy;
+  void on_destroy(std::function<void()> fn) {
+    before_destroy_.push_back(std::move(fn));
+  }
 
 private:
   enum class state { starting, running, released, failed };
@@ -93,8 +97,8 @@ private:
       cv_.notify_all();
       cv_.wait(lock, [this] { return state_ == state::released; });
     }
-    if (before_destroy)
-      before_destroy();
+    for (auto& fn : before_destroy_)
+      fn();
     sys_.reset();
   }
 
@@ -104,6 +108,7 @@ private:
   state state_ = state::starting;
   caf::error error_;
   std::unique_ptr<caf::actor_system> sys_;
+  std::vector<std::function<void()>> before_destroy_;
 };
 
 class gloo_process_group final : public process_group {
@@ -113,6 +118,9 @@ public:
   std::unique_ptr<control_system> control;
   std::unique_ptr<gloo_group> group;
   std::string text;
+  // Services mode.
+  std::shared_ptr<sequence_endpoint> endpoint;
+  std::optional<sequence_link_actor> link;
 
   int rank() const override { return group->rank(); }
   int size() const override { return group->size(); }
@@ -131,6 +139,15 @@ public:
   caf::error all_gather(const void* in, void* out, size_t bytes) override {
     return group->all_gather(in, out, bytes);
   }
+
+  void attach_sequencer(sequence_receiver receiver) override {
+    if (endpoint)
+      endpoint->attach(std::move(receiver));
+  }
+  void submit(sequenced_operation op) override {
+    if (link)
+      caf::anon_send(*link, sequence_submit_atom::value, std::move(op));
+  }
 };
 
 // Rank 0 publishes the store; the others connect to it, retrying with
@@ -141,9 +158,9 @@ reach_store(control_system& control, const cluster_spec& spec,
   auto& sys = control.sys();
   if (spec.rank == 0) {
     auto store = spawn_rendezvous_store(sys);
-    control.before_destroy = [store] {
+    control.on_destroy([store] {
       caf::anon_send_exit(store, caf::exit_reason::user_shutdown);
-    };
+    });
     auto port = sys.middleman().publish(store, spec.rendezvous_port,
                                         spec.rendezvous_host.c_str(), true);
     if (!port)
@@ -217,6 +234,80 @@ caf::error await_ranks(caf::actor_system& sys, rendezvous_store_actor store,
                       + " ms: rank(s) " + names + " never arrived");
 }
 
+// Services mode: rank 0 runs the sequencer on a port of its own (CAF
+// publishes one actor per port) and keeps the port in the store; every rank
+// links to it. Done once every rank has linked, so that no operation is
+// ordered before a process can receive it.
+caf::error join_sequencer(control_system& control,
+                          rendezvous_store_actor store,
+                          const cluster_spec& spec, clock::time_point deadline,
+                          gloo_process_group& pg) {
+  auto& sys = control.sys();
+  const std::string key = spec.group_name + "/sequencer";
+  caf::scoped_actor self{sys};
+  caf::error failed;
+  auto fail = [&](const std::string& what) {
+    return make_error(errc::replica_failed,
+                      "rank " + std::to_string(spec.rank)
+                        + ": services mode: " + what);
+  };
+  operation_sequencer_actor sequencer;
+  if (spec.rank == 0) {
+    sequencer = spawn_operation_sequencer(sys, spec.world_size);
+    control.on_destroy([sequencer] {
+      caf::anon_send_exit(sequencer, caf::exit_reason::user_shutdown);
+    });
+    auto port = sys.middleman().publish(sequencer, 0,
+                                        spec.rendezvous_host.c_str(), true);
+    if (!port)
+      return fail("cannot serve the sequencer on " + spec.rendezvous_host
+                  + ": " + sys.render(port.error()));
+    auto text = std::to_string(*port);
+    self->request(store, left_until(deadline), store_set_atom::value, key,
+                  std::vector<char>(text.begin(), text.end()))
+      .receive([](ok_atom) {},
+               [&](caf::error& err) { failed = std::move(err); });
+    if (failed)
+      return fail("the rendezvous store failed: " + sys.render(failed));
+  } else {
+    std::string text;
+    self->request(store, left_until(deadline), store_get_atom::value, key)
+      .receive([&](std::vector<char>& bytes) {
+                 text.assign(bytes.begin(), bytes.end());
+               },
+               [&](caf::error& err) { failed = std::move(err); });
+    if (failed)
+      return fail("rank 0 published no sequencer (are all processes in "
+                  "services mode?): "
+                  + sys.render(failed));
+    int port = 0;
+    for (char c : text)
+      port = (c >= '0' && c <= '9' && port < 65536) ? port * 10 + (c - '0')
+                                                    : 1 << 20;
+    if (text.empty() || port <= 0 || port > 65535)
+      return fail("the rendezvous store holds no sequencer port");
+    auto remote = sys.middleman().remote_actor<operation_sequencer_actor>(
+      spec.rendezvous_host, static_cast<uint16_t>(port));
+    if (!remote)
+      return fail("cannot reach the sequencer at " + spec.rendezvous_host
+                  + ":" + text + ": " + sys.render(remote.error()));
+    sequencer = std::move(*remote);
+  }
+  pg.endpoint = std::make_shared<sequence_endpoint>();
+  auto link = spawn_sequence_link(sys, sequencer, pg.endpoint);
+  control.on_destroy([link] {
+    caf::anon_send_exit(link, caf::exit_reason::user_shutdown);
+  });
+  pg.link = link;
+  self->request(sequencer, left_until(deadline), sequence_join_atom::value,
+                static_cast<int32_t>(spec.rank), link)
+    .receive([](ok_atom) {},
+             [&](caf::error& err) { failed = std::move(err); });
+  if (failed)
+    return fail("joining the sequencer failed: " + sys.render(failed));
+  return {};
+}
+
 // CAF 0.17 keeps a reference to the logger of the last system a thread
 // spawned into (a scoped_actor does), and that system's destructor waits
 // for it: the joining thread lets go of the control system's when it is
@@ -253,20 +344,42 @@ caf::expected<process_membership> join_gloo(const cluster_spec& spec,
   if (!group)
     return std::move(group.error());
   pg->group = std::move(*group);
-  std::vector<int32_t> counts(static_cast<size_t>(spec.world_size));
-  int32_t mine = local_replicas;
+  // Each rank's replica count and mode.
+  std::vector<int32_t> counts(2 * static_cast<size_t>(spec.world_size));
+  int32_t mine[2] = {local_replicas, static_cast<int32_t>(spec.mode)};
   auto signals = gloo_group::block_sigpipe(); // the caller's thread, briefly
-  auto gathered = pg->group->all_gather(&mine, counts.data(), sizeof(mine));
+  auto gathered = pg->group->all_gather(mine, counts.data(), sizeof(mine));
   gloo_group::restore_signals(signals);
   if (gathered)
     return gathered;
-  std::vector<int> per_rank(counts.begin(), counts.end());
+  std::vector<int> per_rank;
+  for (int r = 0; r < spec.world_size; ++r) {
+    per_rank.push_back(counts[2 * static_cast<size_t>(r)]);
+    auto mode = counts[2 * static_cast<size_t>(r) + 1];
+    if (mode != mine[1])
+      return make_error(
+        errc::invalid_argument,
+        "rank " + std::to_string(spec.rank) + " joined in "
+          + to_string(spec.mode) + " mode but rank " + std::to_string(r)
+          + " in "
+          + (mode == static_cast<int32_t>(cluster_mode::services)
+               ? "services"
+               : mode == static_cast<int32_t>(cluster_mode::training)
+                   ? "training"
+                   : "an unknown")
+          + " mode: every process must use the same mode");
+  }
+  if (spec.mode == cluster_mode::services)
+    if (auto err = join_sequencer(*pg->control, *store, spec, deadline, *pg))
+      return err;
   pg->text = "gloo over TCP, rank " + std::to_string(spec.rank) + " of "
              + std::to_string(spec.world_size) + " (rendezvous "
              + spec.rendezvous_host + ":"
              + std::to_string(spec.rendezvous_port) + ")";
   log()->info("joined {}", pg->text);
-  return make_membership(std::move(pg), std::move(per_rank));
+  auto m = make_membership(std::move(pg), std::move(per_rank));
+  m.mode = spec.mode;
+  return m;
 }
 
 struct registrar {

@@ -14,6 +14,21 @@
 
 namespace varsync {
 
+/// How the processes issue cross-replica operations (docs/multiprocess.md).
+enum class cluster_mode : uint8_t {
+  /// Every process runs the same program: each issues every step and every
+  /// cross-replica operation, in the same order (SPMD).
+  training = 0,
+  /// Any process issues cross-replica operations on its own (one-sided);
+  /// process 0 orders them, and every process applies them in that one
+  /// order. Steps run on this process's replicas only and may not update
+  /// ON_WRITE variables.
+  services = 1,
+};
+
+/// "training" or "services".
+const char* to_string(cluster_mode mode);
+
 struct cluster_spec {
   /// This process, in [0, world_size).
   int rank = 0;
@@ -34,6 +49,8 @@ struct cluster_spec {
   std::chrono::milliseconds operation_timeout{30000};
   /// Distinguishes several strategies that share one rendezvous address.
   std::string group_name = "varsync";
+  /// Every process must use the same mode.
+  cluster_mode mode = cluster_mode::training;
 };
 
 /// Reads one environment variable; nullopt when unset.
@@ -51,7 +68,8 @@ using environment_reader
 ///   Slurm:       SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID
 /// Open MPI and Slurm give no rendezvous address: VARSYNC_RENDEZVOUS, or
 /// MASTER_ADDR and MASTER_PORT, must be set as well. VARSYNC_BIND sets the
-/// bind address, VARSYNC_TIMEOUT_MS both timeouts. A value that is not a
+/// bind address, VARSYNC_TIMEOUT_MS both timeouts, VARSYNC_MODE the mode
+/// ("training" or "services"). A value that is not a
 /// number, out of range, or a missing companion variable is
 /// invalid_argument naming the variable.
 caf::expected<std::optional<cluster_spec>>
@@ -59,7 +77,8 @@ cluster_from_environment(const environment_reader& getenv = {});
 
 /// invalid_argument naming the field when `spec` cannot describe a cluster
 /// (rank outside [0, world_size), no rendezvous port with several
-/// processes, a non-positive timeout, an empty host).
+/// processes, a non-positive timeout, an empty host, a mode that is not
+/// one).
 caf::error validate(const cluster_spec& spec);
 
 } // namespace varsync

@@ -128,6 +128,9 @@ public:
   /// (0 and 1 unless strategy_options::cluster spans several).
   int process_rank() const;
   int num_processes() const;
+  /// Several processes in cluster_mode::services: any process issues
+  /// cross-replica operations on its own, and process 0 orders them.
+  bool services_mode() const;
   /// This process's devices.
   const std::vector<std::string>& devices() const;
   /// Devices and the collective that moves bulk data.

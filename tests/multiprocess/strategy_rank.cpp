@@ -9,8 +9,11 @@
 // processes issue different steps), "die" (the last rank exits after
 // joining), "stop" (the last rank stops itself after joining), "absent"
 // (the harness never starts the last rank), "checkpoint" (save to PATH,
-// restore, and restore into one process). Exit: 0 as expected, 1 a wrong
-// outcome, 2 bad usage.
+// restore, and restore into one process), "services" (VARSYNC_MODE=services:
+// one-sided operations from every process in one order, P2),
+// "services_lost" (process 0 exits; the others' operations fail), "mixed"
+// (the harness gives the processes different modes). Exit: 0 as expected,
+// 1 a wrong outcome, 2 bad usage.
 
 #include <chrono>
 #include <csignal>
@@ -19,7 +22,10 @@
 #include <cstdlib>
 #include <limits>
 #include <stdexcept>
+#include <condition_variable>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <unistd.h>
@@ -369,6 +375,204 @@ int checkpoint(strategy& s, const std::string& path) {
   return failures == 0 ? 0 : 1;
 }
 
+// Waits until `name` exists (another process creates it).
+variable await_variable(const strategy& s, const std::string& name) {
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  for (;;) {
+    auto v = s.lookup(name);
+    if (v)
+      return *v;
+    if (!has_code(v.error(), errc::unknown_variable)
+        || std::chrono::steady_clock::now() > deadline)
+      must(v.error(), ("lookup " + name).c_str());
+    std::this_thread::sleep_for(5ms);
+  }
+}
+
+// Waits until the int64 ON_WRITE sum `v` reads `value`.
+void await_value(const strategy& s, const variable& v, int64_t value,
+                 const char* what) {
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (must(s.read(v), what).to_vector<int64_t>()[0] < value) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      check(false, std::string{what} + ": never reached its value");
+      return;
+    }
+    std::this_thread::sleep_for(2ms);
+  }
+}
+
+// P2: every process issues cross-replica operations on its own, at the
+// same time; process 0 orders them and every process applies them in that
+// order.
+int services(strategy& s, const std::string& path) {
+  const int rank = s.process_rank();
+  const int procs = s.num_processes();
+  const int n = s.num_replicas();
+  constexpr int rounds = 40;
+  check(s.services_mode(), "services_mode()");
+  if (rank == 0) {
+    // A control process publishes a configuration value...
+    must(s.create_variable("config", tensor::from_list<float>({1, 2}),
+                           synchronization::on_write, aggregation::mean),
+         "create config");
+    must(s.create_variable("total", tensor::scalar<int64_t>(0),
+                           synchronization::on_write, aggregation::sum),
+         "create total");
+    must(s.create_variable("seen", tensor::scalar<int64_t>(0),
+                           synchronization::on_read, aggregation::sum),
+         "create seen");
+    must(s.create_variable("own", tensor::scalar<int64_t>(0),
+                           synchronization::none, aggregation::none),
+         "create own");
+    must(s.create_variable("done", tensor::scalar<int64_t>(0),
+                           synchronization::on_write, aggregation::sum),
+         "create done");
+    must(s.assign(await_variable(s, "config"),
+                  tensor::from_list<float>({5, 6})),
+         "assign config");
+  }
+  // ... which every process sees once it sees what was created after it.
+  auto done = await_variable(s, "done");
+  auto config = await_variable(s, "config");
+  auto total = await_variable(s, "total");
+  auto seen = await_variable(s, "seen");
+  if (rank == 0)
+    must(s.create_variable("go", tensor::scalar<int64_t>(1),
+                           synchronization::on_write, aggregation::sum),
+         "create go");
+  await_variable(s, "go");
+  check(floats(s, config) == std::vector<float>{5, 6},
+        "W8: the assign ordered before 'go' is seen everywhere");
+  // Local updates stay local: each replica counts in its own component.
+  must(s.run([&](replica_context& ctx) {
+         must(ctx.assign_add(seen, double(ctx.replica_id() + 1)), "seen");
+       }),
+       "local step");
+  // Concurrent one-sided updates from every process, blocking and async
+  // (many in flight: in training mode their order could differ between
+  // processes; here process 0 gives the one order): none is lost.
+  for (int i = 0; i < rounds; ++i)
+    must(s.assign_add(total, double(rank + 1)), "assign_add total");
+  {
+    std::mutex mtx;
+    std::condition_variable cv;
+    int pending = rounds;
+    caf::error first;
+    for (int i = 0; i < rounds; ++i)
+      s.async().assign_add(total, double(rank + 1), [&](caf::error err) {
+        std::lock_guard<std::mutex> lock{mtx};
+        if (err && !first)
+          first = err;
+        if (--pending == 0)
+          cv.notify_all();
+      });
+    std::unique_lock<std::mutex> lock{mtx};
+    cv.wait(lock, [&] { return pending == 0; });
+    must(first, "async assign_add total");
+  }
+  // A step with an ON_WRITE update needs every process: refused.
+  auto err = s.run([&](replica_context& ctx) {
+    must(ctx.assign_add(total, 1.0), "total in a step");
+  });
+  expect_code(err, errc::invalid_argument, "an ON_WRITE step in services mode");
+  std::vector<tensor> mine(static_cast<size_t>(s.num_local_replicas()),
+                           tensor::scalar<float>(1));
+  expect_code(s.all_reduce(reduce_op::sum, per_replica<tensor>{mine}).error(),
+              errc::invalid_argument, "all_reduce in services mode");
+  must(s.assign_add(done, 1.0), "assign_add done");
+  await_value(s, done, procs, "done");
+  // Every process has finished its updates: all read the same totals.
+  int64_t expected = 0;
+  for (int r = 0; r < procs; ++r)
+    expected += int64_t(2 * rounds) * (r + 1);
+  check(must(s.read(total), "read total").to_vector<int64_t>()[0] == expected,
+        "no update lost: " + std::to_string(expected));
+  check(must(s.read(seen), "read seen").to_vector<int64_t>()[0]
+          == int64_t(n) * (n + 1) / 2,
+        "R2: the ON_READ sum covers every process's local updates");
+  auto all = must(s.all_values(seen), "all_values");
+  check(static_cast<int>(all.size()) == n, "all_values covers every replica");
+  for (int i = 0; i < n && i < static_cast<int>(all.size()); ++i)
+    check(all[static_cast<size_t>(i)].to_vector<int64_t>()[0] == i + 1,
+          "all_values in replica order");
+  // The last process saves alone; a mirrored-only file restores from there.
+  if (rank == procs - 1) {
+    must(varsync::save(s, path, {"config", "total"}), "save in services mode");
+    must(s.assign(config, tensor::from_list<float>({0, 0})), "change config");
+    must(varsync::restore(s, path, {"config"}), "restore config");
+    check(floats(s, config) == std::vector<float>{5, 6}, "restored config");
+    // K2: an ON_READ sum is stored as its sum and restored by R4's split.
+    must(varsync::save(s, path + ".own", {"seen", "own"}), "save own");
+    must(s.assign(seen, 5.0), "change seen");
+    must(varsync::restore(s, path + ".own", {"seen"}), "restore seen");
+    check(must(s.read(seen), "read seen").to_vector<int64_t>()[0]
+            == int64_t(n) * (n + 1) / 2,
+          "restored seen");
+    // A NONE variable is stored per replica: refused, nothing changed.
+    expect_code(varsync::restore(s, path + ".own", {"seen", "own"}),
+                errc::invalid_argument,
+                "restore of per-replica components in services mode");
+    ::unlink((path + ".own").c_str());
+    auto scratch = must(s.create_variable("scratch", tensor::scalar<float>(0),
+                                          synchronization::on_write,
+                                          aggregation::sum),
+                        "create scratch");
+    must(s.destroy(scratch), "destroy scratch");
+    check(has_code(s.read(scratch).error(), errc::unknown_variable),
+          "destroyed, in order");
+  }
+  // Leaving: every process stays until all have made their last
+  // collective operation (a process that leaves takes its replicas along),
+  // and process 0, which orders every operation, until the others are done
+  // (they tell it through files: the test's own channel).
+  must(s.create_variable("left" + std::to_string(rank),
+                         tensor::scalar<int64_t>(0),
+                         synchronization::on_write, aggregation::sum),
+       "create left");
+  for (int r = 0; r < procs; ++r)
+    await_variable(s, "left" + std::to_string(r));
+  auto marker = [&](int r) { return path + ".left" + std::to_string(r); };
+  if (rank != 0) {
+    if (FILE* f = std::fopen(marker(rank).c_str(), "w"))
+      std::fclose(f);
+  } else {
+    auto deadline = std::chrono::steady_clock::now() + 20s;
+    for (int r = 1; r < procs; ++r) {
+      while (::access(marker(r).c_str(), F_OK) != 0
+             && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(5ms);
+      ::unlink(marker(r).c_str());
+    }
+  }
+  std::printf("process %d: services done\n", rank);
+  return failures == 0 ? 0 : 1;
+}
+
+// Process 0 orders every operation: when it is gone, the others' operations
+// fail with replica_failed within their deadline, and nothing hangs.
+int services_lost(strategy& s) {
+  if (s.process_rank() == 0) {
+    must(s.create_variable("a", tensor::scalar<float>(3),
+                           synchronization::on_write, aggregation::sum),
+         "create a");
+    std::this_thread::sleep_for(300ms);
+    std::_Exit(0);
+  }
+  auto a = await_variable(s, "a");
+  std::this_thread::sleep_for(1s); // process 0 is gone by now
+  auto t0 = std::chrono::steady_clock::now();
+  auto err = s.assign_add(a, 1.0);
+  check(has_code(err, errc::replica_failed) || has_code(err, errc::timeout),
+        "an operation after process 0 left fails: " + describe(err));
+  check(std::chrono::steady_clock::now() - t0 < 20s, "within the deadline");
+  err = s.assign_add(a, 1.0);
+  check(has_code(err, errc::replica_failed) || has_code(err, errc::timeout),
+        "later operations fail too: " + describe(err));
+  std::printf("process %d: %s\n", s.process_rank(), describe(err).c_str());
+  return failures == 0 ? 0 : 1;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -391,6 +595,13 @@ int main(int argc, char** argv) {
   if (scenario == "desync") // a step that throws fails the step only
     opts.step_exception = on_step_exception::fail_step;
   auto s = strategy::create(opts);
+  if (scenario == "mixed") {
+    bool ok = !s && has_code(s.error(), errc::invalid_argument)
+              && message_of(s.error()).find("same mode") != std::string::npos;
+    std::printf("process %d: %s\n", rank_,
+                s ? "joined" : describe(s.error()).c_str());
+    return ok ? 0 : 1;
+  }
   if (scenario == "absent") {
     bool ok = !s && has_code(s.error(), errc::timeout)
               && message_of(s.error()).find("never arrived")
@@ -411,6 +622,10 @@ int main(int argc, char** argv) {
     rc = checkpoint(*s, argv[3]);
   else if (scenario == "desync")
     rc = desync(*s);
+  else if (scenario == "services" && argc == 4)
+    rc = services(*s, argv[3]);
+  else if (scenario == "services_lost")
+    rc = services_lost(*s);
   else if (scenario == "die" || scenario == "stop")
     rc = lose_one(*s, scenario == "stop");
   std::fflush(stdout);

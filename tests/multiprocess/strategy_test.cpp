@@ -23,7 +23,7 @@ namespace {
 varsync::testing::children_result
 run_strategy(const std::string& scenario, int processes, int local,
              std::chrono::milliseconds timeout, bool absent = false,
-             const std::string& path = {}) {
+             const std::string& path = {}, const std::string& mode = {}) {
   auto port = free_loopback_port();
   REQUIRE(port > 0);
   std::vector<child_spec> children;
@@ -37,7 +37,12 @@ run_strategy(const std::string& scenario, int processes, int local,
        {"VARSYNC_RANK=" + std::to_string(r),
         "VARSYNC_WORLD_SIZE=" + std::to_string(processes),
         "VARSYNC_RENDEZVOUS=127.0.0.1:" + std::to_string(port),
-        "VARSYNC_TIMEOUT_MS=" + std::to_string(timeout.count())},
+        "VARSYNC_TIMEOUT_MS=" + std::to_string(timeout.count()),
+        // "mixed": process 0 in services mode, the others in training.
+        "VARSYNC_MODE="
+          + (mode == "mixed" ? std::string{r == 0 ? "services" : "training"}
+                             : mode.empty() ? std::string{"training"}
+                                            : mode)},
        {}});
   auto out = run_children(children, 120s);
   REQUIRE(out.spawned);
@@ -92,4 +97,35 @@ TEST_CASE("multiprocess strategy: save and restore across 2 processes x 2 "
   auto r = run_strategy("checkpoint", 2, 2, 20s, false, path);
   CHECK(r.exit_codes == std::vector<int>{0, 0});
   ::unlink(path.c_str());
+}
+
+TEST_CASE("multiprocess strategy: services mode (P2): one-sided operations "
+          "from 3 processes x 1 replica applied in one order") {
+  auto path = std::string{"/tmp/varsync-mp-services-"}
+              + std::to_string(::getpid()) + ".safetensors";
+  auto r = run_strategy("services", 3, 1, 20s, false, path, "services");
+  CHECK(r.exit_codes == std::vector<int>{0, 0, 0});
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("multiprocess strategy: services mode across 2 processes x 2 "
+          "replicas") {
+  auto path = std::string{"/tmp/varsync-mp-services2-"}
+              + std::to_string(::getpid()) + ".safetensors";
+  auto r = run_strategy("services", 2, 2, 20s, false, path, "services");
+  CHECK(r.exit_codes == std::vector<int>{0, 0});
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("multiprocess strategy: services mode without process 0 fails "
+          "the others' operations with replica_failed, and nothing hangs") {
+  auto r = run_strategy("services_lost", 3, 1, 3s, false, {}, "services");
+  CHECK(r.exit_codes == std::vector<int>{0, 0, 0});
+  CHECK(r.took < 60s);
+}
+
+TEST_CASE("multiprocess strategy: processes in different modes fail to "
+          "join, naming the mode") {
+  auto r = run_strategy("mixed", 2, 1, 10s, false, {}, "mixed");
+  CHECK(r.exit_codes == std::vector<int>{0, 0});
 }

@@ -49,6 +49,27 @@ TEST_CASE("cluster_spec: varsync-run's variables") {
   CHECK(s.bind_host == "10.0.0.9");
   CHECK(s.join_timeout.count() == 1500);
   CHECK(s.operation_timeout.count() == 1500);
+  CHECK(s.mode == cluster_mode::training);
+}
+
+TEST_CASE("cluster_spec: VARSYNC_MODE picks training or services") {
+  auto with_mode = [](const char* mode) {
+    return cluster_from_environment(env({{"VARSYNC_RANK", "0"},
+                                         {"VARSYNC_WORLD_SIZE", "2"},
+                                         {"VARSYNC_RENDEZVOUS", "h:1"},
+                                         {"VARSYNC_MODE", mode}}));
+  };
+  auto services = with_mode("services");
+  REQUIRE(services);
+  CHECK((*services)->mode == cluster_mode::services);
+  auto training = with_mode("training");
+  REQUIRE(training);
+  CHECK((*training)->mode == cluster_mode::training);
+  auto bad = with_mode("Services");
+  REQUIRE(!bad);
+  CHECK(has_code(bad.error(), errc::invalid_argument));
+  CHECK(message_of(bad.error()).find("VARSYNC_MODE") != std::string::npos);
+  CHECK(std::string{to_string(cluster_mode::services)} == "services");
 }
 
 TEST_CASE("cluster_spec: torchrun's variables, and IPv6 in brackets") {
@@ -136,6 +157,9 @@ TEST_CASE("cluster_spec: validate names the field") {
   s.rank = 0;
   s.operation_timeout = std::chrono::milliseconds{0};
   CHECK(has_code(validate(s), errc::invalid_argument));
+  s.operation_timeout = std::chrono::milliseconds{10};
+  s.mode = static_cast<cluster_mode>(7);
+  CHECK(message_of(validate(s)).find("mode 7") != std::string::npos);
 }
 
 TEST_CASE("process_group: global replica ids run over the ranks in order") {

@@ -1,0 +1,195 @@
+// The coordinator in services mode (cluster_mode::services): a cross-replica
+// operation issued here travels to process 0's sequencer as data and comes
+// back numbered; every process applies the numbered operations one after
+// the other, so that all of them see one order (W8 across processes, P2).
+// The operation then runs exactly as in training mode, agreement round
+// included, because every process now issues it at the same point.
+
+#include "actors/coordinator_state.hpp"
+
+#include <string>
+#include <utility>
+
+#include "core/logging.hpp"
+#include "varsync/error.hpp"
+
+namespace varsync {
+
+void coordinator_state::ticket::answer(caf::error err) {
+  answered = true;
+  std::visit([&err](auto& fn) { fn(std::move(err)); }, done);
+}
+
+void coordinator_state::ticket::expire() {
+  watched = false;
+  // The operation may still come back: it then fails everywhere on this
+  // deadline (replay() runs it with the time the caller gave it).
+  answer(make_error(errc::timeout,
+                    "the operation was not applied within its deadline "
+                    "(process 0 orders the operations of services mode, and "
+                    "those before it were still running); nothing was "
+                    "changed"));
+}
+
+template <class T>
+void coordinator_state::sequence(caf::timespan timeout, sequenced_operation op,
+                                 reply_fn<T> done) {
+  if (sequencer_failure_)
+    return done(sequencer_failure_);
+  auto left = remaining(timeout, to_string(op.kind));
+  if (!left)
+    return done(std::move(left.error()));
+  auto t = std::make_unique<ticket>();
+  t->since = operation_deadlines::clock::now()
+             - std::chrono::duration_cast<operation_deadlines::clock::duration>(
+               queued_for_);
+  t->timeout = timeout;
+  t->done = std::move(done);
+  if (*left != caf::timespan::max()) {
+    t->deadline = watch(*left, t.get());
+    t->watched = true;
+  }
+  op.ticket = ++tickets_issued_;
+  tickets_.emplace(op.ticket, std::move(t));
+  processes->submit_sequenced(std::move(op));
+}
+
+template void coordinator_state::sequence(caf::timespan, sequenced_operation,
+                                          reply_fn<variable_info>);
+template void coordinator_state::sequence(caf::timespan, sequenced_operation,
+                                          reply_fn<std::vector<variable_info>>);
+template void coordinator_state::sequence(caf::timespan, sequenced_operation,
+                                          reply_fn<ok_atom>);
+template void coordinator_state::sequence(caf::timespan, sequenced_operation,
+                                          reply_fn<tensor>);
+template void coordinator_state::sequence(caf::timespan, sequenced_operation,
+                                          reply_fn<std::vector<tensor>>);
+
+void coordinator_state::on_sequenced(sequenced_operation op) {
+  if (!services())
+    return; // V4: not expected here
+  ordered_.push_back(std::move(op));
+  run_sequenced();
+}
+
+void coordinator_state::run_sequenced() {
+  // An operation that completes at once (lookup) lets the loop go on; one
+  // that completes later starts the next from its completion.
+  while (!applying_ordered_ && !ordered_.empty()) {
+    auto op = std::move(ordered_.front());
+    ordered_.pop_front();
+    replay(std::move(op));
+  }
+}
+
+void coordinator_state::replay(sequenced_operation op) {
+  if (op.sequence != last_sequence_ + 1)
+    log()->error("services mode: operation {} arrived after {}; applying it "
+                 "in the order it arrived",
+                 op.sequence, last_sequence_);
+  last_sequence_ = op.sequence;
+  // The caller waits in the process that issued the operation; elsewhere
+  // the outcome is dropped (each process reports it to its own log only).
+  std::unique_ptr<ticket> t;
+  if (op.origin == processes->rank) {
+    if (auto i = tickets_.find(op.ticket); i != tickets_.end()) {
+      t = std::move(i->second);
+      tickets_.erase(i);
+      if (t->watched)
+        unwatch(t->deadline);
+    }
+  }
+  applying_ordered_ = true;
+  // While replay() runs, run_sequenced's loop starts the next operation;
+  // after it returned, the completion does.
+  auto running = std::make_shared<bool>(true);
+  auto finished = [this, running] {
+    applying_ordered_ = false;
+    if (!*running)
+      run_sequenced();
+  };
+  std::shared_ptr<ticket> owner{std::move(t)};
+  auto reply = [owner, finished](auto tag) {
+    using T = decltype(tag);
+    return reply_fn<T>{[owner, finished](caf::expected<T> r) {
+      if (owner && !owner->answered) {
+        if (auto* fn = std::get_if<reply_fn<T>>(&owner->done)) {
+          owner->answered = true;
+          (*fn)(std::move(r));
+        } else {
+          owner->answer(make_error(errc::replica_failed,
+                                   "the sequencer returned another kind of "
+                                   "operation for this call"));
+        }
+      }
+      finished();
+    }};
+  };
+  auto since = owner ? owner->since : operation_deadlines::clock::now();
+  auto timeout = owner ? owner->timeout : default_timeout_;
+  replaying_ = true;
+  run_requested_at(since, [&] {
+    switch (op.kind) {
+      case sequenced_kind::create:
+        return create(timeout, std::move(op.spec), reply(variable_info{}));
+      case sequenced_kind::lookup:
+        return lookup(op.name, reply(variable_info{}));
+      case sequenced_kind::list:
+        return list(reply(std::vector<variable_info>{}));
+      case sequenced_kind::destroy:
+        return destroy(timeout, op.variable, reply(ok_atom::value));
+      case sequenced_kind::read:
+        return read(timeout, op.variable, reply(tensor{}));
+      case sequenced_kind::update:
+        return update(timeout, op.variable, op.op, std::move(op.value),
+                      reply(ok_atom::value));
+      case sequenced_kind::local_values:
+        return local_values(timeout, op.variable,
+                            reply(std::vector<tensor>{}));
+      case sequenced_kind::all_values:
+        return all_values(timeout, op.variable, reply(std::vector<tensor>{}));
+    }
+    // V4: deserialization refuses other kinds; never skip a turn.
+    reply(ok_atom::value)(make_error(errc::invalid_argument,
+                                     "unknown operation kind"));
+  });
+  replaying_ = false;
+  *running = false;
+}
+
+void coordinator_state::on_sequencer_down(caf::error reason) {
+  if (sequencer_failure_ || !services())
+    return;
+  sequencer_failure_ = make_error(
+    errc::replica_failed,
+    "process 0, which orders the cross-replica operations of services mode, "
+    "cannot be reached ("
+      + self_->system().render(reason)
+      + "); cross-replica operations fail from now on");
+  log()->error("services mode: {}", varsync::describe(sequencer_failure_));
+  // Callers still waiting never get their operation back.
+  auto waiting = std::move(tickets_);
+  tickets_.clear();
+  for (auto& [number, t] : waiting) {
+    if (t->watched)
+      unwatch(t->deadline);
+    if (!t->answered)
+      t->answer(sequencer_failure_);
+  }
+}
+
+void coordinator_state::agree_outcome(caf::timespan timeout, std::string what,
+                                      caf::error local,
+                                      reply_fn<ok_atom> done) {
+  if (services())
+    return local ? done(std::move(local)) : done(ok_atom::value);
+  agree(timeout, std::move(what), std::move(local), std::move(done));
+}
+
+void coordinator_state::step_outcome(caf::timespan timeout, std::string what,
+                                     caf::error local,
+                                     reply_fn<ok_atom> done) {
+  agree_outcome(timeout, std::move(what), std::move(local), std::move(done));
+}
+
+} // namespace varsync

@@ -1,0 +1,181 @@
+#include "actors/gloo/operation_sequencer_actor.hpp"
+
+#include <utility>
+#include <vector>
+
+#include <caf/system_messages.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "core/logging.hpp"
+#include "varsync/error.hpp"
+
+namespace varsync {
+
+// -- endpoint -------------------------------------------------------------
+
+// The receiver's functions only send a message: they run under the lock,
+// which keeps the early operations ahead of later ones.
+
+void sequence_endpoint::attach(sequence_receiver receiver) {
+  std::lock_guard<std::mutex> lock{mtx_};
+  receiver_ = std::move(receiver);
+  attached_ = true;
+  for (auto& op : early_)
+    receiver_.deliver(std::move(op));
+  early_.clear();
+  if (failed_)
+    receiver_.failed(failure_);
+}
+
+void sequence_endpoint::deliver(sequenced_operation op) {
+  std::lock_guard<std::mutex> lock{mtx_};
+  if (failed_)
+    return;
+  if (!attached_)
+    early_.push_back(std::move(op));
+  else
+    receiver_.deliver(std::move(op));
+}
+
+void sequence_endpoint::fail(caf::error reason) {
+  std::lock_guard<std::mutex> lock{mtx_};
+  if (failed_)
+    return;
+  failed_ = true;
+  failure_ = std::move(reason);
+  if (attached_)
+    receiver_.failed(failure_);
+}
+
+namespace {
+
+// -- sequencer ------------------------------------------------------------
+
+class sequencer_impl final : public operation_sequencer_actor::base {
+public:
+  sequencer_impl(caf::actor_config& cfg, int world_size)
+    : operation_sequencer_actor::base(cfg),
+      links_(static_cast<size_t>(world_size)) {
+  }
+
+  behavior_type make_behavior() override {
+    set_down_handler([this](caf::down_msg& msg) {
+      for (auto& l : links_)
+        if (l && l.address() == msg.source) {
+          log()->warn("services mode: a process's link to the sequencer is "
+                      "gone: {}", system().render(msg.reason));
+          l = nullptr;
+        }
+    });
+    return {
+      [this](sequence_join_atom, int32_t rank,
+             sequence_link_actor& link) -> caf::result<ok_atom> {
+        if (rank < 0 || rank >= static_cast<int32_t>(links_.size())
+            || links_[static_cast<size_t>(rank)] || !link)
+          return make_error(errc::invalid_argument,
+                            "sequencer: rank " + std::to_string(rank)
+                              + " cannot join (out of range, or joined "
+                                "already)");
+        links_[static_cast<size_t>(rank)] = link;
+        monitor(link);
+        auto promise = make_response_promise<ok_atom>();
+        joining_.push_back(promise);
+        if (++joined_ == links_.size()) {
+          for (auto& p : joining_)
+            p.deliver(ok_atom::value);
+          joining_.clear();
+        }
+        return promise;
+      },
+      [this](sequence_submit_atom, sequenced_operation& op) {
+        // The sender's rank is the one it joined as, whatever op says.
+        auto sender = current_sender();
+        int32_t origin = -1;
+        for (size_t r = 0; r < links_.size(); ++r)
+          if (links_[r] && sender == links_[r]->ctrl()) {
+            origin = static_cast<int32_t>(r);
+            break;
+          }
+        if (origin < 0 || joined_ < links_.size()) {
+          log()->warn("services mode: dropped an operation from a process "
+                      "that has not joined the sequencer");
+          return;
+        }
+        op.origin = origin;
+        op.sequence = ++sequence_;
+        for (auto& l : links_)
+          if (l)
+            send(l, sequence_deliver_atom::value, op);
+      },
+    };
+  }
+
+  // Promises and links hold remote proxies that can lead back here.
+  void on_exit() override {
+    joining_.clear();
+    links_.clear();
+  }
+
+private:
+  std::vector<sequence_link_actor> links_;
+  size_t joined_ = 0;
+  std::vector<caf::typed_response_promise<ok_atom>> joining_;
+  uint64_t sequence_ = 0;
+};
+
+// -- link -----------------------------------------------------------------
+
+class link_impl final : public sequence_link_actor::base {
+public:
+  link_impl(caf::actor_config& cfg, operation_sequencer_actor sequencer,
+            std::shared_ptr<sequence_endpoint> endpoint)
+    : sequence_link_actor::base(cfg),
+      sequencer_(std::move(sequencer)),
+      endpoint_(std::move(endpoint)) {
+  }
+
+  behavior_type make_behavior() override {
+    monitor(sequencer_);
+    set_down_handler([this](caf::down_msg& msg) {
+      if (msg.source == sequencer_.address())
+        endpoint_->fail(msg.reason ? msg.reason
+                                   : caf::error{caf::sec::runtime_error});
+    });
+    return {
+      [this](sequence_submit_atom, sequenced_operation& op) {
+        send(sequencer_, sequence_submit_atom::value, std::move(op));
+      },
+      [this](sequence_deliver_atom, sequenced_operation& op) {
+        // Only the sequencer orders operations.
+        if (current_sender() != sequencer_->ctrl())
+          return;
+        endpoint_->deliver(std::move(op));
+      },
+    };
+  }
+
+  void on_exit() override {
+    endpoint_->fail(make_error(errc::shut_down,
+                               "the link to the sequencer stopped"));
+    sequencer_ = nullptr;
+  }
+
+private:
+  operation_sequencer_actor sequencer_;
+  std::shared_ptr<sequence_endpoint> endpoint_;
+};
+
+} // namespace
+
+operation_sequencer_actor spawn_operation_sequencer(caf::actor_system& sys,
+                                                    int world_size) {
+  return sys.spawn<sequencer_impl>(world_size);
+}
+
+sequence_link_actor
+spawn_sequence_link(caf::actor_system& sys, operation_sequencer_actor sequencer,
+                    std::shared_ptr<sequence_endpoint> endpoint) {
+  return sys.spawn<link_impl>(std::move(sequencer), std::move(endpoint));
+}
+
+} // namespace varsync

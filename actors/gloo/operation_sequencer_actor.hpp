@@ -1,0 +1,45 @@
+#pragma once
+// The actors behind services mode's control plane
+// (messages/operation_sequencer.hpp): process 0's sequencer and each
+// process's link to it. Both live in the control plane's own actor system.
+
+#include <deque>
+#include <memory>
+#include <mutex>
+
+#include <caf/actor_system.hpp>
+
+#include "messages/operation_sequencer.hpp"
+#include "sync/process_group.hpp"
+
+namespace varsync {
+
+/// Where a link hands the ordered operations: the receiver the coordinator
+/// attaches, or a queue until it does. Shared by the link and its group.
+class sequence_endpoint {
+public:
+  void attach(sequence_receiver receiver);
+  void deliver(sequenced_operation op);
+  /// Once: later deliveries are dropped.
+  void fail(caf::error reason);
+
+private:
+  std::mutex mtx_;
+  sequence_receiver receiver_;
+  bool attached_ = false;
+  std::deque<sequenced_operation> early_;
+  caf::error failure_;
+  bool failed_ = false;
+};
+
+/// The sequencer of `world_size` processes.
+operation_sequencer_actor spawn_operation_sequencer(caf::actor_system& sys,
+                                                    int world_size);
+
+/// A process's link: forwards its submissions to `sequencer` and its
+/// deliveries to `endpoint`; a lost sequencer fails the endpoint.
+sequence_link_actor
+spawn_sequence_link(caf::actor_system& sys, operation_sequencer_actor sequencer,
+                    std::shared_ptr<sequence_endpoint> endpoint);
+
+} // namespace varsync

@@ -1,0 +1,37 @@
+#pragma once
+// Services mode's control plane (messages/sequenced_operation.hpp): process
+// 0 runs the sequencer, every process a link to it. A link forwards its
+// process's operations to the sequencer; the sequencer numbers each one and
+// sends it to every link in that order (CAF keeps the order of messages
+// between two actors, over the network too); each link hands them to its
+// strategy's coordinator.
+
+#include <cstdint>
+
+#include <caf/atom.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "messages/sequenced_operation.hpp"
+#include "varsync/atoms.hpp"
+
+namespace varsync {
+
+using sequence_join_atom = caf::atom_constant<caf::atom("vs_sqjoin")>;
+using sequence_submit_atom = caf::atom_constant<caf::atom("vs_sqsub")>;
+using sequence_deliver_atom = caf::atom_constant<caf::atom("vs_sqdel")>;
+
+/// One process's end: submit comes from its coordinator, deliver from the
+/// sequencer.
+using sequence_link_actor = caf::typed_actor<
+  caf::reacts_to<sequence_submit_atom, sequenced_operation>,
+  caf::reacts_to<sequence_deliver_atom, sequenced_operation>>;
+
+/// Process 0's sequencer. join(rank, link) answers once every rank has
+/// joined; submissions of a link that has not joined are dropped.
+using operation_sequencer_actor = caf::typed_actor<
+  caf::replies_to<sequence_join_atom, int32_t, sequence_link_actor>::with<
+    ok_atom>,
+  caf::reacts_to<sequence_submit_atom, sequenced_operation>>;
+
+} // namespace varsync
