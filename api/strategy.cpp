@@ -164,7 +164,8 @@ make_strategy(std::shared_ptr<detail::system_host> owned,
     if (!m)
       return fail(std::move(m.error()));
     place = {m->group->rank(), m->group->size(), m->first_replica,
-             m->total_replicas, m->mode};
+             m->total_replicas, m->mode, m->group,
+             options.cluster->operation_timeout};
     cc.processes = std::move(*m);
   } else if (options.cluster) {
     if (auto err = validate(*options.cluster))

@@ -19,6 +19,7 @@
 #include "actors/coordinator_state.hpp"
 #include "devices/memory_budget.hpp"
 #include "messages/coordinator_interface.hpp"
+#include "sync/process_group.hpp"
 
 namespace varsync::detail {
 
@@ -67,6 +68,10 @@ public:
     int first_replica = 0;
     int total_replicas = 0;
     cluster_mode mode = cluster_mode::training;
+    /// The processes' group; in services mode process 0's shutdown waits
+    /// (at most leave_timeout) for the others to leave first.
+    std::shared_ptr<process_group> group;
+    std::chrono::milliseconds leave_timeout{0};
   };
   /// Set once, before the core is shared.
   process_place place;

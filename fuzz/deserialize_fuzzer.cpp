@@ -1,8 +1,9 @@
 // Fuzzes the deserialization of varsync's messages as replicas in other
 // processes would receive them: CAF 0.17's caf::binary_deserializer over the
 // input bytes into varsync::tensor, variable_spec, variable_info,
-// step_report, std::vector<tensor> and std::vector<variable_info> (the
-// inspect functions of messages/*.hpp).
+// step_report, std::vector<tensor>, std::vector<variable_info> and
+// sequenced_operation (services mode's operations, which cross processes
+// over caf::io: the inspect functions of messages/*.hpp).
 //
 // Input layout: byte 0 selects the type, the rest is the serialized value.
 //
@@ -49,6 +50,7 @@
 #include "varsync/step.hpp"
 #include "varsync/tensor_inspect.hpp"
 #include "varsync/variable_info.hpp"
+#include "messages/sequenced_operation.hpp"
 #include "sync/sync_policy.hpp"
 
 using namespace varsync;
@@ -100,6 +102,14 @@ public:
     skip(9); // variable id, op
     tensor_value();
     skip(8); // staged buffer id
+  }
+
+  void sequenced_operation_value() {
+    skip(8 + 4 + 8 + 1 + 8); // sequence, origin, ticket, kind, variable
+    string_value();          // name
+    skip(1);                 // op
+    tensor_value();          // value
+    variable_spec_value();   // spec
   }
 
   template <class F>
@@ -280,7 +290,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1)
     return 0;
-  auto selector = data[0] % 6;
+  auto selector = data[0] % 7;
   // Which enum a corruption check sets out of range, and to what.
   const uint8_t pick = data[size - 1];
   ++data;
@@ -295,6 +305,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 3: w.vector_value([&] { w.recorded_update_value(); }); break;
       case 4: w.vector_value([&] { w.tensor_value(); }); break;
       case 5: w.vector_value([&] { w.variable_info_value(); }); break;
+      case 6: w.sequenced_operation_value(); break;
     }
     if (w.bad())
       return -1; // never handed to CAF, not added to the corpus
@@ -378,6 +389,30 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (deserialize(data, size, xs))
         for (auto& x : xs)
           check_info(x);
+      break;
+    }
+    case 6: {
+      sequenced_operation op;
+      if (deserialize(data, size, op)) {
+        FUZZ_CHECK(is_valid(op.kind), "kind out of range after deserialization");
+        FUZZ_CHECK(is_valid(op.op),
+                   "update_op out of range after deserialization");
+        FUZZ_CHECK(op.origin >= -1, "origin below -1 after deserialization");
+        (void) to_string(op.kind);
+        check_tensor(op.value);
+        check_tensor(op.spec.initial_value);
+        check_enums(op.spec.sync, op.spec.agg);
+        check_rejects_corrupted(op, [pick](sequenced_operation& x) {
+          switch (pick % 3) {
+            case 0:
+              x.kind = out_of_range(sequenced_kind::all_values, pick);
+              break;
+            case 1: x.op = out_of_range(update_op::assign_sub, pick); break;
+            default: x.spec.agg = out_of_range(aggregation::only_first_replica,
+                                               pick);
+          }
+        });
+      }
       break;
     }
   }

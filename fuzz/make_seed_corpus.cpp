@@ -20,6 +20,7 @@
 #include <caf/binary_serializer.hpp>
 
 #include "varsync/tensor.hpp"
+#include "messages/sequenced_operation.hpp"
 #include "varsync/config.hpp"
 #include "varsync/step.hpp"
 #include "varsync/tensor_inspect.hpp"
@@ -166,7 +167,8 @@ void seeds_variable_spec() {
 void seeds_deserialize(caf::actor_system& sys) {
   const std::string t = "deserialize";
   // Selector 0: tensor, 1: variable_spec, 2: variable_info, 3: step_report,
-  // 4: std::vector<tensor>, 5: std::vector<variable_info>.
+  // 4: std::vector<tensor>, 5: std::vector<variable_info>,
+  // 6: sequenced_operation.
   auto w = tensor::from_vector<float>({2, 3}, {1, 2, 3, 4, 5, 6});
   auto hits = tensor::scalar<int64_t>(42);
   auto half = tensor::zeros(dtype::float16, {4});
@@ -193,6 +195,19 @@ void seeds_deserialize(caf::actor_system& sys) {
   write(t, "step_report_staged", serialized(sys, 3, staged));
   write(t, "vector_tensor", serialized(sys, 4, std::vector<tensor>{w, hits, half}));
   write(t, "vector_info", serialized(sys, 5, std::vector<variable_info>{info, info}));
+  auto update = make_sequenced(sequenced_kind::update, 7);
+  update.sequence = 12;
+  update.origin = 1;
+  update.ticket = 3;
+  update.op = update_op::assign_add;
+  update.value = w;
+  write(t, "sequenced_update", serialized(sys, 6, update));
+  auto create = make_sequenced(sequenced_kind::create);
+  create.spec = spec;
+  write(t, "sequenced_create", serialized(sys, 6, create));
+  auto lookup = make_sequenced(sequenced_kind::lookup);
+  lookup.name = "hits";
+  write(t, "sequenced_lookup", serialized(sys, 6, lookup));
   // Invalid: a wrong byte count, an invalid dtype, a negative extent, a
   // truncated message.
   auto s = serialized(sys, 0, w);

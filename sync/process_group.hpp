@@ -7,6 +7,7 @@
 // thread of its own (the strategy's process collective actor), never from a
 // CAF scheduler thread.
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -66,6 +67,11 @@ public:
   /// Sends `op` to process 0's sequencer (dropped if it is unreachable:
   /// the receiver's failed() has been or will be called).
   virtual void submit(sequenced_operation) {}
+  /// In process 0: waits until every other process has left (its link to
+  /// the sequencer is gone), at most `limit`; true if they all did. The
+  /// others' last operations need process 0 to order them. Elsewhere:
+  /// true at once.
+  virtual bool await_others_left(std::chrono::milliseconds) { return true; }
 };
 
 /// A joined group and where this process's replicas stand in it.

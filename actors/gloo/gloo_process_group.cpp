@@ -121,6 +121,7 @@ public:
   // Services mode.
   std::shared_ptr<sequence_endpoint> endpoint;
   std::optional<sequence_link_actor> link;
+  std::shared_ptr<departures> gone; // process 0
 
   int rank() const override { return group->rank(); }
   int size() const override { return group->size(); }
@@ -147,6 +148,9 @@ public:
   void submit(sequenced_operation op) override {
     if (link)
       caf::anon_send(*link, sequence_submit_atom::value, std::move(op));
+  }
+  bool await_others_left(std::chrono::milliseconds limit) override {
+    return !gone || gone->await_all(limit);
   }
 };
 
@@ -253,7 +257,8 @@ caf::error join_sequencer(control_system& control,
   };
   operation_sequencer_actor sequencer;
   if (spec.rank == 0) {
-    sequencer = spawn_operation_sequencer(sys, spec.world_size);
+    pg.gone = std::make_shared<departures>(spec.world_size - 1);
+    sequencer = spawn_operation_sequencer(sys, spec.world_size, pg.gone);
     control.on_destroy([sequencer] {
       caf::anon_send_exit(sequencer, caf::exit_reason::user_shutdown);
     });

@@ -47,25 +47,42 @@ void sequence_endpoint::fail(caf::error reason) {
     receiver_.failed(failure_);
 }
 
+void departures::left() {
+  std::lock_guard<std::mutex> lock{mtx_};
+  --others_;
+  cv_.notify_all();
+}
+
+bool departures::await_all(std::chrono::milliseconds limit) {
+  std::unique_lock<std::mutex> lock{mtx_};
+  return cv_.wait_for(lock, limit, [this] { return others_ <= 0; });
+}
+
 namespace {
 
 // -- sequencer ------------------------------------------------------------
 
 class sequencer_impl final : public operation_sequencer_actor::base {
 public:
-  sequencer_impl(caf::actor_config& cfg, int world_size)
+  sequencer_impl(caf::actor_config& cfg, int world_size,
+                 std::shared_ptr<departures> gone)
     : operation_sequencer_actor::base(cfg),
-      links_(static_cast<size_t>(world_size)) {
+      links_(static_cast<size_t>(world_size)),
+      gone_(std::move(gone)) {
   }
 
   behavior_type make_behavior() override {
     set_down_handler([this](caf::down_msg& msg) {
-      for (auto& l : links_)
-        if (l && l.address() == msg.source) {
-          log()->warn("services mode: a process's link to the sequencer is "
-                      "gone: {}", system().render(msg.reason));
-          l = nullptr;
-        }
+      for (size_t r = 0; r < links_.size(); ++r) {
+        auto& l = links_[r];
+        if (!l || l.address() != msg.source)
+          continue;
+        log()->info("services mode: process {} left: {}", r,
+                    system().render(msg.reason));
+        l = nullptr;
+        if (r != 0 && gone_)
+          gone_->left();
+      }
     });
     return {
       [this](sequence_join_atom, int32_t rank,
@@ -118,6 +135,7 @@ public:
 
 private:
   std::vector<sequence_link_actor> links_;
+  std::shared_ptr<departures> gone_;
   size_t joined_ = 0;
   std::vector<caf::typed_response_promise<ok_atom>> joining_;
   uint64_t sequence_ = 0;
@@ -167,9 +185,10 @@ private:
 
 } // namespace
 
-operation_sequencer_actor spawn_operation_sequencer(caf::actor_system& sys,
-                                                    int world_size) {
-  return sys.spawn<sequencer_impl>(world_size);
+operation_sequencer_actor
+spawn_operation_sequencer(caf::actor_system& sys, int world_size,
+                          std::shared_ptr<departures> gone) {
+  return sys.spawn<sequencer_impl>(world_size, std::move(gone));
 }
 
 sequence_link_actor

@@ -3,6 +3,8 @@
 // (messages/operation_sequencer.hpp): process 0's sequencer and each
 // process's link to it. Both live in the control plane's own actor system.
 
+#include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -32,9 +34,25 @@ private:
   bool failed_ = false;
 };
 
-/// The sequencer of `world_size` processes.
-operation_sequencer_actor spawn_operation_sequencer(caf::actor_system& sys,
-                                                    int world_size);
+/// Counts the processes other than 0 whose link is gone, for process 0's
+/// shutdown (process_group::await_others_left).
+class departures {
+public:
+  explicit departures(int others) : others_(others) {}
+  void left();
+  bool await_all(std::chrono::milliseconds limit);
+
+private:
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  int others_;
+};
+
+/// The sequencer of `world_size` processes; it reports the other
+/// processes' links going down to `gone`.
+operation_sequencer_actor
+spawn_operation_sequencer(caf::actor_system& sys, int world_size,
+                          std::shared_ptr<departures> gone);
 
 /// A process's link: forwards its submissions to `sequencer` and its
 /// deliveries to `endpoint`; a lost sequencer fails the endpoint.

@@ -72,7 +72,8 @@ TEST_CASE("operation sequencer: one order for every link, origin from the "
   config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
-  auto sequencer = spawn_operation_sequencer(sys, 2);
+  auto gone = std::make_shared<departures>(1);
+  auto sequencer = spawn_operation_sequencer(sys, 2, gone);
   recorder rec[3];
   std::shared_ptr<sequence_endpoint> ends[3];
   sequence_link_actor links[3]; // links[2] never joins
@@ -132,6 +133,10 @@ TEST_CASE("operation sequencer: one order for every link, origin from the "
       CHECK(r.ops[k].origin == static_cast<int32_t>(r.ops[k].ticket % 2));
     }
   }
+  // Process 0's shutdown waits for the others' links to go.
+  CHECK(!gone->await_all(10ms));
+  self->send_exit(links[1], caf::exit_reason::user_shutdown);
+  CHECK(gone->await_all(5s));
   // A lost sequencer fails every link's endpoint.
   self->send_exit(sequencer, caf::exit_reason::kill);
   for (int i = 0; i < 2; ++i) {

@@ -523,28 +523,15 @@ int services(strategy& s, const std::string& path) {
           "destroyed, in order");
   }
   // Leaving: every process stays until all have made their last
-  // collective operation (a process that leaves takes its replicas along),
-  // and process 0, which orders every operation, until the others are done
-  // (they tell it through files: the test's own channel).
+  // collective operation (a process that leaves takes its replicas along);
+  // process 0's shutdown then waits for the others to leave, since it
+  // orders their last operations (these lookups).
   must(s.create_variable("left" + std::to_string(rank),
                          tensor::scalar<int64_t>(0),
                          synchronization::on_write, aggregation::sum),
        "create left");
   for (int r = 0; r < procs; ++r)
     await_variable(s, "left" + std::to_string(r));
-  auto marker = [&](int r) { return path + ".left" + std::to_string(r); };
-  if (rank != 0) {
-    if (FILE* f = std::fopen(marker(rank).c_str(), "w"))
-      std::fclose(f);
-  } else {
-    auto deadline = std::chrono::steady_clock::now() + 20s;
-    for (int r = 1; r < procs; ++r) {
-      while (::access(marker(r).c_str(), F_OK) != 0
-             && std::chrono::steady_clock::now() < deadline)
-        std::this_thread::sleep_for(5ms);
-      ::unlink(marker(r).c_str());
-    }
-  }
   std::printf("process %d: services done\n", rank);
   return failures == 0 ? 0 : 1;
 }
