@@ -10,9 +10,12 @@ coordinator_actor coordinator_of(const strategy& s) {
 
 replica_local_actor replica_of(const strategy& s, int r) {
   auto& replicas = s.core()->replicas();
-  if (r < 0 || static_cast<size_t>(r) >= replicas.size())
+  // Replica ids are global across processes: this process holds
+  // first_local_replica() .. + num_local_replicas() - 1.
+  const int local = r - s.first_local_replica();
+  if (local < 0 || static_cast<size_t>(local) >= replicas.size())
     return replica_local_actor{};
-  return replicas[static_cast<size_t>(r)];
+  return replicas[static_cast<size_t>(local)];
 }
 
 } // namespace varsync

@@ -20,6 +20,15 @@
 // exactly the requests its handler got, and every replica holds the last
 // pushed rate_limit. Exits non-zero otherwise; a watchdog ends a hung run.
 //
+// Across processes (started by varsync-run, torchrun, mpirun or srun): the
+// four replicas are spread over the processes, in services mode. Each
+// process serves the requests of its own replicas; the control actor runs
+// in process 0 only, and its reads and pushes reach every process. The
+// processes finish through the strategy itself: each adds 1 to `finished`
+// (ON_WRITE + SUM); process 0 waits for all, runs the control's last tick
+// and creates `closed`; the others wait for `closed`, after which the last
+// push is on every replica (one order, P2), and check their replicas.
+//
 //   service [--smoke]
 //
 // Options are CAF options (--long-help lists them; caf-application.ini in
@@ -30,6 +39,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -112,19 +123,26 @@ struct generator_state {
   caf::response_promise waiting;
 };
 
+// Sends requests 0 .. total-1 to their handlers; across processes only those
+// whose handler is here (`handlers` holds an invalid handle for the others)
+// and expects `expected` answers.
 caf::behavior generator(caf::stateful_actor<generator_state>* self,
-                        std::vector<caf::actor> handlers, int64_t total) {
-  auto finish_if_done = [self, total] {
+                        std::vector<caf::actor> handlers, int64_t total,
+                        int64_t expected) {
+  auto finish_if_done = [self, expected] {
     auto& st = self->state;
-    if (st.answered == total && st.waiting.pending())
+    if (st.answered == expected && st.waiting.pending())
       st.waiting.deliver(st.admitted, st.rejected, st.failed);
   };
   self->send(self, burst_atom::value);
   return {
     [=](burst_atom) {
       auto& st = self->state;
-      for (int k = 0; k < burst_size && st.next < total; ++k, ++st.next) {
+      for (int k = 0; k < burst_size && st.next < total; ++st.next) {
         int64_t id = st.next;
+        if (!handlers[size_t(handler_for(id))])
+          continue; // another process serves it
+        ++k;
         self
           ->request(handlers[size_t(handler_for(id))], call_timeout,
                     request_atom::value, id, size_of_request(id))
@@ -276,33 +294,81 @@ void caf_main(caf::actor_system& sys, const config& cfg) {
     std::_Exit(3);
   }).detach();
 
+  // Four replicas in all: here, or spread over the processes a launcher
+  // started (services mode: each process issues its own operations).
+  constexpr int total_replicas = 4;
   strategy_options opts;
-  opts.devices = {"cpu:0", "cpu:1", "cpu:2", "cpu:3"};
   opts.timeout = 5s;
+  auto cluster = must(cluster_from_environment(), "read the cluster");
+  int local = total_replicas;
+  if (cluster && cluster->world_size > 1) {
+    if (total_replicas % cluster->world_size != 0) {
+      std::printf("FAILED  %d replicas do not split over %d processes\n",
+                  total_replicas, cluster->world_size);
+      std::fflush(stdout);
+      std::_Exit(1);
+    }
+    local = total_replicas / cluster->world_size;
+    opts.cluster = *cluster;
+    opts.cluster->mode = cluster_mode::services;
+  }
+  opts.devices.clear();
+  for (int i = 0; i < local; ++i)
+    opts.devices.push_back("cpu:" + std::to_string(i));
   auto s = must(strategy::create(sys, opts), "create strategy");
   const int n = s.num_replicas();
+  const int first = s.first_local_replica();
+  const int procs = s.num_processes();
+  const bool controller = s.process_rank() == 0;
+  auto is_local = [&](int r) { return r >= first && r < first + local; };
 
-  auto served = must(s.create_variable("requests_served",
-                                       tensor::scalar<int64_t>(0),
-                                       synchronization::on_read,
-                                       aggregation::sum),
-                     "create requests_served");
-  auto rate_limit = must(s.create_variable("rate_limit",
-                                           tensor::scalar<double>(initial_limit),
-                                           synchronization::on_write,
-                                           aggregation::none),
-                         "create rate_limit");
+  // Process 0 creates the variables; the others find them (in services
+  // mode a lookup is ordered after the creation it waits for).
+  auto find = [&](const char* name) {
+    auto deadline = std::chrono::steady_clock::now() + overall_deadline;
+    for (;;) {
+      auto v = s.lookup(name);
+      if (v || std::chrono::steady_clock::now() > deadline)
+        return must(std::move(v), name);
+      std::this_thread::sleep_for(2ms);
+    }
+  };
+  if (controller) {
+    must(s.create_variable("requests_served", tensor::scalar<int64_t>(0),
+                           synchronization::on_read, aggregation::sum),
+         "create requests_served");
+    must(s.create_variable("rate_limit", tensor::scalar<double>(initial_limit),
+                           synchronization::on_write, aggregation::none),
+         "create rate_limit");
+    must(s.create_variable("finished", tensor::scalar<int64_t>(0),
+                           synchronization::on_write, aggregation::sum),
+         "create finished");
+  }
+  auto served = find("requests_served");
+  auto rate_limit = find("rate_limit");
+  auto finished = find("finished");
 
-  std::printf("service: %lld requests over %d handlers (one per replica), "
+  std::printf("service: %lld requests over %d handlers (one per replica%s), "
               "control every %lld ms\n",
-              (long long)total, n, (long long)control_period.count());
+              (long long)total, n,
+              procs > 1 ? (", " + std::to_string(local) + " in this process")
+                            .c_str()
+                        : "",
+              (long long)control_period.count());
 
-  std::vector<caf::actor> handlers;
-  for (int r = 0; r < n; ++r)
-    handlers.push_back(
-      sys.spawn(handler, replica_of(s, r), served.id(), rate_limit.id()));
-  auto ctl = sys.spawn(control, coordinator_of(s), served.id(), rate_limit.id());
-  auto gen = sys.spawn(generator, handlers, total);
+  // Handlers for this process's replicas; this process sends the requests
+  // that go to them (all processes together send every request once).
+  std::vector<caf::actor> handlers(static_cast<size_t>(n));
+  for (int r = first; r < first + local; ++r)
+    handlers[size_t(r)] =
+      sys.spawn(handler, replica_of(s, r), served.id(), rate_limit.id());
+  std::optional<caf::actor> ctl;
+  if (controller)
+    ctl = sys.spawn(control, coordinator_of(s), served.id(), rate_limit.id());
+  int64_t mine = 0;
+  for (int64_t i = 0; i < total; ++i)
+    mine += is_local(handler_for(i)) ? 1 : 0;
+  auto gen = sys.spawn(generator, handlers, total, mine);
 
   int failures = 0;
   auto t0 = std::chrono::steady_clock::now();
@@ -322,52 +388,95 @@ void caf_main(caf::actor_system& sys, const config& cfg) {
       });
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
+  // Across processes: every process reports its requests answered, and
+  // process 0 waits for all of them before the control's last tick.
+  if (procs > 1)
+    if (auto err = s.assign_add(finished, 1.0)) {
+      std::printf("FAILED  report finished: %s\n", describe(err).c_str());
+      std::fflush(stdout);
+      std::_Exit(1);
+    }
+  if (controller && procs > 1) {
+    auto deadline = std::chrono::steady_clock::now() + overall_deadline;
+    for (;;) {
+      auto n_done = must(s.read(finished), "read finished").to_vector<int64_t>()[0];
+      if (n_done >= procs)
+        break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::printf("FAILED  only %lld of %d processes finished\n",
+                    (long long)n_done, procs);
+        ++failures;
+        break;
+      }
+      std::this_thread::sleep_for(2ms);
+    }
+  }
+
   // The control actor runs one last tick, which must see every request.
   int64_t control_count = -1;
-  double last_pushed = -1;
-  self->request(ctl, 5s, stop_atom::value)
-    .receive(
-      [&](int64_t count, double limit, int64_t control_failures) {
-        control_count = count;
-        last_pushed = limit;
-        failed += control_failures;
-      },
-      [&](caf::error& err) {
-        std::printf("FAILED  stopping the control actor: %s\n",
-                    describe(err).c_str());
-        ++failures;
-      });
+  double last_pushed = 0.0; // the closing push, as the other processes see it
+  if (ctl)
+    self->request(*ctl, 5s, stop_atom::value)
+      .receive(
+        [&](int64_t count, double limit, int64_t control_failures) {
+          control_count = count;
+          last_pushed = limit;
+          failed += control_failures;
+        },
+        [&](caf::error& err) {
+          std::printf("FAILED  stopping the control actor: %s\n",
+                      describe(err).c_str());
+          ++failures;
+        });
 
   std::printf("answered %lld requests in %.3f s: %lld admitted, %lld "
               "rejected, %lld failed\n",
               (long long)(admitted + rejected + failed), secs,
               (long long)admitted, (long long)rejected, (long long)failed);
-  if (failed != 0 || admitted + rejected != total) {
+  if (failed != 0 || admitted + rejected != mine) {
     std::printf("FAILED  expected %lld answered requests and no failures\n",
-                (long long)total);
+                (long long)mine);
     ++failures;
   }
 
-  // The aggregate, as the control actor saw it and as a fresh read.
-  auto count = s.read(served);
-  int64_t sum = count ? count->to_vector<int64_t>()[0] : -1;
-  std::printf("requests_served: %lld (control's last read %lld), expected %lld\n",
-              (long long)sum, (long long)control_count, (long long)total);
-  if (sum != total || control_count != total) {
-    std::printf("FAILED  wrong aggregate%s%s\n", count ? "" : ": ",
-                count ? "" : describe(count.error()).c_str());
-    ++failures;
+  // The aggregate over every process, as the control actor saw it and as a
+  // fresh read (in process 0: the others check only what is local, so that
+  // none needs another process once it is done).
+  if (controller) {
+    auto count = s.read(served);
+    int64_t sum = count ? count->to_vector<int64_t>()[0] : -1;
+    std::printf("requests_served: %lld (control's last read %lld), expected "
+                "%lld\n",
+                (long long)sum, (long long)control_count, (long long)total);
+    if (sum != total || control_count != total) {
+      std::printf("FAILED  wrong aggregate%s%s\n", count ? "" : ": ",
+                  count ? "" : describe(count.error()).c_str());
+      ++failures;
+    }
+  }
+  // Process 0 marks the end: the others see the closing push once they
+  // see this (it was ordered after the push).
+  if (procs > 1) {
+    if (controller)
+      must(s.create_variable("closed", tensor::scalar<int64_t>(1),
+                             synchronization::on_write, aggregation::sum),
+           "create closed");
+    else
+      find("closed");
   }
 
-  // Each replica counted exactly the requests its handler got.
+  // Each of this process's replicas counted exactly the requests its
+  // handler got.
   std::vector<int64_t> want(size_t(n), 0);
   for (int64_t i = 0; i < total; ++i)
     ++want[size_t(handler_for(i))];
   auto per_replica = s.local_values(served);
   std::printf("per replica:");
-  for (int r = 0; r < n; ++r) {
-    int64_t got = per_replica ? per_replica->at(size_t(r)).to_vector<int64_t>()[0] : -1;
-    std::printf(" %lld", (long long)got);
+  for (int r = first; r < first + local; ++r) {
+    int64_t got = per_replica
+                    ? per_replica->at(size_t(r - first)).to_vector<int64_t>()[0]
+                    : -1;
+    std::printf(" %d:%lld", r, (long long)got);
     if (got != want[size_t(r)]) {
       std::printf(" (expected %lld)", (long long)want[size_t(r)]);
       ++failures;
@@ -383,8 +492,8 @@ void caf_main(caf::actor_system& sys, const config& cfg) {
     ++failures;
   }
   std::printf("rate_limit on every replica:");
-  for (int r = 0; r < n; ++r) {
-    double got = limits ? limits->at(size_t(r)).as_double() : -1;
+  for (int r = first; r < first + local; ++r) {
+    double got = limits ? limits->at(size_t(r - first)).as_double() : -1;
     std::printf(" %.2f", got);
     if (got != last_pushed) {
       std::printf(" (expected %.2f)", last_pushed);
@@ -394,11 +503,14 @@ void caf_main(caf::actor_system& sys, const config& cfg) {
   std::printf("\n");
 
   // Shut down: our actors first, then the strategy's; the actor system's
-  // destructor waits for every actor.
+  // destructor waits for every actor. Across processes, process 0's
+  // shutdown waits for the others to leave.
   for (auto& h : handlers)
-    caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
+    if (h)
+      caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(gen, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(ctl, caf::exit_reason::user_shutdown);
+  if (ctl)
+    caf::anon_send_exit(*ctl, caf::exit_reason::user_shutdown);
   s.shutdown();
 
   std::printf(failures ? "service: FAILED\n" : "service: all checks passed\n");

@@ -13,8 +13,10 @@ namespace varsync {
 /// The coordinator of `s`: send it create/lookup/read/update/run requests.
 coordinator_actor coordinator_of(const strategy& s);
 
-/// Replica `r` of `s` as seen by an actor bound to it: local_read /
-/// local_update only. An invalid handle when `r` is out of range.
+/// Replica `r` of `s` (its global id: across processes, one of this
+/// process's, first_local_replica() onwards) as seen by an actor bound to
+/// it: local_read / local_update only. An invalid handle when `r` is out of
+/// range or in another process.
 replica_local_actor replica_of(const strategy& s, int r);
 
 } // namespace varsync

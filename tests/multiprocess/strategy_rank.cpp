@@ -30,6 +30,7 @@
 
 #include <unistd.h>
 
+#include "varsync/actor_api.hpp"
 #include "varsync/checkpoint.hpp"
 #include "varsync/varsync.hpp"
 
@@ -411,6 +412,11 @@ int services(strategy& s, const std::string& path) {
   const int n = s.num_replicas();
   constexpr int rounds = 40;
   check(s.services_mode(), "services_mode()");
+  // replica_of takes global ids: this process's replicas only.
+  check(static_cast<bool>(replica_of(s, s.first_local_replica())),
+        "replica_of(first local replica)");
+  check(!replica_of(s, (s.first_local_replica() + s.num_local_replicas()) % n),
+        "replica_of(another process's replica) is invalid");
   if (rank == 0) {
     // A control process publishes a configuration value...
     must(s.create_variable("config", tensor::from_list<float>({1, 2}),
