@@ -186,10 +186,11 @@ TEST_CASE("async run: a lambda step that fails gives the error and no "
 
 TEST_CASE("run: the blocking API also takes a hand-written step") {
   auto s = make_strategy(2);
+  // Across processes a step's results are this process's replicas'.
   auto made = make_step([](replica_context& ctx) { return ctx.replica_id(); },
-                        s.num_replicas());
+                        s.num_local_replicas(), s.first_local_replica());
   VS_REQUIRE_OK(s.run(made.step));
-  CHECK(made.results->take().values() == std::vector<int>{0, 1});
+  CHECK(made.results->take().values() == mine(s, std::vector<int>{0, 1}));
 }
 
 // -- the async counterparts of the blocking operations -------------------------------
@@ -285,7 +286,8 @@ TEST_CASE("async assign, assign_add, assign_sub: scalar overloads convert to "
   CHECK(VS_VALUE(s.read_scalar<int64_t>(n)) == 12);
 }
 
-TEST_CASE("async reduce: the three forms give what the blocking reduce gives") {
+TEST_CASE("async reduce: the three forms give what the blocking reduce gives",
+          "[one-process]") {
   auto s = make_strategy(2);
   auto api = s.async();
   auto values = floats({{1, 2}, {3, 4}});
@@ -311,7 +313,7 @@ TEST_CASE("async reduce: the three forms give what the blocking reduce gives") {
   VS_CHECK_CODE(bad.error(), invalid_argument);
 }
 
-TEST_CASE("async gather: concatenation along the axis") {
+TEST_CASE("async gather: concatenation along the axis", "[one-process]") {
   auto s = make_strategy(2);
   auto g = wait_for<tensor>([&](auto done) {
     s.async().gather(floats({{1, 2}, {3}}), 0, std::move(done));
@@ -320,7 +322,8 @@ TEST_CASE("async gather: concatenation along the axis") {
   CHECK(g->to_vector<float>() == std::vector<float>{1, 2, 3});
 }
 
-TEST_CASE("async all_reduce and batch_all_reduce: mirrored reductions") {
+TEST_CASE("async all_reduce and batch_all_reduce: mirrored reductions",
+          "[one-process]") {
   auto s = make_strategy(2);
   auto api = s.async();
   auto one = wait_for<mirrored<tensor>>([&](auto done) {

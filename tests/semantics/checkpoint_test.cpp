@@ -33,19 +33,26 @@ namespace {
 struct temp_dir {
   fs::path path;
   temp_dir() {
-    std::random_device rd;
-    path = fs::temp_directory_path()
-           / ("varsync-ckpt-" + std::to_string(::getpid()) + "-"
-              + std::to_string(rd()));
+    path = fs::temp_directory_path() / ("varsync-ckpt-" + shared_run_id());
     fs::create_directories(path);
   }
   ~temp_dir() {
     std::error_code ec;
-    fs::remove_all(path, ec);
+    if (!across_processes()) {
+      fs::remove_all(path, ec);
+      return;
+    }
+    // Across processes another process may still use the directory: each
+    // removes what it named, and the last one the directory.
+    for (auto& f : files)
+      fs::remove(f, ec);
+    fs::remove(path, ec);
   }
-  std::string file(const std::string& name) const {
-    return (path / name).string();
+  std::string file(const std::string& name) {
+    files.push_back(local_file((path / name).string()));
+    return files.back();
   }
+  std::vector<std::string> files;
 };
 
 void set_components(const strategy& s, const variable& v,
@@ -62,9 +69,15 @@ std::string slurp(const std::string& path) {
   return out.str();
 }
 
+// Atomically (write, then rename): across processes every process writes
+// the same file, and another may be reading it.
 void spit(const std::string& path, const std::string& bytes) {
-  std::ofstream out{path, std::ios::binary | std::ios::trunc};
-  out << bytes;
+  auto tmp = path + ".spit-" + std::to_string(::getpid());
+  {
+    std::ofstream out{tmp, std::ios::binary | std::ios::trunc};
+    out << bytes;
+  }
+  fs::rename(tmp, path);
 }
 
 safetensors::decoded_file decode_file(const std::string& path) {
@@ -399,7 +412,7 @@ TEST_CASE("K2: async save / restore and the checkpoint actor") {
 // -- checkpoint paths and checksums ------------------------------------------------
 
 TEST_CASE("K3: restore from a FIFO fails promptly instead of blocking in "
-          "open") {
+          "open", "[one-process]") {
   temp_dir dir;
   auto s = make_strategy(2);
   auto v = make_var(s, "v", tensor::scalar<float>(1),
@@ -428,7 +441,7 @@ TEST_CASE("K3: restore from a FIFO fails promptly instead of blocking in "
 }
 
 TEST_CASE("K3: save refuses a FIFO, a directory, a socket and a symbolic "
-          "link at the path and writes nothing") {
+          "link at the path and writes nothing", "[one-process]") {
   temp_dir dir;
   auto s = make_strategy(2);
   make_var(s, "v", tensor::scalar<float>(1), synchronization::on_write,
@@ -487,7 +500,8 @@ TEST_CASE("K3: save refuses a FIFO, a directory, a socket and a symbolic "
 }
 
 TEST_CASE("K3: a flipped byte in a tensor fails restore with "
-          "checkpoint_corrupt naming it, and changes nothing") {
+          "checkpoint_corrupt naming it, and changes nothing",
+          "[one-process]") {
   temp_dir dir;
   auto s = make_strategy(2);
   auto w = make_var(s, "w", tensor::from_vector<float>({3}, {1, 2, 3}),

@@ -215,9 +215,9 @@ TEST_CASE("C9: every accepted name at the edge of the rule saves and "
     REQUIRE(v);
     vars.push_back(*v);
   }
-  auto path = (std::filesystem::temp_directory_path()
-               / ("varsync-c9-" + std::to_string(::getpid()) + ".safetensors"))
-                .string();
+  auto path = local_file((std::filesystem::temp_directory_path()
+                          / ("varsync-c9-" + shared_run_id() + ".safetensors"))
+                           .string());
   VS_REQUIRE_OK(save(s, path));
   for (auto& v : vars)
     VS_REQUIRE_OK(s.assign(v, 5.0 - (v.synchronization()

@@ -73,7 +73,7 @@ TEST_CASE("update_from_device and device_pointer validate their "
   CHECK(same(before, take_snapshot(s)));
 }
 
-TEST_CASE("the strategy names its collective") {
+TEST_CASE("the strategy names its collective", "[one-process]") {
   auto s = make_strategy(2);
   auto stats = VS_VALUE(s.stats());
   CHECK_FALSE(stats.collective.empty());

@@ -17,7 +17,7 @@ TEST_CASE("V1: local_values returns all N components in replica order for "
       VS_REQUIRE_OK(s.run([&](replica_context& ctx) {
         VS_STEP_OK(ctx.assign(v, 100.0 + ctx.replica_id()));
       }));
-    auto values = VS_VALUE(s.local_values(v));
+    auto values = VS_VALUE(s.all_values(v));
     REQUIRE(values.size() == 4);
     for (size_t r = 0; r < 4; ++r)
       CHECK(values[r].as_double(0)

@@ -10,9 +10,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "varsync/varsync.hpp"
 #ifdef VARSYNC_SEMANTICS_ON_GPU
@@ -58,18 +61,67 @@ inline std::vector<std::string> test_devices(int replicas) {
   return out;
 }
 
+/// The rule table across processes (tests/semantics/run_across_processes.sh
+/// starts P copies of this binary with the same test cases): with
+/// VARSYNC_TEST_PROCESSES=P, VARSYNC_TEST_RANK and VARSYNC_TEST_PORT, a
+/// strategy of N replicas spans the P processes, N/P replicas each, in
+/// training mode (every process runs the same test case: SPMD). The k-th
+/// strategy a test binary makes uses rendezvous port VARSYNC_TEST_PORT + k
+/// in every process. A replica count that does not split over P makes a
+/// strategy of this process alone.
+/// True in a run across processes (VARSYNC_TEST_PROCESSES).
+inline bool across_processes() {
+  return std::getenv("VARSYNC_TEST_PROCESSES") != nullptr;
+}
+
+/// True when the last strategy made in a run across processes is this
+/// process's alone (its replica count does not split): files it writes
+/// must then not be shared with the other processes (local_file).
+inline bool& last_strategy_local() {
+  static bool local = false;
+  return local;
+}
+
+inline std::optional<cluster_spec> test_cluster(int replicas,
+                                                int& local_replicas) {
+  static int made = 0;
+  local_replicas = replicas;
+  last_strategy_local() = across_processes();
+  const char* procs = std::getenv("VARSYNC_TEST_PROCESSES");
+  const char* rank = std::getenv("VARSYNC_TEST_RANK");
+  const char* port = std::getenv("VARSYNC_TEST_PORT");
+  if (procs == nullptr || rank == nullptr || port == nullptr)
+    return std::nullopt;
+  const int p = std::atoi(procs);
+  const int k = made++;
+  if (p < 2 || replicas % p != 0)
+    return std::nullopt;
+  cluster_spec spec;
+  spec.world_size = p;
+  spec.rank = std::atoi(rank);
+  spec.rendezvous_port = static_cast<uint16_t>(std::atoi(port) + k % 2000);
+  spec.join_timeout = 30s;
+  spec.operation_timeout = 20s;
+  spec.group_name = "semantics-" + std::to_string(k);
+  local_replicas = replicas / p;
+  last_strategy_local() = false;
+  return spec;
+}
+
 inline strategy make_strategy(int replicas,
                               std::chrono::milliseconds timeout = 20s,
                               on_step_exception step_exception
                               = on_step_exception::stop_replica) {
   strategy_options options;
+  int local = replicas;
+  options.cluster = test_cluster(replicas, local);
   options.step_exception = step_exception;
   // The rule table runs twice on host replicas: with the default (small
   // steps combined by the coordinator) and with every step a collective.
   if (const char* env = std::getenv("VARSYNC_TEST_SMALL_STEP_BYTES");
       env != nullptr && *env)
     options.small_step_bytes = std::strtoull(env, nullptr, 10);
-  options.devices = test_devices(replicas);
+  options.devices = test_devices(local);
   options.timeout = timeout;
   options.scheduler_threads = 2;
   auto s = strategy::create(options);
@@ -142,12 +194,39 @@ inline variable make_var(const strategy& s, const std::string& name,
   return VS_VALUE(s.create_variable(name, std::move(initial), sync, agg));
 }
 
-/// Components of `v` as doubles, in replica order.
+/// Components of `v` as doubles, in replica order: every replica's, from
+/// every process when the strategy spans several (all_values).
 inline std::vector<double> components(const strategy& s, const variable& v) {
   std::vector<double> out;
-  for (auto& t : VS_VALUE(s.local_values(v)))
+  for (auto& t : VS_VALUE(s.all_values(v)))
     out.push_back(t.as_double(0));
   return out;
+}
+
+/// The part of `all` (one entry per replica of the strategy) that belongs
+/// to this process's replicas: what run() returns here.
+template <class T>
+std::vector<T> mine(const strategy& s, std::vector<T> all) {
+  auto first = all.begin() + s.first_local_replica();
+  return std::vector<T>(first, first + s.num_local_replicas());
+}
+
+/// A name that every process of a run across processes computes alike
+/// (VARSYNC_TEST_PORT), and that differs between test processes otherwise.
+inline std::string shared_run_id() {
+  static int made = 0;
+  const char* port = std::getenv("VARSYNC_TEST_PORT");
+  return (port != nullptr ? std::string{"p"} + port
+                          : std::to_string(::getpid()))
+         + "-" + std::to_string(made++);
+}
+
+/// `path` for a file the last strategy writes: shared by the processes of
+/// a strategy across processes, this process's own for a local one.
+inline std::string local_file(std::string path) {
+  if (across_processes() && last_strategy_local())
+    path += std::string{"-r"} + std::getenv("VARSYNC_TEST_RANK");
+  return path;
 }
 
 inline double read_scalar(const strategy& s, const variable& v) {

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs the rule-table tests (semantics_tests) across P processes on
+# loopback: P copies of the binary run the same test cases in the same order
+# (SPMD), and each strategy of N replicas a test makes spans the processes
+# (tests/semantics/fixture.hpp, test_cluster). Every copy must pass. The
+# copies are killed at the deadline whatever happens.
+#
+#   run_across_processes.sh BINARY P DEADLINE_SECONDS [catch arguments...]
+set -uo pipefail
+binary=$1
+procs=$2
+deadline=$3
+shift 3
+# A port block of its own per run (the k-th strategy uses base + k).
+base=$(( 20000 + (RANDOM % 400) * 100 ))
+pids=()
+logs=$(mktemp -d)
+trap 'kill -9 "${pids[@]}" 2>/dev/null; rm -rf "$logs"' EXIT
+for ((r = 0; r < procs; ++r)); do
+  VARSYNC_TEST_PROCESSES=$procs VARSYNC_TEST_RANK=$r VARSYNC_TEST_PORT=$base \
+    timeout -s KILL "$deadline" "$binary" "$@" >"$logs/$r.log" 2>&1 &
+  pids+=($!)
+done
+status=0
+for ((r = 0; r < procs; ++r)); do
+  if ! wait "${pids[$r]}"; then
+    status=1
+    echo "== process $r of $procs failed:"
+    cat "$logs/$r.log"
+  fi
+done
+if [ $status -eq 0 ]; then
+  tail -n 3 "$logs/0.log"
+  echo "all $procs processes passed"
+fi
+exit $status
