@@ -77,6 +77,9 @@ private:
   void run() {
     caf::actor_system_config cfg;
     register_types(cfg);
+    // Services mode relays every operation through this system: its idle
+    // worker must wake when work arrives, not after a polling sleep.
+    tune_scheduler(cfg);
     cfg.load<caf::io::middleman>();
     cfg.set("scheduler.max-threads", 1);
     cfg.set("logger.verbosity", caf::atom("quiet"));
