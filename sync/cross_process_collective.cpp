@@ -213,8 +213,11 @@ caf::error run_cross_process(collective_plan& plan, process_group& group,
   for (size_t k = 0; k < plan.items.size(); ++k) {
     auto& item = plan.items[k];
     small = small && is_floating(item.type) && !item.gather;
-    offset[k] = payload_bytes;
-    payload_bytes += static_cast<size_t>(item.count) * size_of(item.type);
+    // Each item at a multiple of its dtype's size: the kernels read and
+    // write its elements in place (a float64 after a float32 was misaligned).
+    const auto width = size_of(item.type);
+    offset[k] = (payload_bytes + width - 1) / width * width;
+    payload_bytes = offset[k] + static_cast<size_t>(item.count) * width;
   }
   small = small && payload_bytes <= small_payload_limit;
   std::vector<std::byte> payload;

@@ -56,7 +56,8 @@ constexpr size_t small_payload_limit = 4096;
 
 struct agreement_message {
   agreement_record record;
-  std::byte payload[small_payload_limit];
+  // Items of every dtype are read in place: 8-byte aligned.
+  alignas(8) std::byte payload[small_payload_limit];
 };
 
 } // namespace cross_process_wire
