@@ -163,8 +163,13 @@ make_strategy(std::shared_ptr<detail::system_host> owned,
                                 static_cast<int>(devices->size()));
     if (!m)
       return fail(std::move(m.error()));
+    // Only process 0 of services mode keeps the group (for its shutdown):
+    // elsewhere the connections close when the strategy's actors stop.
     place = {m->group->rank(), m->group->size(), m->first_replica,
-             m->total_replicas, m->mode, m->group,
+             m->total_replicas, m->mode,
+             m->mode == cluster_mode::services && m->group->rank() == 0
+               ? m->group
+               : nullptr,
              options.cluster->operation_timeout};
     cc.processes = std::move(*m);
   } else if (options.cluster) {

@@ -68,8 +68,8 @@ public:
     int first_replica = 0;
     int total_replicas = 0;
     cluster_mode mode = cluster_mode::training;
-    /// The processes' group; in services mode process 0's shutdown waits
-    /// (at most leave_timeout) for the others to leave first.
+    /// Process 0 of services mode: the processes' group, whose shutdown
+    /// waits (at most leave_timeout) for the others to leave first.
     std::shared_ptr<process_group> group;
     std::chrono::milliseconds leave_timeout{0};
   };

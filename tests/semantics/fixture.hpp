@@ -66,7 +66,8 @@ inline std::vector<std::string> test_devices(int replicas) {
 /// VARSYNC_TEST_PROCESSES=P, VARSYNC_TEST_RANK and VARSYNC_TEST_PORT, a
 /// strategy of N replicas spans the P processes, N/P replicas each, in
 /// training mode (every process runs the same test case: SPMD). The k-th
-/// strategy a test binary makes uses rendezvous port VARSYNC_TEST_PORT + k
+/// strategy a test binary makes uses rendezvous port VARSYNC_TEST_PORT +
+/// (k mod 200)
 /// in every process. A replica count that does not split over P makes a
 /// strategy of this process alone.
 /// True in a run across processes (VARSYNC_TEST_PROCESSES).
@@ -99,7 +100,7 @@ inline std::optional<cluster_spec> test_cluster(int replicas,
   cluster_spec spec;
   spec.world_size = p;
   spec.rank = std::atoi(rank);
-  spec.rendezvous_port = static_cast<uint16_t>(std::atoi(port) + k % 2000);
+  spec.rendezvous_port = static_cast<uint16_t>(std::atoi(port) + k % 200);
   spec.join_timeout = 30s;
   spec.operation_timeout = 20s;
   spec.group_name = "semantics-" + std::to_string(k);

@@ -11,8 +11,10 @@ binary=$1
 procs=$2
 deadline=$3
 shift 3
-# A port block of its own per run (the k-th strategy uses base + k).
-base=$(( 20000 + (RANDOM % 400) * 100 ))
+# A block of 200 ports of its own per run (the k-th strategy uses
+# base + k mod 200), below Linux's ephemeral range (32768 up), where the
+# other tests' connections take their ports.
+base=$(( 10000 + (RANDOM % 110) * 200 ))
 pids=()
 logs=$(mktemp -d)
 trap 'kill -9 "${pids[@]}" 2>/dev/null; rm -rf "$logs"' EXIT
