@@ -37,22 +37,15 @@ struct temp_dir {
     fs::create_directories(path);
   }
   ~temp_dir() {
+    // Across processes another process may still use the directory: the
+    // runner removes it when all are done (run_across_processes.sh).
     std::error_code ec;
-    if (!across_processes()) {
+    if (!across_processes())
       fs::remove_all(path, ec);
-      return;
-    }
-    // Across processes another process may still use the directory: each
-    // removes what it named, and the last one the directory.
-    for (auto& f : files)
-      fs::remove(f, ec);
-    fs::remove(path, ec);
   }
-  std::string file(const std::string& name) {
-    files.push_back(local_file((path / name).string()));
-    return files.back();
+  std::string file(const std::string& name) const {
+    return local_file((path / name).string());
   }
-  std::vector<std::string> files;
 };
 
 void set_components(const strategy& s, const variable& v,

@@ -17,7 +17,9 @@ shift 3
 base=$(( 10000 + (RANDOM % 110) * 200 ))
 pids=()
 logs=$(mktemp -d)
-trap 'kill -9 "${pids[@]}" 2>/dev/null; rm -rf "$logs"' EXIT
+# The files the tests share live under names with "p$base" (fixture.hpp,
+# shared_run_id); they go when every process is done.
+trap 'kill -9 "${pids[@]}" 2>/dev/null; rm -rf "$logs" /tmp/varsync-*-p"$base"-*' EXIT
 for ((r = 0; r < procs; ++r)); do
   VARSYNC_TEST_PROCESSES=$procs VARSYNC_TEST_RANK=$r VARSYNC_TEST_PORT=$base \
     timeout -s KILL "$deadline" "$binary" "$@" >"$logs/$r.log" 2>&1 &
