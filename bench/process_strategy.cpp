@@ -87,6 +87,25 @@ struct bare_gloo {
   }
 };
 
+// One replica here, in a strategy over `size` processes.
+strategy_options one_replica_across(int rank, int size, uint16_t port,
+                                    cluster_mode mode,
+                                    const std::string& group) {
+  strategy_options opts;
+  opts.devices = {"cpu:0"};
+  opts.scheduler_threads = 2;
+  opts.timeout = std::chrono::seconds(60);
+  cluster_spec spec;
+  spec.rank = rank;
+  spec.world_size = size;
+  spec.rendezvous_port = port;
+  spec.operation_timeout = std::chrono::milliseconds{60000};
+  spec.group_name = group;
+  spec.mode = mode;
+  opts.cluster = spec;
+  return opts;
+}
+
 // Services mode (P2): a second strategy over the same processes; process 0
 // creates the variables, then process 1 alone and process 0 alone time
 // scalar assigns and ON_READ sum reads while the others only apply them.
@@ -98,18 +117,9 @@ bool services_rows(caf::actor_system& sys, bare_gloo& bare, int rank,
   bare.broadcast(&port, sizeof(port), 0);
   if (port == 0)
     return true;
-  strategy_options opts;
-  opts.devices = {"cpu:0"};
-  opts.scheduler_threads = 2;
-  opts.timeout = std::chrono::seconds(60);
-  cluster_spec spec;
-  spec.rank = rank;
-  spec.world_size = size;
-  spec.rendezvous_port = static_cast<uint16_t>(port);
-  spec.group_name = "services";
-  spec.mode = cluster_mode::services;
-  opts.cluster = spec;
-  auto s = strategy::create(sys, opts);
+  auto s = strategy::create(
+    sys, one_replica_across(rank, size, static_cast<uint16_t>(port),
+                            cluster_mode::services, "services"));
   if (!s) {
     std::fprintf(stderr, "rank %d: services: %s\n", rank,
                  describe(s.error()).c_str());
@@ -195,17 +205,8 @@ int run_rank(int rank, int size, uint16_t store_port, uint16_t strategy_port,
   bare.context->setTimeout(timeout);
   bare.context->connectFullMesh(kv, bare.device);
 
-  strategy_options opts;
-  opts.devices = {"cpu:0"};
-  opts.scheduler_threads = 2;
-  opts.timeout = std::chrono::seconds(60);
-  cluster_spec spec;
-  spec.rank = rank;
-  spec.world_size = size;
-  spec.rendezvous_port = strategy_port;
-  spec.operation_timeout = timeout;
-  opts.cluster = spec;
-  auto s = strategy::create(opts);
+  auto s = strategy::create(one_replica_across(
+    rank, size, strategy_port, cluster_mode::training, "varsync"));
   if (!s) {
     std::fprintf(stderr, "rank %d: %s\n", rank, describe(s.error()).c_str());
     return 1;

@@ -46,6 +46,7 @@
 
 #include <caf/all.hpp>
 
+#include "example_cluster.hpp"
 #include "example_main.hpp"
 #include "varsync/actor_api.hpp"
 #include "varsync/varsync.hpp"
@@ -296,25 +297,12 @@ void caf_main(caf::actor_system& sys, const config& cfg) {
 
   // Four replicas in all: here, or spread over the processes a launcher
   // started (services mode: each process issues its own operations).
-  constexpr int total_replicas = 4;
   strategy_options opts;
   opts.timeout = 5s;
-  auto cluster = must(cluster_from_environment(), "read the cluster");
-  int local = total_replicas;
-  if (cluster && cluster->world_size > 1) {
-    if (total_replicas % cluster->world_size != 0) {
-      std::printf("FAILED  %d replicas do not split over %d processes\n",
-                  total_replicas, cluster->world_size);
-      std::fflush(stdout);
-      std::_Exit(1);
-    }
-    local = total_replicas / cluster->world_size;
-    opts.cluster = *cluster;
+  examples::spread_replicas(opts, 4);
+  if (opts.cluster)
     opts.cluster->mode = cluster_mode::services;
-  }
-  opts.devices.clear();
-  for (int i = 0; i < local; ++i)
-    opts.devices.push_back("cpu:" + std::to_string(i));
+  const int local = static_cast<int>(opts.devices.size());
   auto s = must(strategy::create(sys, opts), "create strategy");
   const int n = s.num_replicas();
   const int first = s.first_local_replica();

@@ -48,6 +48,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
+#include "example_cluster.hpp"
 #include "example_main.hpp"
 #include "varsync/checkpoint.hpp"
 #include "varsync/config.hpp"
@@ -207,24 +208,9 @@ void caf_main(caf::actor_system& sys, const config& opt) {
 
   // Four replicas in all: here, or spread over the processes that
   // varsync-run (torchrun, mpirun, srun) started.
-  constexpr int total_replicas = 4;
   strategy_options opts;
   opts.timeout = std::chrono::seconds(10);
-  auto cluster = must(cluster_from_environment(), "read the cluster");
-  int local = total_replicas;
-  if (cluster && cluster->world_size > 1) {
-    if (total_replicas % cluster->world_size != 0) {
-      std::printf("FAILED  %d replicas do not split over %d processes\n",
-                  total_replicas, cluster->world_size);
-      std::fflush(stdout);
-      std::_Exit(1);
-    }
-    local = total_replicas / cluster->world_size;
-    opts.cluster = *cluster;
-  }
-  opts.devices.clear();
-  for (int i = 0; i < local; ++i)
-    opts.devices.push_back("cpu:" + std::to_string(i));
+  examples::spread_replicas(opts, 4);
   auto s = must(strategy::create(sys, opts), "create strategy");
   const int n = s.num_replicas();
 
