@@ -120,8 +120,10 @@ public:
         }
         op.origin = origin;
         op.sequence = ++sequence_;
-        for (auto& l : links_)
-          if (l)
+        // The other processes first: their copy crosses the network, and
+        // the operation's round waits for the last process to get it.
+        for (size_t r = 1; r <= links_.size(); ++r)
+          if (auto& l = links_[r % links_.size()])
             send(l, sequence_deliver_atom::value, op);
       },
     };
