@@ -186,10 +186,4 @@ void coordinator_state::agree_outcome(caf::timespan timeout, std::string what,
   agree(timeout, std::move(what), std::move(local), std::move(done));
 }
 
-void coordinator_state::step_outcome(caf::timespan timeout, std::string what,
-                                     caf::error local,
-                                     reply_fn<ok_atom> done) {
-  agree_outcome(timeout, std::move(what), std::move(local), std::move(done));
-}
-
 } // namespace varsync

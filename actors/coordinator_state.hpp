@@ -92,9 +92,9 @@ public:
   /// The sequencer cannot be reached any more: waiting callers and later
   /// cross-replica operations fail with replica_failed.
   void on_sequencer_down(caf::error reason);
-  /// The outcome of an operation that every process runs together (a
-  /// checkpoint): agree() in training mode; `local` in services mode, where
-  /// the issuing process alone runs it.
+  /// The outcome of an operation that every process runs together in
+  /// training mode (a step, a checkpoint): agree(); `local` in services
+  /// mode, where it runs in the issuing process alone.
   void agree_outcome(caf::timespan timeout, std::string what, caf::error local,
                      reply_fn<ok_atom> done);
   bool services() const {
@@ -225,10 +225,6 @@ private:
   /// Applies the ordered operations one after the other.
   void run_sequenced();
   void replay(sequenced_operation op);
-  /// A step's outcome: agree() in training mode; local in services mode
-  /// (a step runs on this process's replicas only).
-  void step_outcome(caf::timespan timeout, std::string what, caf::error local,
-                    reply_fn<ok_atom> done);
 
   /// Runs `f`, the rest of an operation after a wait, as part of the
   /// operation it continues: it never goes to the sequencer again.

@@ -33,7 +33,7 @@ void coordinator_state::run(caf::timespan timeout, replica_step_ptr step,
   // Across processes every step is one collective round, whatever happens
   // here, so that the processes stay in step (sync/cross_process_collective).
   auto fail = [this, &done](caf::timespan t, caf::error err) {
-    step_outcome(t, "step", std::move(err), std::move(done));
+    agree_outcome(t, "step", std::move(err), std::move(done));
   };
   auto left = remaining(timeout, "run");
   if (!left)
@@ -63,8 +63,8 @@ void coordinator_state::run(caf::timespan timeout, replica_step_ptr step,
     [this, timeout, done = std::move(done)](
       caf::expected<std::vector<step_report>> reports) mutable {
       if (!reports)
-        return step_outcome(timeout, "step", std::move(reports.error()),
-                            std::move(done));
+        return agree_outcome(timeout, "step", std::move(reports.error()),
+                             std::move(done));
       finish_step(timeout, *reports, std::move(done));
     },
     on_deadline::abandoned, fan_out::spread); // user code: in parallel
@@ -74,14 +74,15 @@ void coordinator_state::finish_step(caf::timespan timeout,
                                     std::vector<step_report>& reports,
                                     reply_fn<ok_atom> done) {
   auto fail = [this, timeout, &done](caf::error err) {
-    step_outcome(timeout, "step", std::move(err), std::move(done));
+    agree_outcome(timeout, "step", std::move(err), std::move(done));
   };
   auto name_of = [this](uint64_t id) { return quoted_name_of(id); };
   if (auto err = check_same_updates(reports, name_of))
     return fail(std::move(err));
   auto& first = reports[0].updates;
   if (first.empty())
-    return step_outcome(timeout, "step with no updates", {}, std::move(done));
+    return agree_outcome(timeout, "step with no updates", {},
+                         std::move(done));
   if (services())
     return fail(make_error(
       errc::invalid_argument,

@@ -266,8 +266,7 @@ void strategy_core::shutdown() {
     return;
   // Services mode: process 0 orders every operation, the others' last ones
   // included, so it leaves last (never waiting on an actor's thread).
-  if (place.group && place.mode == cluster_mode::services && place.rank == 0
-      && !check_may_block()
+  if (place.group && !check_may_block()
       && !place.group->await_others_left(place.leave_timeout))
     log()->warn("services mode: process 0 shuts down while other processes "
                 "are still in the strategy (waited {} ms); their later "

@@ -370,11 +370,10 @@ caf::expected<process_membership> join_gloo(const cluster_spec& spec,
         "rank " + std::to_string(spec.rank) + " joined in "
           + to_string(spec.mode) + " mode but rank " + std::to_string(r)
           + " in "
-          + (mode == static_cast<int32_t>(cluster_mode::services)
-               ? "services"
-               : mode == static_cast<int32_t>(cluster_mode::training)
-                   ? "training"
-                   : "an unknown")
+          + (mode == static_cast<int32_t>(cluster_mode::training)
+                 || mode == static_cast<int32_t>(cluster_mode::services)
+               ? to_string(static_cast<cluster_mode>(mode))
+               : "an unknown")
           + " mode: every process must use the same mode");
   }
   if (spec.mode == cluster_mode::services)
