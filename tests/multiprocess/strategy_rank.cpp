@@ -443,6 +443,7 @@ int services(strategy& s, const std::string& path) {
   auto config = await_variable(s, "config");
   auto total = await_variable(s, "total");
   auto seen = await_variable(s, "seen");
+  auto own = await_variable(s, "own");
   if (rank == 0)
     must(s.create_variable("go", tensor::scalar<int64_t>(1),
                            synchronization::on_write, aggregation::sum),
@@ -515,10 +516,18 @@ int services(strategy& s, const std::string& path) {
     check(must(s.read(seen), "read seen").to_vector<int64_t>()[0]
             == int64_t(n) * (n + 1) / 2,
           "restored seen");
-    // A NONE variable is stored per replica: refused, nothing changed.
+    // A NONE variable is stored per replica: refused, nothing changed
+    // (neither the per-replica entry nor the sum restored beside it).
+    must(s.assign(seen, 5.0), "change seen again");
+    must(s.assign(own, 3.0), "change own");
     expect_code(varsync::restore(s, path + ".own", {"seen", "own"}),
                 errc::invalid_argument,
                 "restore of per-replica components in services mode");
+    check(must(s.read(seen), "read seen").to_vector<int64_t>()[0] == 5,
+          "a refused restore leaves seen as it was");
+    for (auto& c : must(s.all_values(own), "all_values own"))
+      check(c.to_vector<int64_t>()[0] == 3,
+            "a refused restore leaves own as it was");
     ::unlink((path + ".own").c_str());
     auto scratch = must(s.create_variable("scratch", tensor::scalar<float>(0),
                                           synchronization::on_write,
@@ -554,11 +563,10 @@ int services_lost(strategy& s) {
   }
   auto a = await_variable(s, "a");
   std::this_thread::sleep_for(1s); // process 0 is gone by now
-  auto t0 = std::chrono::steady_clock::now();
+  // The harness's deadline catches a hang; no timing is asserted here.
   auto err = s.assign_add(a, 1.0);
   check(has_code(err, errc::replica_failed) || has_code(err, errc::timeout),
         "an operation after process 0 left fails: " + describe(err));
-  check(std::chrono::steady_clock::now() - t0 < 20s, "within the deadline");
   err = s.assign_add(a, 1.0);
   check(has_code(err, errc::replica_failed) || has_code(err, errc::timeout),
         "later operations fail too: " + describe(err));

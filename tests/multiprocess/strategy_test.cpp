@@ -121,7 +121,6 @@ TEST_CASE("multiprocess strategy: services mode without process 0 fails "
           "the others' operations with replica_failed, and nothing hangs") {
   auto r = run_strategy("services_lost", 3, 1, 3s, false, {}, "services");
   CHECK(r.exit_codes == std::vector<int>{0, 0, 0});
-  CHECK(r.took < 60s);
 }
 
 TEST_CASE("multiprocess strategy: processes in different modes fail to "
