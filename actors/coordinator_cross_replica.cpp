@@ -245,8 +245,20 @@ void coordinator_state::dispatch_update(caf::timespan timeout, uint64_t id,
         },
         std::move(done), on_deadline::committed);
     case update_target::first_component:
-      if (processes && processes->rank != 0) // replica 0 is in process 0
-        return done(ok_atom::value);
+      if (processes) {
+        // Replica 0 is in process 0: the others learn its outcome (an
+        // overflow there fails the update everywhere).
+        auto agreed = [this, timeout, op, name = info.name,
+                       done = std::move(done)](caf::expected<ok_atom> r) mutable {
+          agree(timeout,
+                "outcome on replica 0 of " + std::string{to_string(op)}
+                  + " of '" + name + "'",
+                r ? caf::error{} : std::move(r.error()), std::move(done));
+        };
+        if (processes->rank != 0)
+          return agreed(ok_atom::value);
+        done = std::move(agreed);
+      }
       return gather_ok(
          1, timeout,
         [this, id, op, value](size_t) {

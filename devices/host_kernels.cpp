@@ -664,6 +664,36 @@ int64_t first_overflow(reduce_op rop, update_op uop, dtype t,
   }
 }
 
+int64_t reduce_int32_widened(reduce_op rop, int64_t* out,
+                             std::span<const int32_t* const> inputs,
+                             int64_t begin, int64_t end) {
+  if (inputs.empty())
+    throw std::invalid_argument("reduce_int32_widened: no inputs");
+  int64_t first_bad = -1;
+  for (int64_t i = begin; i < end; ++i) {
+    int64_t y = inputs[0][i];
+    bool bad = false;
+    for (size_t k = 1; k < inputs.size(); ++k)
+      bad |= combine_overflows(rop, y, inputs[k][i], y);
+    if (bad && first_bad < 0)
+      first_bad = i;
+    out[i] = y;
+  }
+  return first_bad;
+}
+
+int64_t narrow_to_int32(int32_t* out, const int64_t* x, int64_t begin,
+                        int64_t end) {
+  constexpr int64_t lo = std::numeric_limits<int32_t>::min();
+  constexpr int64_t hi = std::numeric_limits<int32_t>::max();
+  for (int64_t i = begin; i < end; ++i)
+    if (x[i] < lo || x[i] > hi)
+      return i;
+  for (int64_t i = begin; i < end; ++i)
+    out[i] = static_cast<int32_t>(x[i]);
+  return -1;
+}
+
 bool bitwise_equal(const void* a, const void* b, size_t nbytes) {
   return nbytes == 0 || a == b || std::memcmp(a, b, nbytes) == 0;
 }

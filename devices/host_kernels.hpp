@@ -73,6 +73,20 @@ int64_t first_overflow(reduce_op rop, update_op uop, dtype t,
                        std::span<const void* const> inputs,
                        const void* component, int64_t begin, int64_t end);
 
+/// int32 reductions across processes keep their partial results in int64,
+/// so that a sum may pass through values outside int32 on the way, as it
+/// may in one process (V4). out[i] = reduce(rop, inputs[*][i]) in int64
+/// (inputs are int32; rop is sum, prod, min or max) for i in [begin, end).
+/// Returns the first i at which an int64 intermediate does not fit, or -1.
+int64_t reduce_int32_widened(reduce_op rop, int64_t* out,
+                             std::span<const int32_t* const> inputs,
+                             int64_t begin, int64_t end);
+
+/// out[i] = x[i] for i in [begin, end) when every x[i] fits int32; returns
+/// the first i that does not fit (and writes nothing), or -1.
+int64_t narrow_to_int32(int32_t* out, const int64_t* x, int64_t begin,
+                        int64_t end);
+
 /// True if the first `nbytes` bytes of `a` and `b` are equal.
 bool bitwise_equal(const void* a, const void* b, size_t nbytes);
 

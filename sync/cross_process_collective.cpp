@@ -256,6 +256,14 @@ caf::error run_cross_process(collective_plan& plan, process_group& group,
     reduce_op combine;
     size_t bytes = 0;
     tensor data;
+    /// int32 sums and products travel in int64 (V4: a sum may pass through
+    /// values outside int32 on the way, as in one process); `data` then
+    /// receives the range-checked result.
+    tensor wide;
+    bool widened() const {
+      return type == dtype::int32
+             && (combine == reduce_op::sum || combine == reduce_op::prod);
+    }
   };
   std::vector<packed> packs;
   std::vector<std::byte*> result(n_items, nullptr);
@@ -275,13 +283,22 @@ caf::error run_cross_process(collective_plan& plan, process_group& group,
                || packs[p].combine != combine_of(item)))
       ++p;
     if (p == packs.size())
-      packs.push_back({item.type, combine_of(item), 0, {}});
+      packs.push_back({item.type, combine_of(item), 0, {}, {}});
     where[k] = {p, packs[p].bytes};
     packs[p].bytes += bytes;
   }
-  for (auto& pk : packs)
-    pk.data = tensor::empty(
-      pk.type, {static_cast<int64_t>(pk.bytes / size_of(pk.type))});
+  for (auto& pk : packs) {
+    const auto count = static_cast<int64_t>(pk.bytes / size_of(pk.type));
+    pk.data = tensor::empty(pk.type, {count});
+    if (pk.widened())
+      pk.wide = tensor::empty(dtype::int64, {count});
+  }
+  auto wide_of = [&packs, &where](size_t k) {
+    auto& pk = packs[where[k].first];
+    return pk.widened() ? pk.wide.mutable_data<int64_t>()
+                            + where[k].second / sizeof(int32_t)
+                        : nullptr;
+  };
   vote_record vote;
   auto note = [&vote](vote_kind kind, size_t k, int64_t at) {
     if (vote.kind == vote_ok)
@@ -296,6 +313,16 @@ caf::error run_cross_process(collective_plan& plan, process_group& group,
     auto* y = static_cast<std::byte*>(packs[where[k].first].data.mutable_raw())
               + where[k].second;
     result[k] = y;
+    if (auto* wide = wide_of(k)) {
+      std::vector<const int32_t*> in32(slots);
+      for (size_t r = 0; r < slots; ++r)
+        in32[r] = static_cast<const int32_t*>(inputs[r]);
+      auto at = host::reduce_int32_widened(combine_of(item), wide, in32, 0,
+                                           item.count);
+      if (at >= 0)
+        note(vote_local_overflow, k, at);
+      continue;
+    }
     if (!is_floating(item.type)) {
       auto at = host::first_overflow(combine_of(item), update_op::assign,
                                      item.type, inputs, nullptr, 0, item.count);
@@ -309,8 +336,11 @@ caf::error run_cross_process(collective_plan& plan, process_group& group,
   // item.
   for (auto& pk : packs) {
     const auto count = static_cast<int64_t>(pk.bytes / size_of(pk.type));
-    if (auto err = group.all_reduce(pk.combine, pk.type,
-                                    pk.data.mutable_raw(), count)) {
+    if (auto err = group.all_reduce(pk.combine,
+                                    pk.widened() ? dtype::int64 : pk.type,
+                                    pk.widened() ? pk.wide.mutable_raw()
+                                                 : pk.data.mutable_raw(),
+                                    count)) {
       if (has_code(err, errc::overflow))
         return make_error(errc::overflow,
                           plan.description + ": the "
@@ -320,6 +350,25 @@ caf::error run_cross_process(collective_plan& plan, process_group& group,
                               "dtype; nothing was changed");
       return err;
     }
+  }
+  // The widened results back to int32: every process holds the same sums,
+  // so each fails alike without a vote.
+  for (size_t k = 0; k < n_items; ++k) {
+    auto* wide = result[k] != nullptr ? wide_of(k) : nullptr;
+    if (wide == nullptr)
+      continue;
+    auto& item = plan.items[k];
+    auto at = host::narrow_to_int32(static_cast<int32_t*>(
+                                      static_cast<void*>(result[k])),
+                                    wide, 0, item.count);
+    if (at >= 0)
+      return make_error(errc::overflow,
+                        "variable " + item_name(plan, k) + " ("
+                          + plan.description + "): the "
+                          + std::string{to_string(item.rop)}
+                          + " of int32 values over every replica does not "
+                            "fit the dtype at element "
+                          + std::to_string(at) + "; nothing was changed");
   }
   for (size_t k = 0; k < n_items; ++k) {
     auto& item = plan.items[k];

@@ -43,8 +43,18 @@ struct temp_dir {
     if (!across_processes())
       fs::remove_all(path, ec);
   }
+  /// Where the last strategy's files go: `path`, shared by the processes
+  /// of a strategy across processes, or for a strategy of this process
+  /// alone (tests/semantics/fixture.hpp) a directory of its own beside it.
+  fs::path files() const {
+    if (!across_processes() || !last_strategy_local())
+      return path;
+    fs::path own = path.string() + "-r" + std::getenv("VARSYNC_TEST_RANK");
+    fs::create_directories(own);
+    return own;
+  }
   std::string file(const std::string& name) const {
-    return local_file((path / name).string());
+    return (files() / name).string();
   }
 };
 
@@ -245,9 +255,11 @@ TEST_CASE("K2: a named subset saves and restores only those variables") {
 
 TEST_CASE("K3: a mismatch fails and leaves every component unchanged") {
   temp_dir dir;
-  auto path = dir.file("three");
+  std::string path;
   {
     auto s3 = make_strategy(3);
+    // Written by s3's processes; every process reads it below.
+    path = dir.file("three");
     make_var(s3, "f", tensor::from_vector<float>({2}, {1, 2}),
              synchronization::on_write, aggregation::mean);
     make_var(s3, "n", tensor::scalar<int64_t>(5), synchronization::on_read,
@@ -346,7 +358,7 @@ TEST_CASE("K3: save is atomic and leaves no temporary file") {
   VS_REQUIRE_OK(s.assign(v, 2.0));
   VS_REQUIRE_OK(save(s, path));
   size_t files = 0;
-  for (auto& entry : fs::directory_iterator(dir.path)) {
+  for (auto& entry : fs::directory_iterator(dir.files())) {
     ++files;
     CHECK(entry.path().filename() == "ckpt.safetensors");
   }
@@ -354,7 +366,7 @@ TEST_CASE("K3: save is atomic and leaves no temporary file") {
   CHECK(decode_file(path).find("v")->as_double(0) == 2);
   // A directory that does not exist: an error, and nothing left behind.
   CHECK(save(s, dir.file("no/such/dir/ckpt")));
-  CHECK(std::distance(fs::directory_iterator(dir.path),
+  CHECK(std::distance(fs::directory_iterator(dir.files()),
                       fs::directory_iterator{}) == 1);
 }
 

@@ -64,12 +64,13 @@ inline std::vector<std::string> test_devices(int replicas) {
 /// The rule table across processes (tests/semantics/run_across_processes.sh
 /// starts P copies of this binary with the same test cases): with
 /// VARSYNC_TEST_PROCESSES=P, VARSYNC_TEST_RANK and VARSYNC_TEST_PORT, a
-/// strategy of N replicas spans the P processes, N/P replicas each, in
-/// training mode (every process runs the same test case: SPMD). The k-th
-/// strategy a test binary makes uses rendezvous port VARSYNC_TEST_PORT +
-/// (k mod 200)
-/// in every process. A replica count that does not split over P makes a
-/// strategy of this process alone.
+/// strategy of N replicas spans min(N, P) processes in training mode (every
+/// process runs the same test case: SPMD). With N >= P, process r holds
+/// N/P replicas, one more for r < N mod P (3 over 2: 2 + 1), so uneven
+/// layouts run too; with N < P, processes 0 .. N-1 hold one replica each and
+/// the others make a strategy of their own alone. The k-th strategy a test
+/// binary makes uses rendezvous port VARSYNC_TEST_PORT + (k mod 200) in
+/// every process.
 /// True in a run across processes (VARSYNC_TEST_PROCESSES).
 inline bool across_processes() {
   return std::getenv("VARSYNC_TEST_PROCESSES") != nullptr;
@@ -93,18 +94,19 @@ inline std::optional<cluster_spec> test_cluster(int replicas,
   const char* port = std::getenv("VARSYNC_TEST_PORT");
   if (procs == nullptr || rank == nullptr || port == nullptr)
     return std::nullopt;
-  const int p = std::atoi(procs);
+  const int p = std::min(std::atoi(procs), replicas);
+  const int r = std::atoi(rank);
   const int k = made++;
-  if (p < 2 || replicas % p != 0)
+  if (p < 2 || r >= p)
     return std::nullopt;
   cluster_spec spec;
   spec.world_size = p;
-  spec.rank = std::atoi(rank);
+  spec.rank = r;
   spec.rendezvous_port = static_cast<uint16_t>(std::atoi(port) + k % 200);
   spec.join_timeout = 30s;
   spec.operation_timeout = 20s;
   spec.group_name = "semantics-" + std::to_string(k);
-  local_replicas = replicas / p;
+  local_replicas = replicas / p + (r < replicas % p ? 1 : 0);
   last_strategy_local() = false;
   return spec;
 }

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -279,4 +280,55 @@ TEST_CASE("cross-process collective: a local failure still takes part and "
   auto err = run_cross_process(f.plan, g, {1, 1});
   CHECK(has_code(err, errc::invalid_argument));
   CHECK(g.gathers == 1);
+}
+
+TEST_CASE("cross-process collective: int32 sums travel in int64, so a partial "
+          "sum may leave int32 as in one process (V4)") {
+  // Rank 1's partial sum arrives through the all-reduce.
+  struct adding_group : scripted_group {
+    int64_t add = 0;
+    dtype seen = dtype::float32;
+    caf::error all_reduce(reduce_op, dtype t, void* data, int64_t n) override {
+      seen = t;
+      if (t == dtype::int64)
+        for (int64_t i = 0; i < n; ++i)
+          static_cast<int64_t*>(data)[i] += add;
+      return {};
+    }
+  };
+  constexpr int32_t max32 = std::numeric_limits<int32_t>::max();
+  int32_t contributions[2] = {max32 - 1, max32 - 1}; // 2 max - 2 here
+  int32_t components[2] = {0, 0};
+  collective_plan plan;
+  plan.num_replicas = 2;
+  plan.cross_process = true;
+  plan.total_replicas = 3;
+  plan.description = "step: 'n' assign_add";
+  auto& item = plan.add_item();
+  item.name = "n";
+  item.type = dtype::int32;
+  item.count = 1;
+  item.uop = update_op::assign_add;
+  item.target = collective_target::components;
+  for (size_t r = 0; r < 2; ++r) {
+    item.inputs[r] = &contributions[r];
+    item.components[r] = &components[r];
+  }
+  adding_group g;
+  SECTION("the total fits: exact") {
+    g.add = -max32;
+    REQUIRE_FALSE(run_cross_process(plan, g, {2, 1}));
+    CHECK(g.seen == dtype::int64);
+    CHECK(components[0] == max32 - 2);
+    CHECK(components[1] == max32 - 2);
+  }
+  SECTION("the total does not fit: overflow, named, nothing changed") {
+    g.add = 3;
+    auto err = run_cross_process(plan, g, {2, 1});
+    CHECK(has_code(err, errc::overflow));
+    CHECK(message_of(err).find("'n'") != std::string::npos);
+    CHECK(message_of(err).find("element 0") != std::string::npos);
+    CHECK(components[0] == 0);
+    CHECK(components[1] == 0);
+  }
 }

@@ -1049,3 +1049,32 @@ TEST_CASE("host kernels: first_overflow finds integer sums, products and "
                        nullptr, 0, 1)
         == -1); // floating dtypes are never checked
 }
+
+TEST_CASE("host kernels: int32 reductions widened to int64 and narrowed back "
+          "with a range check") {
+  using namespace varsync::host;
+  const int32_t max32 = std::numeric_limits<int32_t>::max();
+  int32_t a[] = {max32, max32, -3};
+  int32_t b[] = {max32, 1, 2};
+  const int32_t* ins[] = {a, b};
+  int64_t wide[3] = {};
+  CHECK(reduce_int32_widened(reduce_op::sum, wide, ins, 0, 3) == -1);
+  CHECK(wide[0] == 2 * int64_t{max32});
+  CHECK(wide[1] == int64_t{max32} + 1);
+  CHECK(wide[2] == -1);
+  CHECK(reduce_int32_widened(reduce_op::min, wide, ins, 0, 3) == -1);
+  CHECK(wide[2] == -3);
+  // An int64 product that does not fit is reported at its element.
+  int32_t big[] = {max32, 2};
+  const int32_t* four[] = {big, big, big, big};
+  CHECK(reduce_int32_widened(reduce_op::prod, wide, four, 0, 2) == 0);
+  int32_t out[3] = {7, 7, 7};
+  int64_t fits[] = {max32, -1, std::numeric_limits<int32_t>::min()};
+  CHECK(narrow_to_int32(out, fits, 0, 3) == -1);
+  CHECK(out[0] == max32);
+  CHECK(out[2] == std::numeric_limits<int32_t>::min());
+  int64_t over[] = {1, int64_t{max32} + 1, 2};
+  int32_t keep[3] = {7, 7, 7};
+  CHECK(narrow_to_int32(keep, over, 0, 3) == 1);
+  CHECK(keep[0] == 7); // nothing written
+}
