@@ -221,7 +221,7 @@ void coordinator_state::on_deadline_tick() {
 // -- admission -----------------------------------------------------------------
 
 caf::error coordinator_state::refuse_if_full(size_t bytes) const {
-  if (in_flight_ < max_in_flight && waiting_.empty())
+  if (in_flight_ < in_flight_limit() && waiting_.empty())
     return {}; // runs at once
   if (waiting_.size() >= max_queued_operations_)
     return make_error(errc::overloaded,
@@ -246,7 +246,7 @@ void coordinator_state::release_slot() {
   if (draining_)
     return; // the loop below, further up the stack, starts the next one
   draining_ = true;
-  while (in_flight_ < max_in_flight && !waiting_.empty()) {
+  while (in_flight_ < in_flight_limit() && !waiting_.empty()) {
     auto next = std::move(waiting_.front());
     waiting_.pop_front();
     queued_bytes_ -= next.bytes;

@@ -109,8 +109,8 @@ public:
 
   // -- admission -------------------------------------------------------------
 
-  /// Runs `op` now if fewer than max_in_flight operations are in flight and
-  /// none is waiting, else queues it (FIFO). CAF 0.17 keeps pending
+  /// Runs `op` now if fewer than in_flight_limit() operations are in flight
+  /// and none is waiting, else queues it (FIFO). CAF 0.17 keeps pending
   /// responses in a flat map searched linearly, so thousands of operations
   /// in flight made each reply O(n) (measured: 85% of the time of a burst of
   /// 10,000 async creates). The operation must call release_slot() once
@@ -120,7 +120,7 @@ public:
   /// it waits.
   template <class F>
   void admit(F&& op, size_t bytes = 0) {
-    if (in_flight_ < max_in_flight && waiting_.empty()) {
+    if (in_flight_ < in_flight_limit() && waiting_.empty()) {
       ++in_flight_;
       op();
       return;
@@ -156,6 +156,15 @@ public:
   }
 
   static constexpr size_t max_in_flight = 64;
+  /// Across processes in training mode every process must start its
+  /// collectives in one order (P4), and an operation may wait inside the
+  /// coordinator (a read behind a write, a step behind its replicas, an
+  /// update between its two rounds): there operations run one at a time,
+  /// in the order they arrived, so that concurrent async calls issued alike
+  /// everywhere meet alike. Services mode orders them through process 0.
+  size_t in_flight_limit() const {
+    return processes && !services() ? 1 : max_in_flight;
+  }
 
   // -- operations; `done` runs on the coordinator's thread -------------------
 

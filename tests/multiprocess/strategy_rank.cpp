@@ -12,7 +12,8 @@
 // restore, and restore into one process), "services" (VARSYNC_MODE=services:
 // one-sided operations from every process in one order, P2),
 // "services_lost" (process 0 exits; the others' operations fail), "mixed"
-// (the harness gives the processes different modes). Exit: 0 as expected,
+// (the harness gives the processes different modes), "concurrent" (bursts
+// of async operations in training mode). Exit: 0 as expected,
 // 1 a wrong outcome, 2 bad usage.
 
 #include <chrono>
@@ -574,6 +575,79 @@ int services_lost(strategy& s) {
   return failures == 0 ? 0 : 1;
 }
 
+// Training mode with concurrent async calls (P4): every process issues the
+// same burst of steps, updates and collective reads without waiting, and
+// the steps take longer in one process than in the other, so that the
+// operations finish in different orders. Every one must still succeed:
+// each process starts them in the order they were issued.
+int concurrent(strategy& s) {
+  const int rank = s.process_rank();
+  const int n = s.num_replicas();
+  auto w = must(s.create_variable("cw", tensor::scalar<float>(0),
+                                  synchronization::on_write,
+                                  aggregation::sum),
+                "create cw");
+  auto count = must(s.create_variable("count", tensor::scalar<int32_t>(0),
+                                      synchronization::on_write,
+                                      aggregation::sum),
+                    "create count");
+  auto hits = must(s.create_variable("hits", tensor::scalar<int64_t>(0),
+                                     synchronization::on_read,
+                                     aggregation::sum),
+                   "create hits");
+  std::mutex m;
+  std::condition_variable cv;
+  int pending = 0;
+  int errors = 0;
+  std::string first_error;
+  auto done = [&](caf::error err) {
+    std::lock_guard<std::mutex> guard{m};
+    if (err && errors++ == 0)
+      first_error = describe(err);
+    --pending;
+    cv.notify_all();
+  };
+  constexpr int rounds = 30;
+  {
+    std::lock_guard<std::mutex> guard{m};
+    pending = 4 * rounds;
+  }
+  auto async = s.async();
+  for (int i = 0; i < rounds; ++i) {
+    async.run(
+      [=](replica_context& ctx) {
+        if (rank == 1 && i % 3 == 0)
+          std::this_thread::sleep_for(3ms);
+        must(ctx.assign_add(w, 1.0), "step cw");
+        must(ctx.assign_add(hits, tensor::scalar<int64_t>(1)), "step hits");
+      },
+      done_callback{done});
+    // An integer update: an agreement and then an overflow-checked
+    // collective, two rounds another operation could fall between.
+    async.assign_add(count, tensor::scalar<int32_t>(1), done_callback{done});
+    // A collective read that waits for the writes issued before it.
+    async.read(hits, callback<tensor>{[done](caf::expected<tensor> t) {
+                 done(t ? caf::error{} : t.error());
+               }});
+    async.assign_add(w, 0.5, done_callback{done});
+  }
+  {
+    std::unique_lock<std::mutex> lock{m};
+    cv.wait(lock, [&] { return pending == 0; });
+  }
+  check(errors == 0, std::to_string(errors)
+                       + " concurrent operations failed, the first: "
+                       + first_error);
+  check(floats(s, w) == std::vector<float>{float(rounds) * (float(n) + 0.5f)},
+        "cw holds every step's and every assign's contribution");
+  check(must(s.read(count), "read count").as_double(0) == rounds,
+        "count holds every assign_add");
+  check(must(s.read(hits), "read hits").as_double(0) == rounds * n,
+        "hits holds every step's local updates");
+  std::printf("process %d: %d concurrent operations\n", rank, 4 * rounds);
+  return failures == 0 ? 0 : 1;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -623,6 +697,8 @@ int main(int argc, char** argv) {
     rc = checkpoint(*s, argv[3]);
   else if (scenario == "desync")
     rc = desync(*s);
+  else if (scenario == "concurrent")
+    rc = concurrent(*s);
   else if (scenario == "services" && argc == 4)
     rc = services(*s, argv[3]);
   else if (scenario == "services_lost")

@@ -61,6 +61,12 @@ TEST_CASE("multiprocess strategy: the rules across 4 processes x 1 replica") {
   CHECK(r.exit_codes == std::vector<int>{0, 0, 0, 0});
 }
 
+TEST_CASE("multiprocess strategy: concurrent async calls in training mode "
+          "start in the order they were issued in every process") {
+  auto r = run_strategy("concurrent", 2, 2, 20s);
+  CHECK(r.exit_codes == std::vector<int>{0, 0});
+}
+
 TEST_CASE("multiprocess strategy: processes that issue different steps get "
           "mismatched_replica_updates naming both, a step that throws in one "
           "process fails on all, and the strategy stays usable") {
