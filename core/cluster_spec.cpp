@@ -90,6 +90,9 @@ caf::error validate(const cluster_spec& spec) {
     return bad("the rendezvous and bind hosts must not be empty");
   if (spec.join_timeout.count() <= 0 || spec.operation_timeout.count() <= 0)
     return bad("the join and operation timeouts must be positive");
+  if (spec.peer_timeout.count() != 0 && spec.peer_timeout.count() < 100)
+    return bad("peer_timeout " + std::to_string(spec.peer_timeout.count())
+               + " ms: expected 0 (no heartbeats) or at least 100 ms");
   if (spec.group_name.empty())
     return bad("the group name must not be empty");
   if (spec.mode != cluster_mode::training && spec.mode != cluster_mode::services)
@@ -167,6 +170,12 @@ cluster_from_environment(const environment_reader& reader) {
     if (!ms)
       return std::move(ms.error());
     spec.join_timeout = spec.operation_timeout = std::chrono::milliseconds{*ms};
+  }
+  if (auto t = get("VARSYNC_PEER_TIMEOUT_MS")) {
+    auto ms = parse_integer("VARSYNC_PEER_TIMEOUT_MS", *t, 0, 86'400'000);
+    if (!ms)
+      return std::move(ms.error());
+    spec.peer_timeout = std::chrono::milliseconds{*ms};
   }
   if (auto mode = get("VARSYNC_MODE")) {
     if (*mode == "training")

@@ -46,6 +46,10 @@ std::chrono::milliseconds left_until(clock::time_point deadline) {
 // its own builds it, keeps it until the group goes, then destroys it.
 class control_system {
 public:
+  explicit control_system(std::chrono::milliseconds peer_timeout)
+    : peer_timeout_(peer_timeout) {
+  }
+
   caf::error start() {
     thread_ = std::thread{[this] { run(); }};
     std::unique_lock<std::mutex> lock{mtx_};
@@ -83,6 +87,14 @@ private:
     cfg.load<caf::io::middleman>();
     cfg.set("scheduler.max-threads", 1);
     cfg.set("logger.verbosity", caf::atom("quiet"));
+    if (peer_timeout_.count() > 0) {
+      // CAF's middleman sends the heartbeats from its own thread and closes
+      // a connection that stayed silent past the timeout: the proxies of
+      // that process's actors go down, and their monitors hear of it.
+      cfg.set("middleman.heartbeat-interval",
+              caf::timespan{peer_timeout_ / 4});
+      cfg.set("middleman.connection-timeout", caf::timespan{peer_timeout_});
+    }
     try {
       sys_ = std::make_unique<caf::actor_system>(cfg);
     } catch (const std::exception& e) {
@@ -105,6 +117,7 @@ private:
     sys_.reset();
   }
 
+  std::chrono::milliseconds peer_timeout_;
   std::thread thread_;
   std::mutex mtx_;
   std::condition_variable cv_;
@@ -332,7 +345,7 @@ caf::expected<process_membership> join_gloo(const cluster_spec& spec,
                                             int local_replicas) {
   const auto deadline = clock::now() + spec.join_timeout;
   auto pg = std::make_shared<gloo_process_group>();
-  pg->control = std::make_unique<control_system>();
+  pg->control = std::make_unique<control_system>(spec.peer_timeout);
   if (auto err = pg->control->start())
     return err;
   forget_logger_on_exit forget{&pg->control->sys()};

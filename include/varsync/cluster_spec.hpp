@@ -47,6 +47,14 @@ struct cluster_spec {
   /// Every cross-process operation must finish within this; a process that
   /// does not take part in time fails it on every other process.
   std::chrono::milliseconds operation_timeout{30000};
+  /// A process not heard from for this long is lost: the others close their
+  /// control connections to it. Every process sends a heartbeat four times
+  /// per period, so a process that was stopped (SIGSTOP) or cut off is
+  /// noticed while idle too: in services mode, calls waiting for process 0
+  /// and every later one fail with replica_failed. Zero: no heartbeats (a
+  /// lost process is noticed by the next operation's deadline only).
+  /// Otherwise at least 100 ms.
+  std::chrono::milliseconds peer_timeout{5000};
   /// Distinguishes several strategies that share one rendezvous address.
   std::string group_name = "varsync";
   /// Every process must use the same mode.
@@ -68,8 +76,8 @@ using environment_reader
 ///   Slurm:       SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID
 /// Open MPI and Slurm give no rendezvous address: VARSYNC_RENDEZVOUS, or
 /// MASTER_ADDR and MASTER_PORT, must be set as well. VARSYNC_BIND sets the
-/// bind address, VARSYNC_TIMEOUT_MS both timeouts, VARSYNC_MODE the mode
-/// ("training" or "services"). A value that is not a
+/// bind address, VARSYNC_TIMEOUT_MS both timeouts, VARSYNC_PEER_TIMEOUT_MS
+/// the peer timeout, VARSYNC_MODE the mode ("training" or "services"). A value that is not a
 /// number, out of range, or a missing companion variable is
 /// invalid_argument naming the variable.
 caf::expected<std::optional<cluster_spec>>
@@ -77,8 +85,8 @@ cluster_from_environment(const environment_reader& getenv = {});
 
 /// invalid_argument naming the field when `spec` cannot describe a cluster
 /// (rank outside [0, world_size), no rendezvous port with several
-/// processes, a non-positive timeout, an empty host, a mode that is not
-/// one).
+/// processes, a non-positive timeout, a peer timeout under 100 ms but not
+/// zero, an empty host, a mode that is not one).
 caf::error validate(const cluster_spec& spec);
 
 } // namespace varsync

@@ -13,7 +13,8 @@
 // one-sided operations from every process in one order, P2),
 // "services_lost" (process 0 exits; the others' operations fail), "mixed"
 // (the harness gives the processes different modes), "concurrent" (bursts
-// of async operations in training mode). Exit: 0 as expected,
+// of async operations in training mode), "services_stopped" (process 0
+// stops itself; the others notice by the missing heartbeats). Exit: 0 as expected,
 // 1 a wrong outcome, 2 bad usage.
 
 #include <chrono>
@@ -648,6 +649,40 @@ int concurrent(strategy& s) {
   return failures == 0 ? 0 : 1;
 }
 
+// Process 0 stops (SIGSTOP) while the others are idle: the heartbeats stop,
+// the others close their connections to it after the peer timeout, and
+// their next operation fails with replica_failed, not with the timeout of
+// an operation deadline (20 s here, the peer timeout 2 s).
+int services_stopped(strategy& s) {
+  if (s.process_rank() == 0) {
+    must(s.create_variable("a", tensor::scalar<float>(3),
+                           synchronization::on_write, aggregation::sum),
+         "create a");
+    for (int r = 1; r < s.num_processes(); ++r)
+      await_variable(s, "seen" + std::to_string(r));
+    std::raise(SIGSTOP);
+    return 0; // never runs: the harness kills it
+  }
+  auto a = await_variable(s, "a");
+  must(s.create_variable("seen" + std::to_string(s.process_rank()),
+                         tensor::scalar<float>(0), synchronization::on_write,
+                         aggregation::sum),
+       "create seen");
+  std::this_thread::sleep_for(3s); // idle past the peer timeout
+  auto t0 = std::chrono::steady_clock::now();
+  auto err = s.assign_add(a, 1.0);
+  auto took = std::chrono::steady_clock::now() - t0;
+  check(has_code(err, errc::replica_failed),
+        "an operation after process 0 stopped fails with replica_failed: "
+          + describe(err));
+  check(took < 10s, "at once, not at the operation deadline");
+  err = s.assign_add(a, 1.0);
+  check(has_code(err, errc::replica_failed),
+        "later operations fail too: " + describe(err));
+  std::printf("process %d: %s\n", s.process_rank(), describe(err).c_str());
+  return failures == 0 ? 0 : 1;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -703,6 +738,8 @@ int main(int argc, char** argv) {
     rc = services(*s, argv[3]);
   else if (scenario == "services_lost")
     rc = services_lost(*s);
+  else if (scenario == "services_stopped")
+    rc = services_stopped(*s);
   else if (scenario == "die" || scenario == "stop")
     rc = lose_one(*s, scenario == "stop");
   std::fflush(stdout);

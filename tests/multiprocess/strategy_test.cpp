@@ -23,7 +23,8 @@ namespace {
 varsync::testing::children_result
 run_strategy(const std::string& scenario, int processes, int local,
              std::chrono::milliseconds timeout, bool absent = false,
-             const std::string& path = {}, const std::string& mode = {}) {
+             const std::string& path = {}, const std::string& mode = {},
+             std::chrono::milliseconds peer_timeout = 5s) {
   auto port = free_loopback_port();
   REQUIRE(port > 0);
   std::vector<child_spec> children;
@@ -38,6 +39,7 @@ run_strategy(const std::string& scenario, int processes, int local,
         "VARSYNC_WORLD_SIZE=" + std::to_string(processes),
         "VARSYNC_RENDEZVOUS=127.0.0.1:" + std::to_string(port),
         "VARSYNC_TIMEOUT_MS=" + std::to_string(timeout.count()),
+        "VARSYNC_PEER_TIMEOUT_MS=" + std::to_string(peer_timeout.count()),
         // "mixed": process 0 in services mode, the others in training.
         "VARSYNC_MODE="
           + (mode == "mixed" ? std::string{r == 0 ? "services" : "training"}
@@ -127,6 +129,15 @@ TEST_CASE("multiprocess strategy: services mode without process 0 fails "
           "the others' operations with replica_failed, and nothing hangs") {
   auto r = run_strategy("services_lost", 3, 1, 3s, false, {}, "services");
   CHECK(r.exit_codes == std::vector<int>{0, 0, 0});
+}
+
+TEST_CASE("multiprocess strategy: services mode notices a stopped process 0 "
+          "by its missing heartbeats: the others' operations fail with "
+          "replica_failed, not at their deadline") {
+  auto r = run_strategy("services_stopped", 3, 1, 20s, false, {}, "services",
+                        2s);
+  // The stopped process is killed by the harness (-1).
+  CHECK(r.exit_codes == std::vector<int>{-1, 0, 0});
 }
 
 TEST_CASE("multiprocess strategy: processes in different modes fail to "

@@ -72,6 +72,35 @@ TEST_CASE("cluster_spec: VARSYNC_MODE picks training or services") {
   CHECK(std::string{to_string(cluster_mode::services)} == "services");
 }
 
+TEST_CASE("cluster_spec: VARSYNC_PEER_TIMEOUT_MS sets the peer timeout, 0 "
+          "turns heartbeats off, under 100 ms is refused") {
+  auto with = [](const char* ms) {
+    return cluster_from_environment(env({{"VARSYNC_RANK", "0"},
+                                         {"VARSYNC_WORLD_SIZE", "2"},
+                                         {"VARSYNC_RENDEZVOUS", "h:1"},
+                                         {"VARSYNC_PEER_TIMEOUT_MS", ms}}));
+  };
+  auto two = with("2000");
+  REQUIRE(two);
+  CHECK((*two)->peer_timeout == std::chrono::milliseconds{2000});
+  auto off = with("0");
+  REQUIRE(off);
+  CHECK((*off)->peer_timeout.count() == 0);
+  for (const char* bad : {"50", "-1", "soon"}) {
+    auto refused = with(bad);
+    REQUIRE(!refused);
+    CHECK(has_code(refused.error(), errc::invalid_argument));
+  }
+  cluster_spec spec;
+  CHECK(spec.peer_timeout == std::chrono::milliseconds{5000});
+  spec.world_size = 2;
+  spec.rendezvous_port = 1;
+  spec.peer_timeout = std::chrono::milliseconds{99};
+  auto err = validate(spec);
+  CHECK(has_code(err, errc::invalid_argument));
+  CHECK(message_of(err).find("peer_timeout") != std::string::npos);
+}
+
 TEST_CASE("cluster_spec: torchrun's variables, and IPv6 in brackets") {
   auto c = cluster_from_environment(env({{"RANK", "1"},
                                          {"WORLD_SIZE", "2"},
