@@ -12,7 +12,8 @@ launcher=$2
 workdir=$3
 mkdir -p "$workdir"
 
-weights_of() { grep '^weights ' "$1" | head -1 | cut -d' ' -f2-; }
+# shellcheck source=weights.sh
+source "$(dirname "$0")/weights.sh"
 
 "$training" --smoke --print-weights >"$workdir/single.log" 2>&1 \
   || { cat "$workdir/single.log"; exit 1; }
@@ -27,18 +28,7 @@ for np in 2 4; do
     cat "$log"; echo "FAILED: $count of $np processes passed"; exit 1
   fi
   while read -r line; do
-    got=${line#weights }
-    if [ "$got" != "$want" ]; then
-      # Not bitwise: compare as numbers (bash's printf reads hexfloats).
-      read -r -a a <<<"${want/ b / }"
-      read -r -a b <<<"${got/ b / }"
-      for i in "${!a[@]}"; do
-        x=$(printf '%.9g' "${a[$i]}"); y=$(printf '%.9g' "${b[$i]}")
-        awk -v x="$x" -v y="$y" 'BEGIN { d = x - y; if (d < 0) d = -d;
-          m = (x < 0 ? -x : x); exit !(d <= 1e-5 * (m > 1 ? m : 1)) }' \
-          || { echo "FAILED: weight $i: $x (1 process) vs $y ($np processes)"; exit 1; }
-      done
-    fi
+    same_weights "$want" "${line#weights }" "$np processes"
   done < <(grep '^weights ' "$log")
   echo "$np processes: the single-process weights"
 done
