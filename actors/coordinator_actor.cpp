@@ -9,14 +9,12 @@
 #include <caf/exit_reason.hpp>
 #include <caf/send.hpp>
 
-#include "actors/collective_driver.hpp"
 #include "actors/actor_thread.hpp"
+#include "actors/collective_selection.hpp"
 #include "actors/coordinator_state.hpp"
-#include "actors/process_collective_actor.hpp"
 #include "actors/replica_actor.hpp"
 #include "varsync/error.hpp"
 #include "core/logging.hpp"
-#include "sync/collective_path.hpp"
 #include "sync/distributed_reduce.hpp"
 
 #include "actors/coordinator_gather.hpp"
@@ -258,13 +256,6 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
   std::optional<coordinator_state::process_layout> layout;
   std::shared_ptr<process_group> sequencing_group;
   if (cfg.processes) {
-    for (auto& d : cfg.devices)
-      if (d.kind != device_kind::host)
-        return make_error(errc::invalid_argument,
-                          "device " + to_string(d)
-                            + ": a strategy across processes has host "
-                              "replicas only for now (NCCL across processes "
-                              "is not built yet)");
     auto& m = *cfg.processes;
     if (!m.group
         || m.replicas_per_rank.size() != static_cast<size_t>(m.group->size())
@@ -312,21 +303,15 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
     }
     replicas.push_back(std::move(*replica));
   }
-  std::optional<collective_driver_actor> driver;
-  std::string collective = describe_collective(cfg.devices);
-  if (cfg.processes) {
-    auto d = spawn_process_collective(sys, std::move(*cfg.processes));
-    driver = d.actor;
-    collective = d.description;
-  } else if (needs_device_collective(cfg.devices)) {
-    auto d = spawn_device_collective_driver(sys, cfg.devices);
-    if (!d) {
-      stop_all();
-      return std::move(d.error());
-    }
-    driver = d->actor;
-    collective = d->description;
+  auto selected = select_collective(sys, cfg.devices, std::move(cfg.processes));
+  if (!selected) {
+    stop_all();
+    return std::move(selected.error());
   }
+  std::optional<collective_driver_actor> driver;
+  if (selected->driver)
+    driver = *selected->driver;
+  auto collective = std::move(selected->description);
   auto coordinator = sys.spawn<coordinator_actor_impl>(
     cfg.devices, replicas, cfg.default_timeout, driver, collective,
     memory_budget{cfg.memory_budget_bytes}, cfg.max_queued_operations,

@@ -18,7 +18,6 @@
 #include "actors/coordinator_actor.hpp"
 #include "core/logging.hpp"
 #include "varsync/config.hpp"
-#include "sync/collective_path.hpp"
 #include "sync/distributed_reduce.hpp"
 #include "sync/sync_policy.hpp"
 #include "api/strategy_core.hpp"
@@ -189,17 +188,23 @@ make_strategy(std::shared_ptr<detail::system_host> owned,
                    + std::to_string(place.first_replica) + ".."
                    + std::to_string(place.first_replica + devices->size() - 1)
                    + " of " + std::to_string(place.total_replicas);
-  description += "; bulk data: " + describe_collective(*devices);
-  log()->info("{}", description);
-  // The replicas, for actors bound to them (one blocking round trip at
-  // creation; never on the hot path).
+  // The replicas, for actors bound to them, and the collective the
+  // coordinator was given (blocking round trips at creation; never on the
+  // hot path).
   std::vector<replica_actor> replicas;
+  std::string collective = "unknown";
   {
     caf::scoped_actor self{sys};
     self->request(*coordinator, std::chrono::seconds(10), replicas_atom::value)
       .receive([&](std::vector<replica_actor>& xs) { replicas = std::move(xs); },
                [&](caf::error&) {});
+    self->request(*coordinator, std::chrono::seconds(10), describe_atom::value)
+      .receive(
+        [&](strategy_description& d) { collective = std::move(d.collective); },
+        [&](caf::error&) {});
   }
+  description += "; bulk data: " + collective;
+  log()->info("{}", description);
   if (owned)
     detail::forget_thread_logger(sys);
   auto core = std::make_shared<detail::strategy_core>(
