@@ -466,6 +466,13 @@ def build(t):
                   "bare Gloo allreduce, same processes", fmt_us(gloo),
                   ratio_of(v(rec), v(gloo)), target=target,
                   key="processes.p%d.s%d.step" % (p, s))
+            floor = t.get("processes.p%d.s%d.floor" % (p, s))
+            if floor is not None and rec is not None:
+                t.add("step %s, %d processes vs its floor" % (size_name(s), p),
+                      fmt_us(rec), "floor: bare Gloo allreduce + one small "
+                      "round + the copy into the pack and the add into the "
+                      "component, same processes", fmt_us(floor),
+                      ratio_of(v(rec), v(floor)))
             mpi = t.get("mpi.allreduce.r%d.s%d" % (p, s))
             if mpi is not None and rec is not None:
                 t.add("step %s, %d processes vs MPI" % (size_name(s), p),
