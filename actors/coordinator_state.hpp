@@ -278,7 +278,8 @@ private:
     /// Cross-replica writes dispatched and not yet confirmed by every
     /// replica; reads wait for them (W8).
     size_t writes_in_flight = 0;
-    std::deque<std::shared_ptr<pending_read>> waiting_reads;
+    // A vector: an empty std::deque allocates ~600 bytes, per variable.
+    std::vector<std::shared_ptr<pending_read>> waiting_reads;
   };
 
   /// `timeout` less the time the operation now starting waited for

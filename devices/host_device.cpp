@@ -11,32 +11,43 @@
 
 namespace varsync {
 
-// Each component carries its size in a header of one alignment unit, so that
-// release() can take it off the count of live host components (the memory
-// budget, devices/memory_budget.hpp).
+// Each component carries its footprint in the 8 bytes just before its
+// data, so that release() can take it off the count of live host components
+// (the memory budget, devices/memory_budget.hpp) and find the block: small
+// components (16-byte aligned, malloc) sit 16 bytes into theirs, larger ones
+// (64-byte aligned) 64 bytes.
 namespace {
-constexpr size_t alignment = 64;
+
+constexpr size_t header_of(uint64_t total) {
+  return total <= host_component_footprint(small_host_component) ? 16 : 64;
+}
+
 } // namespace
 
 caf::expected<void*> host_device::allocate(size_t nbytes) {
   auto total = host_component_footprint(nbytes);
-  void* p = total > SIZE_MAX - alignment ? nullptr
-                                         : std::aligned_alloc(alignment, total);
+  const size_t header = header_of(total);
+  void* p = total > SIZE_MAX - 64 ? nullptr
+            : header == 16        ? std::malloc(total)
+                                  : std::aligned_alloc(64, total);
   if (p == nullptr)
     return make_error(errc::out_of_memory,
                       "cpu:" + std::to_string(index_) + ": cannot allocate "
                         + std::to_string(nbytes) + " bytes");
-  *static_cast<size_t*>(p) = total;
+  auto* data = static_cast<char*>(p) + header;
+  std::memcpy(data - sizeof(uint64_t), &total, sizeof(uint64_t));
   add_host_component_bytes(total);
-  return static_cast<char*>(p) + alignment;
+  return data;
 }
 
 void host_device::release(void* data) {
   if (data == nullptr)
     return;
-  void* p = static_cast<char*>(data) - alignment;
-  remove_host_component_bytes(*static_cast<size_t*>(p));
-  std::free(p);
+  uint64_t total = 0;
+  std::memcpy(&total, static_cast<char*>(data) - sizeof(uint64_t),
+              sizeof(uint64_t));
+  remove_host_component_bytes(total);
+  std::free(static_cast<char*>(data) - header_of(total));
 }
 
 caf::error host_device::upload(void* dst, const tensor& src) {

@@ -67,9 +67,16 @@ void add_host_component_bytes(uint64_t bytes);
 void remove_host_component_bytes(uint64_t bytes);
 uint64_t host_component_bytes();
 
-/// The bytes a host component of `nbytes` takes: 64-byte aligned, plus a
-/// header of 64 bytes that records its size (devices/host_device.cpp).
+/// Host components up to this size are small: 16-byte aligned behind a
+/// 16-byte header (a scalar costs 32 bytes, not 128: thousands of scalar
+/// variables are common). Larger ones are 64-byte aligned behind a 64-byte
+/// header (devices/host_device.cpp).
+constexpr uint64_t small_host_component = 64;
+
+/// The bytes a host component of `nbytes` takes, header included.
 constexpr uint64_t host_component_footprint(uint64_t nbytes) {
+  if (nbytes <= small_host_component)
+    return (nbytes + 15) / 16 * 16 + 16;
   constexpr uint64_t unit = 64;
   if (nbytes > UINT64_MAX - 2 * unit)
     return UINT64_MAX;

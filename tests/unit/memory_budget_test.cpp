@@ -210,8 +210,14 @@ TEST_CASE("memory budget: cached pool buffers are given back before a refusal") 
 TEST_CASE("memory budget: sizes saturate instead of wrapping") {
   CHECK(saturating_mul(uint64_t{1} << 40, uint64_t{1} << 30) == UINT64_MAX);
   CHECK(saturating_add(UINT64_MAX - 1, 5) == UINT64_MAX);
-  CHECK(host_component_footprint(1) == 128);
-  CHECK(host_component_footprint(64) == 128);
+  // Small components: 16-byte aligned behind a 16-byte header.
+  CHECK(host_component_footprint(1) == 32);
+  CHECK(host_component_footprint(4) == 32);
+  CHECK(host_component_footprint(17) == 48);
+  CHECK(host_component_footprint(64) == 80);
+  // Larger ones: 64-byte aligned behind a 64-byte header.
+  CHECK(host_component_footprint(65) == 192);
+  CHECK(host_component_footprint(1024) == 1088);
   CHECK(host_component_footprint(UINT64_MAX - 3) == UINT64_MAX);
   memory_budget budget{MiB};
   CHECK(has_code(budget.check(UINT64_MAX, "huge"), errc::out_of_memory));
