@@ -38,7 +38,7 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
   auto e = find(id);
   if (!e)
     return done(std::move(e.error()));
-  auto& info = (*e)->info;
+  auto& info = *(*e)->info;
   auto plan = (*e)->policy->cross_replica_read(info, total_replicas());
   // Across processes an aggregated read is a collective: once it is known to
   // be one, a failure here still takes part (the others expect the round).
@@ -158,7 +158,7 @@ void coordinator_state::update(caf::timespan timeout, uint64_t id,
              : done(std::move(err));
   }
   timeout = *left;
-  auto& info = (*e)->info;
+  auto& info = *(*e)->info;
   if (processes) {
     // Every process makes the same update with the same value: the
     // processes agree on it first (a value that differs is refused).
@@ -204,7 +204,7 @@ void coordinator_state::dispatch_update(caf::timespan timeout, uint64_t id,
   auto e = find(id);
   if (!e)
     return done(std::move(e.error()));
-  auto& info = (*e)->info;
+  auto& info = *(*e)->info;
   // Dispatch is the commit point (V2): from here the update reaches every
   // live component, and reads of the variable wait for its confirmation (W8).
   ++(*e)->writes_in_flight;
@@ -300,7 +300,7 @@ void coordinator_state::local_values(caf::timespan timeout, uint64_t id,
   if (auto err = check_replicas())
     return done(std::move(err));
   // One host copy of every component.
-  auto& info = (*e)->info;
+  auto& info = *(*e)->info;
   if (auto err = budget_.check(
         saturating_mul(static_cast<uint64_t>(element_count(info.shape))
                          * size_of(info.type),
@@ -328,7 +328,7 @@ void coordinator_state::all_values(caf::timespan timeout, uint64_t id,
   if (!e)
     return fail_agreed(timeout, "values of #" + std::to_string(id),
                        std::move(e.error()), std::move(done));
-  auto& info = (*e)->info;
+  auto& info = *(*e)->info;
   const auto bytes = static_cast<uint64_t>(element_count(info.shape))
                      * size_of(info.type);
   auto plan = new_plan("values of every replica of '" + info.name + "'");

@@ -103,7 +103,7 @@ caf::error coordinator_state::check_replicas() const {
 std::string coordinator_state::quoted_name_of(uint64_t id) const {
   auto i = entries_.find(id);
   return i == entries_.end() ? "#" + std::to_string(id)
-                             : "'" + i->second.info.name + "'";
+                             : "'" + i->second.info->name + "'";
 }
 
 caf::error coordinator_state::translate(const caf::error& err,

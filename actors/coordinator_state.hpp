@@ -272,7 +272,8 @@ private:
   };
 
   struct entry {
-    variable_info info;
+    /// Shared with this process's replicas (one copy per variable).
+    shared_variable_info info;
     const sync_policy* policy = nullptr;
     bool ready = false;
     /// Cross-replica writes dispatched and not yet confirmed by every

@@ -98,7 +98,7 @@ void coordinator_state::finish_step(caf::timespan timeout,
       auto i = entries_.find(u.variable_id);
       return fail(check_update_op(
         u.op, i == entries_.end() ? "#" + std::to_string(u.variable_id)
-                                  : i->second.info.name));
+                                  : i->second.info->name));
     }
   // One fused collective applies every update of the step, in issue order.
   auto plan = new_plan();
@@ -106,11 +106,11 @@ void coordinator_state::finish_step(caf::timespan timeout,
     auto e = find(first[k].variable_id);
     if (!e)
       return fail(std::move(e.error()));
-    auto rule = (*e)->policy->combine_contributions((*e)->info);
+    auto rule = (*e)->policy->combine_contributions(*(*e)->info);
     auto& item = plan->add_item();
     item.variable_id = first[k].variable_id;
-    item.type = (*e)->info.type;
-    item.count = element_count((*e)->info.shape);
+    item.type = (*e)->info->type;
+    item.count = element_count((*e)->info->shape);
     item.rop = rule.op;
     item.first_only = rule.first_only;
     item.require_equal = rule.require_equal;
@@ -119,7 +119,7 @@ void coordinator_state::finish_step(caf::timespan timeout,
     item.target = collective_target::components;
     item.mirrored = (*e)->policy->mirrored();
     if (processes) {
-      item.name = (*e)->info.name;
+      item.name = (*e)->info->name;
       plan->description += (k == 0 ? "step: '" : ", '") + item.name + "' "
                            + std::string{to_string(item.uop)};
     }
@@ -347,7 +347,7 @@ void coordinator_state::start_collective(caf::timespan timeout,
           auto i
             = entries_.find(plan->items[static_cast<size_t>(k)].variable_id);
           auto name = i == entries_.end() ? std::string{"?"}
-                                          : quote_name(i->second.info.name);
+                                          : quote_name(i->second.info->name);
           failed = unequal_contributions_error(
             name, static_cast<int>(r)
                     + (processes ? processes->first_replica : 0));

@@ -105,13 +105,14 @@ void coordinator_state::create_here(caf::timespan timeout, variable_spec spec,
   info->id = next_variable_id();
   auto id = info->id;
   names_.emplace(info->name, id);
-  entries_.emplace(id, entry{*info, &policy_for(info->sync), false, 0, {}});
+  auto shared = std::make_shared<const variable_info>(std::move(*info));
+  entries_.emplace(id, entry{shared, &policy_for(shared->sync), false, 0, {}});
   auto initial = std::move(spec.initial_value);
   gather_ok(
     replicas_.size(), timeout,
-    [this, info = *info, initial](size_t i) {
+    [this, shared, initial](size_t i) {
       return self_->request(replicas_[i], caf::infinite, component_create_atom::value,
-                            info, initial);
+                            shared, initial);
     },
     [this, timeout, id, reserved,
      done = std::move(done)](caf::expected<ok_atom> r) {
@@ -122,13 +123,13 @@ void coordinator_state::create_here(caf::timespan timeout, variable_spec spec,
         for (auto& replica : replicas_)
           self_->request(replica, timeout, component_destroy_atom::value, id)
             .then([](ok_atom) {}, [](caf::error&) {});
-        names_.erase(i->second.info.name);
+        names_.erase(i->second.info->name);
         entries_.erase(i);
         return done(std::move(r.error()));
       }
       i->second.ready = true;
-      log()->debug("created variable '{}' (id {})", i->second.info.name, id);
-      done(i->second.info);
+      log()->debug("created variable '{}' (id {})", i->second.info->name, id);
+      done(*i->second.info);
     });
 }
 
@@ -143,7 +144,7 @@ void coordinator_state::lookup(const std::string& name,
   if (i != names_.end()) {
     auto& e = entries_.at(i->second);
     if (e.ready)
-      return done(e.info);
+      return done(*e.info);
   }
   done(make_error(errc::unknown_variable,
                   "no variable named " + quote_name(name)
@@ -158,7 +159,7 @@ void coordinator_state::list(reply_fn<std::vector<variable_info>> done) {
   out.reserve(entries_.size());
   for (auto& [id, e] : entries_)
     if (e.ready)
-      out.push_back(e.info);
+      out.push_back(*e.info);
   std::sort(out.begin(), out.end(),
             [](auto& a, auto& b) { return a.name < b.name; });
   done(std::move(out));
@@ -183,7 +184,7 @@ void coordinator_state::destroy(caf::timespan timeout, uint64_t id,
   timeout = *left;
   if (processes && !destroy_agreed_) {
     // The processes agree first: every one destroys its components.
-    return agree(timeout, "destroy of '" + (*e)->info.name + "'", {},
+    return agree(timeout, "destroy of '" + (*e)->info->name + "'", {},
                  [this, timeout, id, done = std::move(done)](
                    caf::expected<ok_atom> r) mutable {
                    if (!r)
@@ -193,7 +194,7 @@ void coordinator_state::destroy(caf::timespan timeout, uint64_t id,
                    destroy_agreed_ = false;
                  });
   }
-  names_.erase((*e)->info.name);
+  names_.erase((*e)->info->name);
   // Reads waiting for this variable's writes run again and find it gone.
   auto waiting = std::move((*e)->waiting_reads);
   entries_.erase(id);

@@ -26,7 +26,7 @@ replica_actor::behavior_type replica_state::make_behavior() {
       if (!coordinator_ && self_->current_sender())
         coordinator_ = self_->current_sender()->address();
     },
-    [this](component_create_atom, const variable_info& info,
+    [this](component_create_atom, const shared_variable_info& info,
            const tensor& initial) -> caf::result<ok_atom> {
       if (auto err = refuse_unless_coordinator("component_create"))
         return err;

@@ -60,7 +60,7 @@ caf::expected<int64_t> replica_state::enter(collective_plan& plan) {
       auto at = host::first_overflow(item.rop, item.uop, item.type, inputs,
                                      component_of(item), 0, item.count);
       return make_error(errc::overflow,
-                        "variable '" + (c ? (*c)->info.name : std::string{"?"})
+                        "variable '" + (c ? (*c)->info->name : std::string{"?"})
                           + "': " + std::string{to_string(item.uop)}
                           + " overflows " + std::string{to_string(item.type)}
                           + " at element " + std::to_string(at)

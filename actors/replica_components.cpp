@@ -15,8 +15,13 @@ caf::expected<component*> replica_state::find(uint64_t id, const std::string& na
   return &i->second;
 }
 
-caf::expected<ok_atom> replica_state::create(const variable_info& info,
+caf::expected<ok_atom> replica_state::create(const shared_variable_info& shared,
                               const tensor& initial) {
+  if (!shared)
+    return make_error(errc::invalid_argument,
+                      "replica " + std::to_string(cfg_.rank)
+                        + ": component_create without a variable");
+  auto& info = *shared;
   if (components_.count(info.id) > 0)
     return make_error(errc::already_exists,
                       "replica " + std::to_string(cfg_.rank)
@@ -31,7 +36,7 @@ caf::expected<ok_atom> replica_state::create(const variable_info& info,
     return err;
   }
   components_.emplace(info.id,
-                      component{info, &policy_for(info.sync), *mem});
+                      component{shared, &policy_for(info.sync), *mem});
   return ok_atom::value;
 }
 
@@ -48,16 +53,16 @@ caf::expected<tensor> replica_state::download(uint64_t id) {
   auto c = find(id);
   if (!c)
     return std::move(c.error());
-  return device_->download((*c)->data, (*c)->info.type, (*c)->info.shape);
+  return device_->download((*c)->data, (*c)->info->type, (*c)->info->shape);
 }
 
 caf::expected<ok_atom> replica_state::apply(uint64_t id, update_op op, const tensor& x) {
   auto c = find(id);
   if (!c)
     return std::move(c.error());
-  if (auto err = check_update_op(op, (*c)->info.name))
+  if (auto err = check_update_op(op, (*c)->info->name))
     return err;
-  if (auto err = validate_value((*c)->info, x, to_string(op)))
+  if (auto err = validate_value(*(*c)->info, x, to_string(op)))
     return err;
   if (auto err = check_overflow(**c, op, x.raw()))
     return err;
@@ -73,14 +78,14 @@ caf::expected<ok_atom> replica_state::apply_step(const std::vector<recorded_upda
     auto c = find(y.variable_id);
     if (!c)
       return std::move(c.error());
-    if (auto err = check_update_op(y.op, (*c)->info.name))
+    if (auto err = check_update_op(y.op, (*c)->info->name))
       return err;
     if (y.staged != 0)
       return make_error(errc::invalid_argument,
                         "replica " + std::to_string(cfg_.rank)
                           + ": a small step's update names a staging "
                             "buffer");
-    if (auto err = validate_value((*c)->info, y.value, to_string(y.op)))
+    if (auto err = validate_value(*(*c)->info, y.value, to_string(y.op)))
       return err;
     if (auto err = check_overflow(**c, y.op, y.value.raw()))
       return make_error(errc::overflow,
@@ -98,7 +103,7 @@ caf::expected<ok_atom> replica_state::split(uint64_t id, const tensor& x) {
   auto c = find(id);
   if (!c)
     return std::move(c.error());
-  if (auto err = validate_value((*c)->info, x, "assign"))
+  if (auto err = validate_value(*(*c)->info, x, "assign"))
     return err;
   if (auto err = device_->split_assign((*c)->data, x, cfg_.rank,
                                        cfg_.num_replicas))
@@ -111,7 +116,7 @@ caf::expected<ok_atom> replica_state::local_update(uint64_t id, update_op op,
   auto c = find(id);
   if (!c)
     return std::move(c.error());
-  if (auto err = update((*c)->info, op, x))
+  if (auto err = update(*(*c)->info, op, x))
     return err;
   return ok_atom::value;
 }
@@ -123,13 +128,13 @@ caf::error replica_state::local_add(uint64_t id, double value) {
   auto& comp = **c;
   if (comp.policy->collective_replica_updates())
     return make_error(errc::invalid_argument,
-                      "variable '" + comp.info.name
+                      "variable '" + comp.info->name
                         + "' is on_write: local_add applies to on_read and "
                           "none variables only");
-  if (auto err = validate_scalar(comp.info, value))
+  if (auto err = validate_scalar(*comp.info, value))
     return err;
   if (!host_memory_) { // device memory: one small upload
-    auto x = tensor::filled(comp.info.type, {}, value);
+    auto x = tensor::filled(comp.info->type, {}, value);
     if (auto err = check_overflow(comp, update_op::assign_add, x.raw()))
       return make_error(errc::invalid_argument,
                         message_of(err) + " (local_add skipped)");
@@ -137,12 +142,12 @@ caf::error replica_state::local_add(uint64_t id, double value) {
   }
   auto overflow = [&] {
     return make_error(errc::invalid_argument,
-                      "variable '" + comp.info.name + "': adding "
+                      "variable '" + comp.info->name + "': adding "
                         + std::to_string(value) + " overflows "
-                        + std::string{to_string(comp.info.type)}
+                        + std::string{to_string(comp.info->type)}
                         + "; the add was skipped");
   };
-  if (comp.info.type == dtype::int32) {
+  if (comp.info->type == dtype::int32) {
     auto* x = static_cast<int32_t*>(comp.data);
     int32_t sum = 0;
     if (__builtin_add_overflow(*x, static_cast<int32_t>(value), &sum))
@@ -150,7 +155,7 @@ caf::error replica_state::local_add(uint64_t id, double value) {
     *x = sum;
     return {};
   }
-  if (comp.info.type == dtype::int64) {
+  if (comp.info->type == dtype::int64) {
     auto* x = static_cast<int64_t*>(comp.data);
     int64_t sum = 0;
     if (__builtin_add_overflow(*x, static_cast<int64_t>(value), &sum))
@@ -159,8 +164,8 @@ caf::error replica_state::local_add(uint64_t id, double value) {
     return {};
   }
   alignas(8) unsigned char y[8];
-  store_double(comp.info.type, y, 0, value);
-  host::apply_update(update_op::assign_add, comp.info.type, comp.data, y, 0,
+  store_double(comp.info->type, y, 0, value);
+  host::apply_update(update_op::assign_add, comp.info->type, comp.data, y, 0,
                      1);
   return {};
 }

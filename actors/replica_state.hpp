@@ -49,7 +49,8 @@ struct staging_buffer {
 };
 
 struct component {
-  variable_info info;
+  /// Shared with the coordinator and the other replicas of the process.
+  shared_variable_info info;
   const sync_policy* policy = nullptr;
   void* data = nullptr;
 };
@@ -176,7 +177,7 @@ private:
     return rp;
   }
 
-  caf::expected<ok_atom> create(const variable_info& info,
+  caf::expected<ok_atom> create(const shared_variable_info& info,
                                 const tensor& initial);
 
   caf::expected<ok_atom> destroy(uint64_t id);

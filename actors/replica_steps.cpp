@@ -12,15 +12,15 @@ caf::expected<tensor_view> replica_state::read(const variable_info& v) {
   if (!host_memory_) {
     // A host copy that lives until the step returns (device_pointer is the
     // zero-copy access on such devices).
-    auto copy = device_->download(comp.data, comp.info.type, comp.info.shape);
+    auto copy = device_->download(comp.data, comp.info->type, comp.info->shape);
     if (!copy)
       return std::move(copy.error());
     auto& kept = step_copies_.emplace_back(std::move(*copy));
-    return tensor_view{comp.info.type, &comp.info.shape, kept.raw(),
-                       element_count(comp.info.shape)};
+    return tensor_view{comp.info->type, &comp.info->shape, kept.raw(),
+                       element_count(comp.info->shape)};
   }
-  return tensor_view{comp.info.type, &comp.info.shape, comp.data,
-                     element_count(comp.info.shape)};
+  return tensor_view{comp.info->type, &comp.info->shape, comp.data,
+                     element_count(comp.info->shape)};
 }
 
 caf::expected<device_view> replica_state::device_pointer(const variable_info& v) {
@@ -28,8 +28,8 @@ caf::expected<device_view> replica_state::device_pointer(const variable_info& v)
   if (!c)
     return std::move(c.error());
   auto& comp = **c;
-  return device_view{comp.info.type, &comp.info.shape, comp.data,
-                     element_count(comp.info.shape), cfg_.device};
+  return device_view{comp.info->type, &comp.info->shape, comp.data,
+                     element_count(comp.info->shape), cfg_.device};
 }
 
 caf::error replica_state::update_from_device(const variable_info& v, update_op op,
@@ -38,14 +38,14 @@ caf::error replica_state::update_from_device(const variable_info& v, update_op o
   if (!c)
     return record_failure(std::move(c.error()));
   auto& comp = **c;
-  if (auto err = check_update_op(op, comp.info.name))
+  if (auto err = check_update_op(op, comp.info->name))
     return record_failure(std::move(err));
   if (comp.policy->collective_replica_updates())
     return contribute_from_device(comp, op, data);
   if (auto err = check_overflow(comp, op, data, !host_memory_))
     return record_failure(std::move(err));
-  return device_->apply_local(comp.data, op, comp.info.type, data,
-                              element_count(comp.info.shape));
+  return device_->apply_local(comp.data, op, comp.info->type, data,
+                              element_count(comp.info->shape));
 }
 
 caf::expected<device_view>
@@ -56,17 +56,17 @@ replica_state::contribution_buffer(const variable_info& v) {
   auto& comp = **c;
   if (!comp.policy->collective_replica_updates() || recording_ == nullptr)
     return make_error(errc::invalid_argument,
-                      "variable '" + comp.info.name + "' is "
-                        + std::string{to_string(comp.info.sync)}
+                      "variable '" + comp.info->name + "' is "
+                        + std::string{to_string(comp.info->sync)}
                         + ": contribution_buffer is for on_write variables "
                           "in a replica step (other updates apply in place: "
                           "pass any buffer to update_from_device)");
   staging_buffer b;
   b.step = current_step_;
-  b.variable = comp.info.id;
-  b.nbytes = nbytes_of(comp.info);
+  b.variable = comp.info->id;
+  b.nbytes = nbytes_of(*comp.info);
   if (host_memory_) {
-    b.host = tensor::empty(comp.info.type, comp.info.shape);
+    b.host = tensor::empty(comp.info->type, comp.info->shape);
     b.data = b.host.mutable_raw();
   } else {
     auto mem = device_->allocate(b.nbytes);
@@ -76,8 +76,8 @@ replica_state::contribution_buffer(const variable_info& v) {
   }
   void* data = b.data;
   staged_.emplace(next_staged_id_++, std::move(b));
-  return device_view{comp.info.type, &comp.info.shape, data,
-                     element_count(comp.info.shape), cfg_.device};
+  return device_view{comp.info->type, &comp.info->shape, data,
+                     element_count(comp.info->shape), cfg_.device};
 }
 
 caf::error replica_state::update(const variable_info& v, update_op op,
@@ -86,17 +86,17 @@ caf::error replica_state::update(const variable_info& v, update_op op,
   if (!c)
     return record_failure(std::move(c.error()));
   auto& comp = **c;
-  if (auto err = check_update_op(op, comp.info.name))
+  if (auto err = check_update_op(op, comp.info->name))
     return record_failure(std::move(err));
-  if (auto err = validate_value(comp.info, value, to_string(op)))
+  if (auto err = validate_value(*comp.info, value, to_string(op)))
     return record_failure(std::move(err));
   if (comp.policy->collective_replica_updates()) {
     if (recording_ == nullptr)
       return make_error(errc::invalid_argument,
-                        "variable '" + comp.info.name
+                        "variable '" + comp.info->name
                           + "' is on_write: update it in a replica step or "
                             "in cross-replica context");
-    recording_->updates.push_back({comp.info.id, op, value});
+    recording_->updates.push_back({comp.info->id, op, value});
     return {};
   }
   if (auto err = check_overflow(comp, op, value.raw()))
@@ -110,18 +110,18 @@ caf::error replica_state::update_scalar(const variable_info& v, update_op op,
   if (!c)
     return record_failure(std::move(c.error()));
   auto& comp = **c;
-  if (auto err = check_update_op(op, comp.info.name))
+  if (auto err = check_update_op(op, comp.info->name))
     return record_failure(std::move(err));
-  if (auto err = validate_scalar(comp.info, value))
+  if (auto err = validate_scalar(*comp.info, value))
     return record_failure(std::move(err));
   if (comp.policy->collective_replica_updates() || !host_memory_)
-    return update(v, op, tensor::filled(comp.info.type, {}, value));
+    return update(v, op, tensor::filled(comp.info->type, {}, value));
   // Local update of a host scalar: no tensor, no allocation.
   alignas(8) unsigned char y[8];
-  store_double(comp.info.type, y, 0, value);
+  store_double(comp.info->type, y, 0, value);
   if (auto err = check_overflow(comp, op, y))
     return record_failure(std::move(err));
-  host::apply_update(op, comp.info.type, comp.data, y, 0, 1);
+  host::apply_update(op, comp.info->type, comp.data, y, 0, 1);
   return {};
 }
 
@@ -129,14 +129,14 @@ caf::error replica_state::contribute_from_device(component& comp, update_op op,
                                   const void* data) {
   if (recording_ == nullptr)
     return make_error(errc::invalid_argument,
-                      "variable '" + comp.info.name
+                      "variable '" + comp.info->name
                         + "' is on_write: update it in a replica step or "
                           "in cross-replica context");
   auto handed = unrecorded_buffer(data);
-  if (handed != staged_.end() && handed->second.variable != comp.info.id)
+  if (handed != staged_.end() && handed->second.variable != comp.info->id)
     return record_failure(make_error(
       errc::invalid_argument,
-      "variable '" + comp.info.name
+      "variable '" + comp.info->name
         + "': the buffer passed to update_from_device was handed out by "
           "contribution_buffer for another variable (its size and dtype "
           "are that variable's)"));
@@ -144,17 +144,17 @@ caf::error replica_state::contribute_from_device(component& comp, update_op op,
     // Host replicas: the buffer is a tensor already.
     tensor value = std::move(handed->second.host);
     staged_.erase(handed);
-    recording_->updates.push_back({comp.info.id, op, std::move(value)});
+    recording_->updates.push_back({comp.info->id, op, std::move(value)});
     return {};
   }
-  const bool stays = !host_memory_ && is_floating(comp.info.type)
-                     && !comp.policy->combine_contributions(comp.info)
+  const bool stays = !host_memory_ && is_floating(comp.info->type)
+                     && !comp.policy->combine_contributions(*comp.info)
                            .require_equal;
   if (!stays) {
-    auto value = device_->download(data, comp.info.type, comp.info.shape);
+    auto value = device_->download(data, comp.info->type, comp.info->shape);
     if (!value)
       return record_failure(std::move(value.error()));
-    return update(comp.info, op, *value);
+    return update(*comp.info, op, *value);
   }
   uint64_t id = 0;
   if (handed != staged_.end()) {
@@ -164,7 +164,7 @@ caf::error replica_state::contribute_from_device(component& comp, update_op op,
     // Copied on the stream, so the caller may reuse `data` at once.
     staging_buffer b;
     b.step = current_step_;
-    b.nbytes = nbytes_of(comp.info);
+    b.nbytes = nbytes_of(*comp.info);
     b.recorded = true;
     auto mem = device_->allocate(b.nbytes);
     if (!mem)
@@ -177,7 +177,7 @@ caf::error replica_state::contribute_from_device(component& comp, update_op op,
     id = next_staged_id_++;
     staged_.emplace(id, std::move(b));
   }
-  recording_->updates.push_back({comp.info.id, op, tensor{}, id});
+  recording_->updates.push_back({comp.info->id, op, tensor{}, id});
   return {};
 }
 
@@ -209,24 +209,24 @@ void replica_state::release_step_buffers(uint64_t step, bool recorded_too) {
 
 caf::error replica_state::check_overflow(const component& comp, update_op op, const void* y,
                           bool y_on_device) const {
-  if (op == update_op::assign || is_floating(comp.info.type))
+  if (op == update_op::assign || is_floating(comp.info->type))
     return {};
-  const int64_t n = element_count(comp.info.shape);
-  auto staged_c = host_copy(comp.data, comp.info.type, n, !host_memory_);
+  const int64_t n = element_count(comp.info->shape);
+  auto staged_c = host_copy(comp.data, comp.info->type, n, !host_memory_);
   if (!staged_c)
     return std::move(staged_c.error());
-  auto staged_y = host_copy(y, comp.info.type, n, y_on_device);
+  auto staged_y = host_copy(y, comp.info->type, n, y_on_device);
   if (!staged_y)
     return std::move(staged_y.error());
   const void* inputs[] = {staged_y->second};
-  auto i = host::first_overflow(reduce_op::sum, op, comp.info.type, inputs,
+  auto i = host::first_overflow(reduce_op::sum, op, comp.info->type, inputs,
                                 staged_c->second, 0, n);
   if (i < 0)
     return {};
   return make_error(errc::overflow,
-                    "variable '" + comp.info.name + "': "
+                    "variable '" + comp.info->name + "': "
                       + std::string{to_string(op)} + " overflows "
-                      + std::string{to_string(comp.info.type)}
+                      + std::string{to_string(comp.info->type)}
                       + " at element " + std::to_string(i) + " on replica "
                       + std::to_string(cfg_.rank) + "; nothing was changed");
 }

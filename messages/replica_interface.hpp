@@ -12,13 +12,15 @@
 
 #include "messages/atoms.hpp"
 #include "messages/collective.hpp"
+#include "messages/shared_variable_info.hpp"
 #include "varsync/actor_protocol.hpp"
 
 namespace varsync {
 
 using replica_actor = replica_local_actor::extend<
   caf::reacts_to<bind_atom>,
-  caf::replies_to<component_create_atom, variable_info, tensor>::with<ok_atom>,
+  caf::replies_to<component_create_atom, shared_variable_info,
+                  tensor>::with<ok_atom>,
   caf::replies_to<component_destroy_atom, uint64_t>::with<ok_atom>,
   caf::replies_to<component_read_atom, uint64_t>::with<tensor>,
   caf::replies_to<component_update_atom, uint64_t, update_op,

@@ -40,6 +40,11 @@ using varsync::test::describe_result;
 
 namespace {
 
+// The coordinator shares one description per variable with its replicas.
+shared_variable_info shared(variable_info info) {
+  return std::make_shared<const variable_info>(std::move(info));
+}
+
 struct replica_fixture : actor_fixture {
   replica_actor spawn(int rank, int num_replicas,
                       on_step_exception step_exception
@@ -71,7 +76,7 @@ struct replica_fixture : actor_fixture {
 
   void create(const replica_actor& r, const variable_info& info,
               const tensor& initial) {
-    auto res = ask<ok_atom>(r, component_create_atom::value, info, initial);
+    auto res = ask<ok_atom>(r, component_create_atom::value, shared(info), initial);
     REQUIRE(res);
   }
 
@@ -241,10 +246,24 @@ TEST_CASE_METHOD(replica_fixture,
   auto x = tensor::scalar<float>(1.f);
   create(r, info_of(1, "a", x), x);
   auto y = tensor::scalar<float>(2.f);
-  auto res = ask<ok_atom>(r, component_create_atom::value, info_of(1, "a", y), y);
+  auto res = ask<ok_atom>(r, component_create_atom::value, shared(info_of(1, "a", y)), y);
   REQUIRE_FALSE(res);
   CHECK(has_code(res.error(), errc::already_exists));
   CHECK(read(r, 1).bitwise_equal(x));
+}
+
+TEST_CASE_METHOD(replica_fixture,
+                 "replica actor: component_create without a variable "
+                 "description fails with invalid_argument and creates nothing",
+                 "[replica]") {
+  auto r = spawn(0, 1);
+  auto res = ask<ok_atom>(r, component_create_atom::value,
+                          shared_variable_info{}, tensor::scalar<float>(1.f));
+  REQUIRE_FALSE(res);
+  CHECK(has_code(res.error(), errc::invalid_argument));
+  auto rd = ask<tensor>(r, component_read_atom::value, uint64_t{0});
+  REQUIRE_FALSE(rd);
+  CHECK(has_code(rd.error(), errc::unknown_variable));
 }
 
 TEST_CASE_METHOD(replica_fixture,
@@ -253,7 +272,7 @@ TEST_CASE_METHOD(replica_fixture,
                  "[replica]") {
   auto r = spawn(0, 1);
   auto info = info_of(1, "a", tensor::scalar<float>(0.f));
-  auto res = ask<ok_atom>(r, component_create_atom::value, info,
+  auto res = ask<ok_atom>(r, component_create_atom::value, shared(info),
                           tensor::scalar<double>(1.0));
   REQUIRE_FALSE(res);
   CHECK(has_code(res.error(), errc::dtype_mismatch));
@@ -771,7 +790,7 @@ TEST_CASE_METHOD(replica_fixture,
   REQUIRE(r);
   stop_at_end(*r);
   auto x = tensor::scalar<float>(1.f);
-  auto res = ask<ok_atom>(*r, component_create_atom::value, info_of(1, "w", x), x);
+  auto res = ask<ok_atom>(*r, component_create_atom::value, shared(info_of(1, "w", x)), x);
   REQUIRE_FALSE(res);
   CHECK(has_code(res.error(), errc::invalid_argument));
 }

@@ -1,0 +1,18 @@
+#pragma once
+// A variable's description, immutable and shared by the coordinator and the
+// replicas of one process: one copy per variable, not one per component.
+// It travels between in-process actors only.
+
+#include <memory>
+
+#include <caf/allowed_unsafe_message_type.hpp>
+
+#include "varsync/variable_info.hpp"
+
+namespace varsync {
+
+using shared_variable_info = std::shared_ptr<const variable_info>;
+
+} // namespace varsync
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(varsync::shared_variable_info)
