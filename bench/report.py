@@ -399,6 +399,16 @@ def build(t):
                   % (text, api), fmt_bytes(over),
                   "its data (4 components)", fmt_bytes(data),
                   ratio_of(over, data))
+            if size == "scalar":
+                # Issue 15: <= 128 B per scalar component plus <= 256 B per
+                # variable, 4 components (the caller's handle included).
+                bound = 4 * 128 + 256
+                t.add("memory per scalar variable beyond its data vs the "
+                      "bound (%s API, RSS)" % api, fmt_bytes(over),
+                      "4 x 128 B per component + 256 B per variable",
+                      fmt_bytes(bound), ratio_of(over, bound),
+                      target=("<=", 1.0, "M1 scalar variable overhead "
+                              "(%s API) within 4 x 128 + 256 B" % api))
 
     # -- 8. overload -------------------------------------------------------------------
     t.section("8. Overload (V3): async cross-replica assign_add, 2 host "
