@@ -88,6 +88,11 @@ caf::expected<coordinator_state::entry*> coordinator_state::find(uint64_t id) {
   return &i->second;
 }
 
+shared_variable_info coordinator_state::shared_info(uint64_t id) const {
+  auto i = entries_.find(id);
+  return i == entries_.end() ? nullptr : i->second.info;
+}
+
 caf::error coordinator_state::check_replicas() const {
   const size_t first = processes ? static_cast<size_t>(processes->first_replica)
                                  : 0;

@@ -171,6 +171,9 @@ public:
   void create(caf::timespan timeout, variable_spec spec,
               reply_fn<variable_info> done);
   void lookup(const std::string& name, reply_fn<variable_info> done);
+  /// The description this process keeps for variable `id` (shared with
+  /// its replicas and the handles the API gives out), or null.
+  shared_variable_info shared_info(uint64_t id) const;
   void list(reply_fn<std::vector<variable_info>> done);
   void destroy(caf::timespan timeout, uint64_t id, reply_fn<ok_atom> done);
   void read(caf::timespan timeout, uint64_t id, reply_fn<tensor> done);

@@ -36,7 +36,7 @@ caf::expected<ok_atom> replica_state::create(const shared_variable_info& shared,
     return err;
   }
   components_.emplace(info.id,
-                      component{shared, &policy_for(info.sync), *mem});
+                      component{shared, *mem});
   return ok_atom::value;
 }
 
@@ -126,7 +126,7 @@ caf::error replica_state::local_add(uint64_t id, double value) {
   if (!c)
     return std::move(c.error());
   auto& comp = **c;
-  if (comp.policy->collective_replica_updates())
+  if (comp.policy().collective_replica_updates())
     return make_error(errc::invalid_argument,
                       "variable '" + comp.info->name
                         + "' is on_write: local_add applies to on_read and "

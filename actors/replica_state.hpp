@@ -51,8 +51,9 @@ struct staging_buffer {
 struct component {
   /// Shared with the coordinator and the other replicas of the process.
   shared_variable_info info;
-  const sync_policy* policy = nullptr;
   void* data = nullptr;
+  /// Derived, not stored: thousands of components per replica are common.
+  const sync_policy& policy() const { return policy_for(info->sync); }
 };
 class replica_state final : public detail::replica_access {
 public:

@@ -40,7 +40,7 @@ caf::error replica_state::update_from_device(const variable_info& v, update_op o
   auto& comp = **c;
   if (auto err = check_update_op(op, comp.info->name))
     return record_failure(std::move(err));
-  if (comp.policy->collective_replica_updates())
+  if (comp.policy().collective_replica_updates())
     return contribute_from_device(comp, op, data);
   if (auto err = check_overflow(comp, op, data, !host_memory_))
     return record_failure(std::move(err));
@@ -54,7 +54,7 @@ replica_state::contribution_buffer(const variable_info& v) {
   if (!c)
     return std::move(c.error());
   auto& comp = **c;
-  if (!comp.policy->collective_replica_updates() || recording_ == nullptr)
+  if (!comp.policy().collective_replica_updates() || recording_ == nullptr)
     return make_error(errc::invalid_argument,
                       "variable '" + comp.info->name + "' is "
                         + std::string{to_string(comp.info->sync)}
@@ -90,7 +90,7 @@ caf::error replica_state::update(const variable_info& v, update_op op,
     return record_failure(std::move(err));
   if (auto err = validate_value(*comp.info, value, to_string(op)))
     return record_failure(std::move(err));
-  if (comp.policy->collective_replica_updates()) {
+  if (comp.policy().collective_replica_updates()) {
     if (recording_ == nullptr)
       return make_error(errc::invalid_argument,
                         "variable '" + comp.info->name
@@ -114,7 +114,7 @@ caf::error replica_state::update_scalar(const variable_info& v, update_op op,
     return record_failure(std::move(err));
   if (auto err = validate_scalar(*comp.info, value))
     return record_failure(std::move(err));
-  if (comp.policy->collective_replica_updates() || !host_memory_)
+  if (comp.policy().collective_replica_updates() || !host_memory_)
     return update(v, op, tensor::filled(comp.info->type, {}, value));
   // Local update of a host scalar: no tensor, no allocation.
   alignas(8) unsigned char y[8];
@@ -148,7 +148,7 @@ caf::error replica_state::contribute_from_device(component& comp, update_op op,
     return {};
   }
   const bool stays = !host_memory_ && is_floating(comp.info->type)
-                     && !comp.policy->combine_contributions(*comp.info)
+                     && !comp.policy().combine_contributions(*comp.info)
                            .require_equal;
   if (!stays) {
     auto value = device_->download(data, comp.info->type, comp.info->shape);

@@ -70,12 +70,16 @@ reply_fn<ok_atom> as_done(done_callback done) {
   };
 }
 
-reply_fn<variable_info> as_variable(callback<variable> done) {
-  return [done = std::move(done)](caf::expected<variable_info> r) {
-    if (r)
-      done(variable{std::move(*r)});
-    else
-      done(std::move(r.error()));
+// Runs on the coordinator's thread: the handle shares the description the
+// coordinator keeps (one copy per variable, not one per handle).
+reply_fn<variable_info> as_variable(const coordinator_state& c,
+                                    reply_fn<variable> done) {
+  return [&c, done = std::move(done)](caf::expected<variable_info> r) {
+    if (!r)
+      return done(std::move(r.error()));
+    if (auto shared = c.shared_info(r->id); shared && shared->name == r->name)
+      return done(variable{std::move(shared)});
+    done(variable{std::move(*r)});
   };
 }
 
@@ -93,12 +97,12 @@ void async_strategy::create_variable(variable_spec spec,
                                      callback<variable> done) const {
   auto ts = to_timespan(s_.timeout_);
   auto bytes = spec.initial_value.nbytes();
-  s_.core_->submit<variable_info>(
+  s_.core_->submit<variable>(
     [ts, spec = std::move(spec)](coordinator_state& c,
-                                 reply_fn<variable_info> d) mutable {
-      c.create(ts, std::move(spec), std::move(d));
+                                 reply_fn<variable> d) mutable {
+      c.create(ts, std::move(spec), as_variable(c, std::move(d)));
     },
-    as_variable(std::move(done)), bytes);
+    std::move(done), bytes);
 }
 
 void async_strategy::create_variable(std::string name, tensor initial_value,
@@ -116,11 +120,11 @@ void async_strategy::create_variable(std::string name, tensor initial_value,
 
 void async_strategy::lookup(const std::string& name,
                             callback<variable> done) const {
-  s_.core_->submit<variable_info>(
-    [name](coordinator_state& c, reply_fn<variable_info> d) {
-      c.lookup(name, std::move(d));
+  s_.core_->submit<variable>(
+    [name](coordinator_state& c, reply_fn<variable> d) {
+      c.lookup(name, as_variable(c, std::move(d)));
     },
-    as_variable(std::move(done)));
+    std::move(done));
 }
 
 void async_strategy::variables(callback<std::vector<variable>> done) const {

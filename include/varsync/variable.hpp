@@ -14,6 +14,10 @@ public:
   variable() = default;
   explicit variable(variable_info info)
     : info_(std::make_shared<const variable_info>(std::move(info))) {}
+  /// Shares `info` (the library hands out the description its coordinator
+  /// keeps: one copy per variable). Null: an invalid handle.
+  explicit variable(std::shared_ptr<const variable_info> info)
+    : info_(std::move(info)) {}
 
   bool valid() const { return info_ != nullptr; }
   const variable_info& info() const { return *info_; }
