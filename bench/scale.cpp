@@ -7,7 +7,9 @@
 // for float32 scalars and for 1 KiB float32 vectors (ON_WRITE). Memory: the
 // resident set size (/proc/self/statm) before and after, divided by 10,000,
 // minus the data (4 components of the value); the caller keeps the 10,000
-// variable handles, as a user would. Each configuration runs in a fresh
+// variable handles, as a user would. Also after malloc_trim: what stays is
+// live or fragmented, not free heap kept by the C library. Each
+// configuration runs in a fresh
 // process (this program re-executes itself) so that RSS is not distorted by
 // memory that an earlier configuration freed.
 //
@@ -19,6 +21,8 @@
 #include <future>
 #include <string>
 #include <vector>
+
+#include <malloc.h>
 
 #include <caf/actor_system.hpp>
 
@@ -101,16 +105,22 @@ int run_one(bench::recorder& rec, const std::string& api,
   }
   auto secs = bench::seconds_since(t0);
   auto rss1 = bench::resident_bytes();
+  // What stays once the C library has returned the free heap (the async
+  // burst's transient calls and messages): the variables' live memory.
+  malloc_trim(0);
+  auto rss2 = bench::resident_bytes();
+  double live = (static_cast<double>(rss2) - static_cast<double>(rss0)) / count
+                - static_cast<double>(data_bytes);
   double per_var = (static_cast<double>(rss1) - static_cast<double>(rss0))
                    / count;
   double overhead = per_var - static_cast<double>(data_bytes);
   std::printf("create %d %s variables on %d replicas, %s API: %8.3f s "
               "(%6.1f us each); RSS +%.1f MiB = %.0f B per variable, of which "
-              "%zu B data, %.0f B overhead%s\n",
+              "%zu B data, %.0f B overhead (%.0f B after malloc_trim)%s\n",
               count, size == "1k" ? "1 KiB" : "scalar", replicas, api.c_str(),
               secs, secs / count * 1e6,
               (static_cast<double>(rss1) - static_cast<double>(rss0)) / 1048576.0,
-              per_var, data_bytes, overhead,
+              per_var, data_bytes, overhead, live,
               failures > 0 ? " (SOME CREATIONS FAILED)" : "");
   std::fflush(stdout);
   rec.record("scale.create." + api + "." + size, secs, "s",
@@ -119,6 +129,7 @@ int run_one(bench::recorder& rec, const std::string& api,
               {"rss_per_variable", per_var},
               {"data_per_variable", static_cast<double>(data_bytes)},
               {"overhead_per_variable", overhead},
+              {"live_overhead_per_variable", live},
               {"failures", failures}});
   s->shutdown();
   return failures > 0 ? 1 : 0;
