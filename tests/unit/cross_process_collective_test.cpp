@@ -11,6 +11,7 @@
 #include <deque>
 #include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "sync/cross_process_collective.hpp"
@@ -67,6 +68,26 @@ std::vector<std::byte> agreement_bytes(const agreement_record& r,
   return bytes_of(*m);
 }
 
+// A step across processes that adds the sum of one item's contributions to
+// the components of `local` replicas here, of `total` in all.
+collective_item& assign_add_step(collective_plan& plan, int local, int total,
+                                 const std::string& name, dtype type,
+                                 int64_t count) {
+  plan.num_replicas = local;
+  plan.cross_process = true;
+  plan.total_replicas = total;
+  plan.description = "step: '" + name + "' assign_add";
+  auto& item = plan.add_item();
+  item.name = name;
+  item.type = type;
+  item.count = count;
+  item.rop = reduce_op::sum;
+  item.uop = update_op::assign_add;
+  item.source = collective_source::contributions;
+  item.target = collective_target::components;
+  return item;
+}
+
 // A step plan: one float32 sum item adding to this process's component.
 struct step_fixture {
   float contribution[3] = {1, 2, 3};
@@ -74,18 +95,7 @@ struct step_fixture {
   collective_plan plan;
 
   step_fixture() {
-    plan.num_replicas = 1;
-    plan.cross_process = true;
-    plan.total_replicas = 2;
-    plan.description = "step: 'w' assign_add";
-    auto& item = plan.add_item();
-    item.name = "w";
-    item.type = dtype::float32;
-    item.count = 3;
-    item.rop = reduce_op::sum;
-    item.uop = update_op::assign_add;
-    item.source = collective_source::contributions;
-    item.target = collective_target::components;
+    auto& item = assign_add_step(plan, 1, 2, "w", dtype::float32, 3);
     item.inputs[0] = contribution;
     item.components[0] = component;
   }
@@ -103,16 +113,7 @@ struct int_step {
 
   int_step(const int_step&) = delete; // the plan points into it
   int_step() {
-    plan.num_replicas = 1;
-    plan.cross_process = true;
-    plan.total_replicas = 2;
-    plan.description = "step: 'n' assign_add";
-    auto& item = plan.add_item();
-    item.name = "n";
-    item.type = dtype::int32;
-    item.count = 1;
-    item.uop = update_op::assign_add;
-    item.target = collective_target::components;
+    auto& item = assign_add_step(plan, 1, 2, "n", dtype::int32, 1);
     item.inputs[0] = &contribution;
     item.components[0] = &component;
   }
@@ -300,16 +301,7 @@ TEST_CASE("cross-process collective: int32 sums travel in int64, so a partial "
   int32_t contributions[2] = {max32 - 1, max32 - 1}; // 2 max - 2 here
   int32_t components[2] = {0, 0};
   collective_plan plan;
-  plan.num_replicas = 2;
-  plan.cross_process = true;
-  plan.total_replicas = 3;
-  plan.description = "step: 'n' assign_add";
-  auto& item = plan.add_item();
-  item.name = "n";
-  item.type = dtype::int32;
-  item.count = 1;
-  item.uop = update_op::assign_add;
-  item.target = collective_target::components;
+  auto& item = assign_add_step(plan, 2, 3, "n", dtype::int32, 1);
   for (size_t r = 0; r < 2; ++r) {
     item.inputs[r] = &contributions[r];
     item.components[r] = &components[r];
