@@ -505,6 +505,25 @@ def build(t):
                           "of a CAF remote round trip plus one Gloo latency"
                           % (text, p)),
                   key="processes.p%d.%s" % (p, op))
+        # Services mode: one process issues alone, process 0 orders.
+        for origin, where in (("p0", "process 0 (the sequencer's)"),
+                              ("p1", "process 1")):
+            for op, text in (("assign", "scalar assign"),
+                             ("read", "ON_READ sum scalar read")):
+                key = "processes.p%d.services.%s.%s" % (p, origin, op)
+                rec = t.get(key)
+                if rec is None:
+                    continue
+                t.add("services mode: %s issued by %s alone, %d processes"
+                      % (text, where, p), fmt_us(rec),
+                      "bare CAF remote round trip + one Gloo 4-byte "
+                      "allreduce",
+                      "n/a" if floor is None else fmt_time(floor * 1e-6),
+                      ratio_of(v(rec), floor),
+                      target=("<=", 1.5, "P-bench services %s from %s, %d "
+                              "processes, within 1.5x of a CAF remote round "
+                              "trip plus one Gloo latency" % (op, origin, p)),
+                      key=key)
 
 
 def v(rec):
