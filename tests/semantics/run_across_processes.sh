@@ -13,8 +13,10 @@ deadline=$3
 shift 3
 # A block of 200 ports of its own per run (the k-th strategy uses
 # base + k mod 200), below Linux's ephemeral range (32768 up), where the
-# other tests' connections take their ports.
-base=$(( 10000 + (RANDOM % 110) * 200 ))
+# other tests' connections take their ports. Runs with different process
+# counts (which CTest may run at the same time) never share a block.
+slot=$(( procs < 2 ? 0 : (procs - 2) % 4 ))
+base=$(( 10000 + ((RANDOM % 27) * 4 + slot) * 200 ))
 pids=()
 logs=$(mktemp -d)
 # The files the tests share live under names with "p$base" (fixture.hpp,
