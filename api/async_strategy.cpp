@@ -77,7 +77,7 @@ reply_fn<variable_info> as_variable(const coordinator_state& c,
   return [&c, done = std::move(done)](caf::expected<variable_info> r) {
     if (!r)
       return done(std::move(r.error()));
-    if (auto shared = c.shared_info(r->id); shared && shared->name == r->name)
+    if (auto shared = c.shared_info(r->id))
       return done(variable{std::move(shared)});
     done(variable{std::move(*r)});
   };

@@ -305,6 +305,7 @@ caf::error run_cross_process(collective_plan& plan, process_group& group,
       vote = {kind, static_cast<int32_t>(k), at};
   };
   // Local phase: this process's replicas reduced into the packs.
+  std::vector<const int32_t*> in32; // widened items' inputs, sized once
   for (size_t k = 0; k < n_items; ++k) {
     auto& item = plan.items[k];
     if (item.first_only || item.require_equal || item.gather)
@@ -314,7 +315,7 @@ caf::error run_cross_process(collective_plan& plan, process_group& group,
               + where[k].second;
     result[k] = y;
     if (auto* wide = wide_of(k)) {
-      std::vector<const int32_t*> in32(slots);
+      in32.resize(slots);
       for (size_t r = 0; r < slots; ++r)
         in32[r] = static_cast<const int32_t*>(inputs[r]);
       auto at = host::reduce_int32_widened(combine_of(item), wide, in32, 0,

@@ -77,9 +77,9 @@ using environment_reader
 /// Open MPI and Slurm give no rendezvous address: VARSYNC_RENDEZVOUS, or
 /// MASTER_ADDR and MASTER_PORT, must be set as well. VARSYNC_BIND sets the
 /// bind address, VARSYNC_TIMEOUT_MS both timeouts, VARSYNC_PEER_TIMEOUT_MS
-/// the peer timeout, VARSYNC_MODE the mode ("training" or "services"). A value that is not a
-/// number, out of range, or a missing companion variable is
-/// invalid_argument naming the variable.
+/// the peer timeout, VARSYNC_MODE the mode ("training" or "services"). A
+/// value that is not a number, out of range, or a missing companion
+/// variable is invalid_argument naming the variable.
 caf::expected<std::optional<cluster_spec>>
 cluster_from_environment(const environment_reader& getenv = {});
 
