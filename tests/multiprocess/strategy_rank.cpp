@@ -669,13 +669,12 @@ int services_stopped(strategy& s) {
                          aggregation::sum),
        "create seen");
   std::this_thread::sleep_for(3s); // idle past the peer timeout
-  auto t0 = std::chrono::steady_clock::now();
+  // replica_failed, not the timeout the 20 s deadline would give: the
+  // heartbeats noticed it (no timing is asserted).
   auto err = s.assign_add(a, 1.0);
-  auto took = std::chrono::steady_clock::now() - t0;
   check(has_code(err, errc::replica_failed),
         "an operation after process 0 stopped fails with replica_failed: "
           + describe(err));
-  check(took < 10s, "at once, not at the operation deadline");
   err = s.assign_add(a, 1.0);
   check(has_code(err, errc::replica_failed),
         "later operations fail too: " + describe(err));
