@@ -1,15 +1,19 @@
 #include "actors/collective_selection.hpp"
 
-#include "actors/collective_driver.hpp"
-#include "actors/process_collective_actor.hpp"
-#include "sync/collective_path.hpp"
+#include "actors/collective_driver_actor.hpp"
+#include "core/logging.hpp"
+#include "sync/collectives/across_processes.hpp"
+#include "sync/collectives/one_pass_shared_memory.hpp"
+#include "sync/device_collective_registry.hpp"
 #include "varsync/error.hpp"
 
 namespace varsync {
 
-caf::expected<selected_collective>
-select_collective(caf::actor_system& sys, const std::vector<device_id>& devices,
-                  std::optional<process_membership> processes) {
+namespace {
+
+caf::expected<std::shared_ptr<collective_algorithm>>
+choose(const std::vector<device_id>& devices,
+       std::optional<process_membership> processes) {
   if (processes) {
     for (auto& d : devices)
       if (d.kind != device_kind::host)
@@ -18,16 +22,31 @@ select_collective(caf::actor_system& sys, const std::vector<device_id>& devices,
                             + ": a strategy across processes has host "
                               "replicas only for now (NCCL across processes "
                               "is not built yet)");
-    auto d = spawn_process_collective(sys, std::move(*processes));
-    return selected_collective{d.actor, std::move(d.description)};
+    return make_across_processes(std::move(*processes));
   }
-  if (needs_device_collective(devices)) {
-    auto d = spawn_device_collective_driver(sys, devices);
-    if (!d)
-      return std::move(d.error());
-    return selected_collective{d->actor, std::move(d->description)};
+  if (needs_device_collective(devices))
+    return make_device_collective(devices);
+  return make_one_pass_shared_memory(static_cast<int>(devices.size()));
+}
+
+} // namespace
+
+caf::expected<selected_collective>
+select_collective(caf::actor_system& sys, const std::vector<device_id>& devices,
+                  std::optional<process_membership> processes) {
+  auto algorithm = choose(devices, std::move(processes));
+  if (!algorithm)
+    return std::move(algorithm.error());
+  selected_collective out;
+  out.description = (*algorithm)->description();
+  out.uses_staging_buffers = (*algorithm)->uses_staging_buffers();
+  if ((*algorithm)->workers() == collective_workers::driver) {
+    out.driver = spawn_collective_driver(sys, std::move(*algorithm));
+    log()->info("collective: {}", out.description);
+  } else {
+    out.in_replicas = std::move(*algorithm);
   }
-  return selected_collective{std::nullopt, describe_collective(devices)};
+  return out;
 }
 
 } // namespace varsync

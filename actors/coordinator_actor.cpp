@@ -29,7 +29,7 @@ strategy_description coordinator_state::describe() const {
   strategy_description out;
   for (auto& d : devices_)
     out.devices.push_back(to_string(d));
-  out.collective = collective_;
+  out.collective = collective_.description;
   out.collectives_run = collectives_run_;
   out.local_adds_dropped = local_adds_dropped_->load();
   for (size_t i = 0; i < replica_failures_.size(); ++i)
@@ -43,8 +43,8 @@ strategy_description coordinator_state::describe() const {
 void coordinator_state::shutdown() {
   for (auto& replica : replicas_)
     self_->send_exit(replica, caf::exit_reason::user_shutdown);
-  if (driver_)
-    self_->send_exit(*driver_, caf::exit_reason::user_shutdown);
+  if (collective_.driver)
+    self_->send_exit(*collective_.driver, caf::exit_reason::user_shutdown);
   self_->quit(caf::exit_reason::user_shutdown);
 }
 
@@ -198,8 +198,7 @@ public:
   coordinator_actor_impl(caf::actor_config& cfg, std::vector<device_id> devices,
                          std::vector<replica_actor> replicas,
                          caf::timespan timeout,
-                         std::optional<collective_driver_actor> driver,
-                         std::string collective, memory_budget budget,
+                         selected_collective collective, memory_budget budget,
                          size_t max_queued_operations,
                          size_t max_queued_bytes,
                          std::shared_ptr<std::atomic<uint64_t>> dropped,
@@ -208,7 +207,7 @@ public:
                            processes)
     : coordinator_internal_actor::base(cfg),
       state_(this, std::move(devices), std::move(replicas), timeout,
-             std::move(driver), std::move(collective), std::move(budget),
+             std::move(collective), std::move(budget),
              max_queued_operations, max_queued_bytes, std::move(dropped)) {
     state_.small_step_bytes = small_step_bytes;
     state_.processes = processes;
@@ -308,12 +307,14 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
     stop_all();
     return std::move(selected.error());
   }
-  std::optional<collective_driver_actor> driver;
+  // The driver's handle, or none (a plain handle: GCC warns about an
+  // optional one copied into the functor below).
+  collective_driver_actor driver;
   if (selected->driver)
     driver = *selected->driver;
-  auto collective = std::move(selected->description);
+  auto collective = selected->description;
   auto coordinator = sys.spawn<coordinator_actor_impl>(
-    cfg.devices, replicas, cfg.default_timeout, driver, collective,
+    cfg.devices, replicas, cfg.default_timeout, std::move(*selected),
     memory_budget{cfg.memory_budget_bytes}, cfg.max_queued_operations,
     cfg.max_queued_bytes, dropped, cfg.small_step_bytes, layout);
   // The replicas (and the device collective driver) go down with their
@@ -322,7 +323,7 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
     for (auto& r : replicas)
       caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
     if (driver)
-      caf::anon_send_exit(*driver, caf::exit_reason::user_shutdown);
+      caf::anon_send_exit(driver, caf::exit_reason::user_shutdown);
   });
   if (layout && layout->submit_sequenced) {
     // Weak: the group must not keep the coordinator alive.

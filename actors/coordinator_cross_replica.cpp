@@ -12,13 +12,11 @@
 #include <caf/exit_reason.hpp>
 #include <caf/send.hpp>
 
-#include "actors/collective_driver.hpp"
 #include "actors/actor_thread.hpp"
 #include "actors/replica_actor.hpp"
 #include "varsync/error.hpp"
 #include "core/logging.hpp"
-#include "sync/collective_path.hpp"
-#include "sync/cross_process_collective.hpp"
+#include "sync/collectives/across_processes.hpp"
 #include "sync/distributed_reduce.hpp"
 #include "actors/coordinator_gather.hpp"
 
@@ -120,7 +118,6 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
   item.source = collective_source::components;
   item.target = collective_target::output;
   item.result = tensor::empty(info.type, info.shape);
-  item.output = item.result.mutable_raw();
   run_collective(timeout, collective,
                  [collective, done, name = info.name](caf::expected<ok_atom> r) {
                    if (!r) {
@@ -233,8 +230,6 @@ void coordinator_state::dispatch_update(caf::timespan timeout, uint64_t id,
         item.target = collective_target::components;
         item.mirrored = policy_for(info.sync).mirrored();
         item.contributions.assign(replicas_.size(), value);
-        for (size_t r = 0; r < item.contributions.size(); ++r)
-          item.inputs[r] = item.contributions[r].raw();
         return run_collective(timeout, plan, std::move(done));
       }
       return gather_ok(
@@ -347,7 +342,6 @@ void coordinator_state::all_values(caf::timespan timeout, uint64_t id,
   item.target = collective_target::output;
   item.result = tensor::empty(
     info.type, tensor_shape{int64_t{total_replicas()}, item.count});
-  item.output = item.result.mutable_raw();
   run_collective(timeout, plan,
                  [this, plan, shape = info.shape, type = info.type,
                   done = std::move(done)](caf::expected<ok_atom> r) {

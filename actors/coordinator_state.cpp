@@ -12,12 +12,10 @@
 #include <caf/exit_reason.hpp>
 #include <caf/send.hpp>
 
-#include "actors/collective_driver.hpp"
 #include "actors/actor_thread.hpp"
 #include "actors/replica_actor.hpp"
 #include "varsync/error.hpp"
 #include "core/logging.hpp"
-#include "sync/collective_path.hpp"
 #include "sync/distributed_reduce.hpp"
 #include "actors/coordinator_gather.hpp"
 
@@ -29,8 +27,7 @@ coordinator_state::coordinator_state(self_pointer self,
                                      std::vector<device_id> devices,
                                      std::vector<replica_actor> replicas,
                                      caf::timespan default_timeout,
-                                     std::optional<collective_driver_actor> driver,
-                                     std::string collective,
+                                     selected_collective collective,
                                      memory_budget budget,
                                      size_t max_queued_operations,
                                      size_t max_queued_bytes,
@@ -39,7 +36,6 @@ coordinator_state::coordinator_state(self_pointer self,
   : self_(self),
     devices_(std::move(devices)),
     replicas_(std::move(replicas)),
-    driver_(std::move(driver)),
     collective_(std::move(collective)),
     budget_(std::move(budget)),
     replica_failures_(replicas_.size()),
@@ -49,8 +45,6 @@ coordinator_state::coordinator_state(self_pointer self,
     local_adds_dropped_(std::move(local_adds_dropped)) {
   if (!local_adds_dropped_)
     local_adds_dropped_ = std::make_shared<std::atomic<uint64_t>>(0);
-  if (collective_.empty())
-    collective_ = describe_collective(devices_);
 }
 
 // -- helpers ------------------------------------------------------------------

@@ -28,7 +28,7 @@
 #include "devices/memory_budget.hpp"
 #include "varsync/device_id.hpp"
 #include "varsync/error.hpp"
-#include "messages/collective_driver_interface.hpp"
+#include "actors/collective_selection.hpp"
 #include "messages/coordinator_interface.hpp"
 #include "messages/sequenced_operation.hpp"
 #include "sync/collective_plan.hpp"
@@ -43,15 +43,13 @@ class coordinator_state {
 public:
   using self_pointer = coordinator_internal_actor::pointer;
 
-  /// `driver`: the device collective driver of a strategy with CUDA
-  /// replicas (it runs the work phase of every collective), or none: the
-  /// replicas work their slices of the host collective. `collective`: the
-  /// path in words (describe()).
+  /// `collective`: the strategy's collective algorithm
+  /// (actors/collective_selection.hpp): run by the replicas on their
+  /// slices, or by its driver for all of them.
   coordinator_state(self_pointer self, std::vector<device_id> devices,
                     std::vector<replica_actor> replicas,
                     caf::timespan default_timeout,
-                    std::optional<collective_driver_actor> driver = {},
-                    std::string collective = {},
+                    selected_collective collective,
                     memory_budget budget = memory_budget{},
                     size_t max_queued_operations = 4096,
                     size_t max_queued_bytes = size_t{256} << 20,
@@ -70,7 +68,7 @@ public:
   size_t small_step_bytes = 4096;
 
   /// A strategy whose replicas live in several processes (set once after
-  /// construction; the driver is then the process collective).
+  /// construction; the collective is then the one across processes).
   struct process_layout {
     int rank = 0;
     int processes = 1;
@@ -309,8 +307,11 @@ private:
     return processes ? processes->total_replicas : num_replicas();
   }
   bool cross_process() const { return processes.has_value(); }
-  /// The driver is the device collective (not the process collective).
-  bool device_driver() const { return driver_.has_value() && !processes; }
+  /// The collective reads contributions that replicas keep in staging
+  /// buffers until their step is released.
+  bool uses_staging_buffers() const {
+    return collective_.uses_staging_buffers;
+  }
 
   /// done(local) after agreeing that the operation failed (agree()).
   template <class T>
@@ -371,7 +372,7 @@ private:
   void on_deadline_tick();
 
   /// Runs a collective: enter (quiesce, equality votes), work (the
-  /// replicas' slices, or the device collective driver), leave; or, for a
+  /// replicas' slices, or the collective's driver), leave; or, for a
   /// small step's plan (`small`, sync/small_step.hpp), the coordinator
   /// combines the contributions and the replicas apply the results in one
   /// round. Collectives run one at a time, in the order they were started.
@@ -393,8 +394,7 @@ private:
   self_pointer self_;
   std::vector<device_id> devices_;
   std::vector<replica_actor> replicas_;
-  std::optional<collective_driver_actor> driver_;
-  std::string collective_;
+  selected_collective collective_;
   memory_budget budget_;
   std::vector<caf::error> replica_failures_;
   caf::timespan default_timeout_;

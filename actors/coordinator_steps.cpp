@@ -11,12 +11,10 @@
 #include <caf/exit_reason.hpp>
 #include <caf/send.hpp>
 
-#include "actors/collective_driver.hpp"
 #include "actors/actor_thread.hpp"
 #include "actors/replica_actor.hpp"
 #include "varsync/error.hpp"
 #include "core/logging.hpp"
-#include "sync/collective_path.hpp"
 #include "sync/distributed_reduce.hpp"
 #include "actors/coordinator_gather.hpp"
 #include "sync/small_step.hpp"
@@ -45,7 +43,7 @@ void coordinator_state::run(caf::timespan timeout, replica_step_ptr step,
   if (auto err = check_replicas())
     return fail(timeout, std::move(err));
   const uint64_t seq = ++steps_started_;
-  if (device_driver()) {
+  if (uses_staging_buffers()) {
     // Device replicas may keep contributions in staging buffers until the
     // step is over, whatever its outcome (host replicas never do).
     done = [this, seq, done = std::move(done)](caf::expected<ok_atom> r) {
@@ -127,15 +125,12 @@ void coordinator_state::finish_step(caf::timespan timeout,
       item.staged[item.contributions.size()] = report.updates[k].staged;
       item.contributions.push_back(std::move(report.updates[k].value));
     }
-    // Staged contributions are in device memory: their replica publishes
-    // the pointer at enter.
-    for (size_t r = 0; r < item.contributions.size(); ++r)
-      if (item.staged[r] == 0)
-        item.inputs[r] = item.contributions[r].raw();
   }
-  // Host replicas only for now: device replicas would stage small
-  // contributions through the host to take this path.
-  const bool small = !driver_ && is_small_step(*plan, small_step_bytes);
+  // Replica-run (host, one process) collectives only for now: device
+  // replicas would stage small contributions through the host to take
+  // this path.
+  const bool small = collective_.in_replicas != nullptr
+                     && is_small_step(*plan, small_step_bytes);
   run_collective(timeout, plan, std::move(done), small);
 }
 
@@ -206,10 +201,7 @@ void coordinator_state::all_reduce(caf::timespan timeout, reduce_op op,
     item.source = collective_source::contributions;
     item.target = collective_target::output;
     item.contributions = std::move(group);
-    for (size_t r = 0; r < item.contributions.size(); ++r)
-      item.inputs[r] = item.contributions[r].raw();
     item.result = tensor::empty(item.type, item.contributions[0].shape());
-    item.output = item.result.mutable_raw();
   }
   if (plan->items.empty() && !processes)
     return done(std::vector<tensor>{});
@@ -300,10 +292,14 @@ void coordinator_state::start_collective(caf::timespan timeout,
       self_->send(replica, collective_leave_atom::value);
     finish(std::move(r));
   };
-  // The driver runs the work phase: the device collective for every
-  // replica at once, or the collective across processes.
-  auto drive = [this, plan](reply_fn<ok_atom> then) {
-    self_->request(*driver_, caf::infinite, collective_work_atom::value, plan)
+  auto run = std::make_shared<collective_run>();
+  run->plan = plan;
+  run->algorithm = collective_.in_replicas;
+  // The driver runs the work phase for every replica at once: the device
+  // collective, or the collective across processes.
+  auto drive = [this, run](reply_fn<ok_atom> then) {
+    self_->request(*collective_.driver, caf::infinite,
+                   collective_work_atom::value, run)
       .then([then](ok_atom) { then(ok_atom::value); },
             [this, then](caf::error& err) {
               if (err.category() == error_category)
@@ -326,15 +322,16 @@ void coordinator_state::start_collective(caf::timespan timeout,
     plan->items.clear();
     return drive(finish);
   }
-  if (driver_) // the replicas publish their step-done events at enter
-    plan->ready_events.assign(replicas_.size(), nullptr);
+  run->buffers = bind_plan_buffers(*plan);
+  if (collective_.driver) // the replicas publish their step-done events
+    run->buffers.ready_events.assign(replicas_.size(), nullptr);
   gather<int64_t>(
     replicas_.size(), timeout,
-    [this, plan](size_t i) {
+    [this, run](size_t i) {
       return self_->request(replicas_[i], caf::infinite,
-                            collective_enter_atom::value, plan);
+                            collective_enter_atom::value, run);
     },
-    [this, plan, leave_and_finish, drive](
+    [this, plan, run, leave_and_finish, drive](
       caf::expected<std::vector<int64_t>> votes) {
       caf::error failed;
       if (!votes)
@@ -357,17 +354,18 @@ void coordinator_state::start_collective(caf::timespan timeout,
           return leave_and_finish(std::move(failed));
         plan->local_error = std::move(failed);
         plan->items.clear();
+        run->buffers.items.clear();
         return drive(leave_and_finish);
       }
       // The work phase is memory work that cannot be interrupted halfway:
       // it runs to completion (a dead replica still fails it at once).
-      if (driver_)
+      if (collective_.driver)
         return drive(leave_and_finish);
       gather_ok(
         replicas_.size(), caf::timespan::max(),
-        [this, plan](size_t i) {
+        [this, run](size_t i) {
           return self_->request(replicas_[i], caf::infinite,
-                                collective_work_atom::value, plan);
+                                collective_work_atom::value, run);
         },
         leave_and_finish, on_deadline::abandoned,
         fan_out::spread); // the slices in parallel

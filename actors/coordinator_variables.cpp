@@ -11,12 +11,10 @@
 #include <caf/exit_reason.hpp>
 #include <caf/send.hpp>
 
-#include "actors/collective_driver.hpp"
 #include "actors/actor_thread.hpp"
 #include "actors/replica_actor.hpp"
 #include "varsync/error.hpp"
 #include "core/logging.hpp"
-#include "sync/collective_path.hpp"
 #include "sync/distributed_reduce.hpp"
 #include "actors/coordinator_gather.hpp"
 
@@ -67,10 +65,7 @@ void coordinator_state::create(caf::timespan timeout, variable_spec spec,
   item.source = collective_source::contributions;
   item.target = collective_target::output;
   item.contributions.assign(replicas_.size(), spec.initial_value);
-  for (size_t r = 0; r < item.contributions.size(); ++r)
-    item.inputs[r] = item.contributions[r].raw();
   item.result = tensor::empty(info->type, info->shape);
-  item.output = item.result.mutable_raw();
   run_collective(timeout, plan,
                  [this, timeout, plan, spec = std::move(spec),
                   info = std::move(*info),

@@ -78,25 +78,25 @@ replica_actor::behavior_type replica_state::make_behavior() {
       deferred_.emplace_back([this, seq] { release_step(seq); });
     },
     [this](collective_enter_atom,
-           const collective_plan_ptr& plan) -> caf::result<int64_t> {
+           const collective_run_ptr& run) -> caf::result<int64_t> {
       if (auto err = refuse_unless_coordinator("collective_enter"))
         return err;
       if (inject_faults() == fault_outcome::failed)
         return failed_error();
-      return caf::result<int64_t>{enter(*plan)};
+      return caf::result<int64_t>{enter(*run)};
     },
     [this](collective_work_atom,
-           const collective_plan_ptr& plan) -> caf::result<ok_atom> {
+           const collective_run_ptr& run) -> caf::result<ok_atom> {
       if (auto err = refuse_unless_coordinator("collective_work"))
         return err;
-      if (!host_memory_) // the device collective driver does this work
+      if (!run->algorithm || !host_memory_) // a driver does this work
         return make_error(errc::device_error,
                           "replica " + std::to_string(cfg_.rank) + " ("
                             + to_string(cfg_.device)
-                            + "): host collective work on device memory");
-      auto k = allreduce_one_pass(*plan, slot(), plan->num_replicas);
-      if (k >= 0)
-        return output_overflow_error(*plan, k);
+                            + "): collective work that a driver runs");
+      if (auto err = run->algorithm->run(*run->plan, run->buffers, slot(),
+                                         run->plan->num_replicas))
+        return err;
       return ok_atom::value;
     },
     [this](collective_leave_atom) {

@@ -4,14 +4,17 @@
 
 namespace varsync::replica_internal {
 
-caf::expected<int64_t> replica_state::enter(collective_plan& plan) {
+caf::expected<int64_t> replica_state::enter(collective_run& run) {
   quiesced_ = true;
+  auto& plan = *run.plan;
+  auto& buffers = run.buffers;
   auto rank = static_cast<size_t>(slot());
-  if (rank < plan.ready_events.size())
-    plan.ready_events[rank] = device_->step_done_event();
+  if (rank < buffers.ready_events.size())
+    buffers.ready_events[rank] = device_->step_done_event();
   int64_t mismatch = -1;
   for (size_t i = 0; i < plan.items.size(); ++i) {
     auto& item = plan.items[i];
+    auto& b = buffers.items[i];
     bool uses_component = item.source == collective_source::components
                           || item.target == collective_target::components;
     if (uses_component) {
@@ -19,12 +22,12 @@ caf::expected<int64_t> replica_state::enter(collective_plan& plan) {
       if (!c)
         return std::move(c.error());
       if (item.source == collective_source::components)
-        item.inputs[rank] = (*c)->data;
+        b.inputs[rank] = (*c)->data;
       if (item.target == collective_target::components)
-        item.components[rank] = (*c)->data;
+        b.components[rank] = (*c)->data;
     }
     if (rank < item.staged.size() && item.staged[rank] != 0)
-      if (auto err = publish_staged(item, rank))
+      if (auto err = publish_staged(item, b, rank))
         return err;
     if (item.require_equal && mismatch < 0 && !inputs_equal(item, slot()))
       mismatch = static_cast<int64_t>(i);
@@ -33,14 +36,16 @@ caf::expected<int64_t> replica_state::enter(collective_plan& plan) {
   // so an integer overflow anywhere fails the collective with nothing
   // changed. A device component is copied to the host for the check
   // (integer items only). Across processes the collective checks once the
-  // reduction is global (sync/cross_process_collective.hpp).
+  // reduction is global (sync/collectives/across_processes.hpp).
   if (mismatch < 0 && !plan.cross_process) {
     caf::error copy_failed;
     std::vector<tensor> copies; // device components only
-    auto component_of = [&](const collective_item& item) -> const void* {
+    auto component_of = [&](size_t k) -> const void* {
+      auto& item = plan.items[k];
+      auto* component = buffers.items[k].components[rank];
       if (host_memory_)
-        return item.components[rank];
-      auto c = host_copy(item.components[rank], item.type, item.count, true);
+        return component;
+      auto c = host_copy(component, item.type, item.count, true);
       if (!c) {
         copy_failed = std::move(c.error());
         return nullptr;
@@ -48,17 +53,19 @@ caf::expected<int64_t> replica_state::enter(collective_plan& plan) {
       copies.push_back(std::move(c->first));
       return c->second;
     };
-    auto k = enter_overflow(plan, component_of);
+    auto k = enter_overflow(plan, buffers, component_of);
     if (copy_failed)
       return copy_failed;
     if (k >= 0) {
       auto& item = plan.items[static_cast<size_t>(k)];
       auto c = find(item.variable_id);
-      std::span<const void* const> inputs{item.inputs};
+      std::span<const void* const> inputs{
+        buffers.items[static_cast<size_t>(k)].inputs};
       if (item.first_only)
         inputs = inputs.first(1);
       auto at = host::first_overflow(item.rop, item.uop, item.type, inputs,
-                                     component_of(item), 0, item.count);
+                                     component_of(static_cast<size_t>(k)), 0,
+                                     item.count);
       return make_error(errc::overflow,
                         "variable '" + (c ? (*c)->info->name : std::string{"?"})
                           + "': " + std::string{to_string(item.uop)}
@@ -71,7 +78,8 @@ caf::expected<int64_t> replica_state::enter(collective_plan& plan) {
   return mismatch;
 }
 
-caf::error replica_state::publish_staged(collective_item& item, size_t rank) {
+caf::error replica_state::publish_staged(const collective_item& item,
+                                         item_buffers& b, size_t rank) {
   auto i = staged_.find(item.staged[rank]);
   const size_t nbytes = static_cast<size_t>(item.count) * size_of(item.type);
   if (i == staged_.end() || !i->second.recorded || host_memory_
@@ -84,7 +92,7 @@ caf::error replica_state::publish_staged(collective_item& item, size_t rank) {
                         + std::to_string(item.staged[rank])
                         + ", which this replica did not record for an item "
                           "of that size and kind");
-  item.inputs[rank] = i->second.data;
+  b.inputs[rank] = i->second.data;
   return {};
 }
 

@@ -27,8 +27,8 @@
 #include "core/logging.hpp"
 #include "devices/device.hpp"
 #include "devices/host_kernels.hpp"
-#include "sync/allreduce_one_pass.hpp"
-#include "sync/collective_plan.hpp"
+#include "sync/collective_algorithm.hpp"
+#include "sync/collective_checks.hpp"
 #include "sync/sync_policy.hpp"
 #include "varsync/replica_context.hpp"
 
@@ -225,11 +225,12 @@ private:
                                       const replica_step_ptr& step);
 
   // Enter: stop serving other requests and publish this replica's pointers.
-  caf::expected<int64_t> enter(collective_plan& plan);
+  caf::expected<int64_t> enter(collective_run& run);
 
   /// inputs[rank] = this replica's staging buffer for `item`: one it
   /// recorded, of the item's size, for an item that needs no host check.
-  caf::error publish_staged(collective_item& item, size_t rank);
+  caf::error publish_staged(const collective_item& item, item_buffers& b,
+                            size_t rank);
 
   /// The coordinator is done with step `seq`.
   void release_step(uint64_t seq) {

@@ -18,7 +18,7 @@
 #include <filesystem>
 
 #include "varsync/error.hpp"
-#include "sync/cross_process_collective.hpp"
+#include "sync/collectives/across_processes.hpp"
 #include "sync/distributed_reduce.hpp"
 #include "sync/safetensors_format.hpp"
 #include "api/strategy_calls.hpp"
@@ -110,7 +110,7 @@ caf::error check_save_target(const std::string& path) {
 }
 
 // Across processes the processes agree on an outcome (one collective
-// round, sync/cross_process_collective.hpp): every process returns `local`
+// round, sync/collectives/across_processes.hpp): every process returns `local`
 // or the error of the process that failed. In one process, and in services
 // mode (where the calling process alone saves): `local`.
 caf::error agree_across(const strategy& s, std::string what,

@@ -21,7 +21,6 @@
 #include "actors/coordinator_actor.hpp"
 #include "core/logging.hpp"
 #include "varsync/config.hpp"
-#include "sync/collective_path.hpp"
 #include "sync/distributed_reduce.hpp"
 #include "sync/sync_policy.hpp"
 #include "api/strategy_core.hpp"

@@ -48,7 +48,9 @@ endfunction()
 
 set(VARSYNC_LAYER_OBJECTS "")
 foreach(layer ${VARSYNC_LAYERS})
-  file(GLOB sources CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/${layer}/*.cpp")
+  # A layer's own files, and its collective algorithms (sync/collectives/).
+  file(GLOB sources CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/${layer}/*.cpp"
+       "${PROJECT_SOURCE_DIR}/${layer}/collectives/*.cpp")
   set(target varsync_${layer})
   add_library(${target} OBJECT ${sources})
   varsync_layer_include_root(${layer} root ${VARSYNC_LAYER_DEPS_${layer}} ${layer})

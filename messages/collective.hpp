@@ -1,5 +1,7 @@
 #pragma once
-// Collective plans travel by shared pointer between in-process actors only.
+// A run of a collective travels by shared pointer between in-process actors
+// only: it binds pointers into this process's memory
+// (sync/collective_algorithm.hpp). Its plan is a value.
 
 #include <memory>
 
@@ -7,9 +9,9 @@
 
 namespace varsync {
 
-struct collective_plan;
-using collective_plan_ptr = std::shared_ptr<collective_plan>;
+struct collective_run;
+using collective_run_ptr = std::shared_ptr<collective_run>;
 
 } // namespace varsync
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(varsync::collective_plan_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(varsync::collective_run_ptr)

@@ -17,6 +17,6 @@
 namespace varsync {
 
 using collective_driver_actor = caf::typed_actor<
-  caf::replies_to<collective_work_atom, collective_plan_ptr>::with<ok_atom>>;
+  caf::replies_to<collective_work_atom, collective_run_ptr>::with<ok_atom>>;
 
 } // namespace varsync

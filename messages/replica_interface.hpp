@@ -36,8 +36,8 @@ using replica_actor = replica_local_actor::extend<
   // Host collectives: enter answers the index of the first item whose
   // contribution from this replica differs from replica 0's where the plan
   // requires equality, or -1.
-  caf::replies_to<collective_enter_atom, collective_plan_ptr>::with<int64_t>,
-  caf::replies_to<collective_work_atom, collective_plan_ptr>::with<ok_atom>,
+  caf::replies_to<collective_enter_atom, collective_run_ptr>::with<int64_t>,
+  caf::replies_to<collective_work_atom, collective_run_ptr>::with<ok_atom>,
   caf::reacts_to<collective_leave_atom>,
   // Fault injection (delayed operations).
   caf::reacts_to<resume_atom>>;

@@ -1,18 +1,25 @@
 #pragma once
-// The description of one host collective: a list of fused items, each reducing
-// N inputs (replica contributions, or the replicas' own components) and either
+// The description of one collective: a list of fused items, each reducing N
+// inputs (replica contributions, or the replicas' own components) and either
 // applying the result to every replica's component or writing it to one output
-// tensor. The coordinator builds the plan; each replica fills in its own
-// component pointers when it enters the collective, then works on its slice.
+// tensor. A plan names its data (variable ids, staging buffer ids, tensors it
+// holds) and never points into a replica's memory: it is a value that could be
+// serialized (inspect below). Where the named data lies in this process is the
+// run's business (sync/collective_buffers.hpp); the algorithm that moves it is
+// chosen once per strategy (sync/collective_algorithm.hpp).
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include <caf/error.hpp>
+#include <caf/meta/load_callback.hpp>
+#include <caf/meta/type_name.hpp>
+#include <caf/sec.hpp>
 
-#include "varsync/tensor.hpp"
 #include "varsync/synchronization.hpp"
+#include "varsync/tensor.hpp"
+#include "varsync/tensor_inspect.hpp"
 
 namespace varsync {
 
@@ -29,6 +36,14 @@ enum class collective_source : uint8_t {
   /// The inputs are the replicas' components of `variable_id`.
   components,
 };
+
+constexpr bool is_valid(collective_target x) {
+  return x <= collective_target::output;
+}
+
+constexpr bool is_valid(collective_source x) {
+  return x <= collective_source::components;
+}
 
 struct collective_item {
   uint64_t variable_id = 0;
@@ -53,26 +68,22 @@ struct collective_item {
   bool gather = false;
   collective_source source = collective_source::contributions;
   collective_target target = collective_target::output;
+  /// source == contributions: one per replica (empty where `staged` names
+  /// the replica's contribution instead).
   std::vector<tensor> contributions;
   /// One per replica (source == contributions): 0, or the id of the
-  /// replica's staging buffer that holds its contribution in device memory
-  /// (contributions[r] is then empty). The replica fills inputs[r] at enter;
-  /// the collective may overwrite the buffer (it is released after the step).
+  /// replica's staging buffer that holds its contribution in device memory.
+  /// The collective may overwrite the buffer (it is released after the
+  /// step).
   std::vector<uint64_t> staged;
-  /// One per replica: contribution or component data (filled at enter).
-  std::vector<const void*> inputs;
-  /// One per replica for target == components (filled at enter).
-  std::vector<void*> components;
-  /// target == output: the result tensor and its data, taken writable once
-  /// when the plan is built so that workers never touch its reference count.
+  /// target == output: the result tensor.
   tensor result;
-  void* output = nullptr;
 };
 
 struct collective_plan {
   /// The replicas of this process taking part (the slots of every item).
   int num_replicas = 0;
-  /// The collective spans processes (sync/cross_process_collective.hpp):
+  /// The collective spans processes (sync/collectives/across_processes.hpp):
   /// the replicas leave integer overflow checks to it.
   bool cross_process = false;
   /// Across processes: the replicas of every process (gather outputs).
@@ -85,16 +96,40 @@ struct collective_plan {
   /// fails it alike (no items).
   caf::error local_error;
   std::vector<collective_item> items;
-  /// Device collectives only (sized by the coordinator, else empty): per
-  /// replica, the event (a cudaEvent_t) that marks the end of the replica's
-  /// last step, published at enter; the collective's streams wait for it.
-  /// Null for host replicas and replicas that ran no step yet.
-  std::vector<void*> ready_events;
 
   /// Creates an item with the per-replica slots sized for this plan.
   collective_item& add_item();
   /// Total elements over all items (the space the workers split).
   int64_t total_elements() const;
 };
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, collective_item& x) {
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    if (!is_valid(x.type) || !is_valid(x.rop) || !is_valid(x.uop)
+        || !is_valid(x.source) || !is_valid(x.target) || x.count < 0)
+      return caf::sec::invalid_argument;
+    return caf::none;
+  });
+  return f(caf::meta::type_name("varsync::collective_item"), x.variable_id,
+           x.name, x.type, x.count, x.rop, x.first_only, x.require_equal,
+           x.uop, x.mirrored, x.gather, x.source, x.target, x.contributions,
+           x.staged, x.result, load);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, collective_plan& x) {
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    if (x.num_replicas < 0 || x.total_replicas < 0)
+      return caf::sec::invalid_argument;
+    for (auto& item : x.items)
+      if (item.staged.size() != static_cast<size_t>(x.num_replicas))
+        return caf::sec::invalid_argument;
+    return caf::none;
+  });
+  return f(caf::meta::type_name("varsync::collective_plan"), x.num_replicas,
+           x.cross_process, x.total_replicas, x.description, x.local_error,
+           x.items, load);
+}
 
 } // namespace varsync

@@ -13,10 +13,11 @@ bool is_small_step(const collective_plan& plan, size_t limit) {
   for (auto& item : plan.items) {
     if (item.source != collective_source::contributions
         || item.target != collective_target::components
-        || item.contributions.size() != item.inputs.size())
+        || item.contributions.size()
+             != static_cast<size_t>(plan.num_replicas))
       return false;
     for (size_t r = 0; r < item.staged.size(); ++r)
-      if (item.staged[r] != 0 || item.inputs[r] == nullptr)
+      if (item.staged[r] != 0 || item.contributions[r].raw() == nullptr)
         return false;
     bytes += static_cast<size_t>(item.count) * size_of(item.type);
     if (bytes > limit)
@@ -31,9 +32,12 @@ combine_small_step(const collective_plan& plan,
   std::vector<recorded_update> out;
   out.reserve(plan.items.size());
   const size_t n = static_cast<size_t>(plan.num_replicas);
+  std::vector<const void*> data(n);
   for (auto& item : plan.items) {
     const size_t nbytes = static_cast<size_t>(item.count) * size_of(item.type);
-    std::span<const void* const> inputs{item.inputs.data(), n};
+    for (size_t r = 0; r < n; ++r)
+      data[r] = item.contributions[r].raw();
+    std::span<const void* const> inputs{data};
     if (item.require_equal)
       for (size_t r = 1; r < n; ++r)
         if (!host::bitwise_equal(inputs[r], inputs[0], nbytes))

@@ -29,8 +29,8 @@
 #include "messages/replica_interface.hpp"
 #include "varsync/step.hpp"
 #include "varsync/variable_info.hpp"
-#include "sync/allreduce_one_pass.hpp"
-#include "sync/collective_plan.hpp"
+#include "sync/collectives/one_pass_shared_memory.hpp"
+#include "sync/collective_algorithm.hpp"
 #include "varsync/replica_context.hpp"
 #include "varsync/variable.hpp"
 
@@ -135,9 +135,18 @@ std::vector<float> iota_floats(size_t n, float start, float step) {
   return out;
 }
 
-/// A plan that all-reduces (sum) one contribution per replica into the
+/// A run of `plan` by the one-pass algorithm, as the coordinator makes it.
+collective_run_ptr run_of(std::shared_ptr<collective_plan> plan) {
+  auto run = std::make_shared<collective_run>();
+  run->buffers = bind_plan_buffers(*plan);
+  run->algorithm = make_one_pass_shared_memory(plan->num_replicas);
+  run->plan = std::move(plan);
+  return run;
+}
+
+/// A run that all-reduces (sum) one contribution per replica into the
 /// components of `id` with `uop`.
-std::shared_ptr<collective_plan>
+collective_run_ptr
 sum_into_components(uint64_t id, std::vector<tensor> contributions,
                     update_op uop) {
   auto plan = std::make_shared<collective_plan>();
@@ -151,9 +160,7 @@ sum_into_components(uint64_t id, std::vector<tensor> contributions,
   item.source = collective_source::contributions;
   item.target = collective_target::components;
   item.contributions = std::move(contributions);
-  for (size_t r = 0; r < item.contributions.size(); ++r)
-    item.inputs[r] = item.contributions[r].raw();
-  return plan;
+  return run_of(plan);
 }
 
 } // namespace
@@ -452,9 +459,10 @@ TEST_CASE_METHOD(replica_fixture,
   REQUIRE(v1);
   CHECK(*v0 == -1);
   CHECK(*v1 == -1);
-  REQUIRE(plan->items[0].components[0] != nullptr);
-  REQUIRE(plan->items[0].components[1] != nullptr);
-  CHECK(plan->items[0].components[0] != plan->items[0].components[1]);
+  auto& bound = plan->buffers.items[0].components;
+  REQUIRE(bound[0] != nullptr);
+  REQUIRE(bound[1] != nullptr);
+  CHECK(bound[0] != bound[1]);
   REQUIRE(ask<ok_atom>(r0, collective_work_atom::value, plan));
   REQUIRE(ask<ok_atom>(r1, collective_work_atom::value, plan));
   self->send(r0, collective_leave_atom::value);
@@ -497,12 +505,12 @@ TEST_CASE_METHOD(replica_fixture,
   item.source = collective_source::components;
   item.target = collective_target::output;
   item.result = tensor::empty(dtype::int32, {3});
-  item.output = item.result.mutable_raw();
+  auto run = run_of(plan);
 
-  REQUIRE(ask<int64_t>(r0, collective_enter_atom::value, plan));
-  REQUIRE(ask<int64_t>(r1, collective_enter_atom::value, plan));
-  REQUIRE(ask<ok_atom>(r0, collective_work_atom::value, plan));
-  REQUIRE(ask<ok_atom>(r1, collective_work_atom::value, plan));
+  REQUIRE(ask<int64_t>(r0, collective_enter_atom::value, run));
+  REQUIRE(ask<int64_t>(r1, collective_enter_atom::value, run));
+  REQUIRE(ask<ok_atom>(r0, collective_work_atom::value, run));
+  REQUIRE(ask<ok_atom>(r1, collective_work_atom::value, run));
   self->send(r0, collective_leave_atom::value);
   self->send(r1, collective_leave_atom::value);
   CHECK(plan->items[0].result.to_vector<int32_t>()
@@ -538,14 +546,13 @@ TEST_CASE_METHOD(replica_fixture,
     item.source = collective_source::contributions;
     item.target = collective_target::components;
     item.contributions = {tensor::scalar<float>(c0), tensor::scalar<float>(c1)};
-    for (size_t r = 0; r < 2; ++r)
-      item.inputs[r] = item.contributions[r].raw();
   };
   add(1, 5.f, 5.f); // equal: fine
   add(2, 5.f, 6.f); // differs on replica 1
+  auto run = run_of(plan);
 
-  auto v0 = ask<int64_t>(r0, collective_enter_atom::value, plan);
-  auto v1 = ask<int64_t>(r1, collective_enter_atom::value, plan);
+  auto v0 = ask<int64_t>(r0, collective_enter_atom::value, run);
+  auto v1 = ask<int64_t>(r1, collective_enter_atom::value, run);
   REQUIRE(v0);
   REQUIRE(v1);
   CHECK(*v0 == -1);
@@ -1022,10 +1029,11 @@ TEST_CASE_METHOD(replica_fixture,
   auto x = tensor::from_list<float>({1.f, 2.f});
   create(r, info_of(1, "w", x), x);
   auto plan = sum_into_components(1, {tensor{}}, update_op::assign_add);
-  plan->items[0].type = dtype::float32;
-  plan->items[0].count = 2;
-  plan->items[0].staged[0] = 5;
-  plan->items[0].inputs[0] = nullptr;
+  auto& item = plan->plan->items[0];
+  item.type = dtype::float32;
+  item.count = 2;
+  item.staged[0] = 5;
+  plan->buffers.items[0].inputs[0] = nullptr;
   auto entered = ask<int64_t>(r, collective_enter_atom::value, plan);
   REQUIRE_FALSE(entered);
   CHECK(has_code(entered.error(), errc::invalid_argument));

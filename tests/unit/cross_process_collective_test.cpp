@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "sync/cross_process_collective.hpp"
+#include "sync/collectives/across_processes.hpp"
 #include "varsync/error.hpp"
 
 using namespace varsync;
@@ -93,11 +93,13 @@ struct step_fixture {
   float contribution[3] = {1, 2, 3};
   float component[3] = {10, 10, 10};
   collective_plan plan;
+  collective_buffers buffers;
 
   step_fixture() {
-    auto& item = assign_add_step(plan, 1, 2, "w", dtype::float32, 3);
-    item.inputs[0] = contribution;
-    item.components[0] = component;
+    assign_add_step(plan, 1, 2, "w", dtype::float32, 3);
+    buffers = bind_plan_buffers(plan);
+    buffers.items[0].inputs[0] = contribution;
+    buffers.items[0].components[0] = component;
   }
 
   bool unchanged() const {
@@ -110,12 +112,14 @@ struct int_step {
   int32_t contribution = 1;
   int32_t component = 5;
   collective_plan plan;
+  collective_buffers buffers;
 
-  int_step(const int_step&) = delete; // the plan points into it
+  int_step(const int_step&) = delete; // the buffers point into it
   int_step() {
-    auto& item = assign_add_step(plan, 1, 2, "n", dtype::int32, 1);
-    item.inputs[0] = &contribution;
-    item.components[0] = &component;
+    assign_add_step(plan, 1, 2, "n", dtype::int32, 1);
+    buffers = bind_plan_buffers(plan);
+    buffers.items[0].inputs[0] = &contribution;
+    buffers.items[0].components[0] = &component;
   }
 };
 
@@ -130,7 +134,7 @@ TEST_CASE("cross-process collective: a small floating step is agreed, "
   same.fingerprint = fingerprint_of(f.plan);
   float theirs[3] = {100, 200, 300};
   g.peer.push_back(agreement_bytes(same, theirs, sizeof(theirs)));
-  REQUIRE(!run_cross_process(f.plan, g, {1, 1}));
+  REQUIRE(!run_cross_process(f.plan, f.buffers, g, {1, 1}));
   CHECK(f.component[0] == 111);
   CHECK(f.component[2] == 313);
   CHECK(g.gathers == 1);
@@ -149,10 +153,9 @@ TEST_CASE("cross-process collective: a small step of float32 and float64 "
   item.uop = update_op::assign_add;
   item.source = collective_source::contributions;
   item.target = collective_target::components;
-  item.inputs[0] = contribution64;
-  item.components[0] = component64;
+  f.buffers.items.push_back({{contribution64}, {component64}, nullptr});
   scripted_group g; // process 1 sends what process 0 sent: it agrees
-  REQUIRE(!run_cross_process(f.plan, g, {1, 1}));
+  REQUIRE(!run_cross_process(f.plan, f.buffers, g, {1, 1}));
   CHECK(f.component[1] == 14);  // 10 + 2 + 2
   CHECK(component64[0] == 2);   // 1 + 0.5 + 0.5
   CHECK(component64[1] == 4);   // 1 + 1.5 + 1.5
@@ -172,7 +175,7 @@ TEST_CASE("cross-process collective: aggregation none with another value in "
   same.fingerprint = fingerprint_of(f.plan);
   float theirs[3] = {1, 2, 4};
   g.peer.push_back(agreement_bytes(same, theirs, sizeof(theirs)));
-  auto err = run_cross_process(f.plan, g, {1, 1});
+  auto err = run_cross_process(f.plan, f.buffers, g, {1, 1});
   CHECK(has_code(err, errc::aggregation_required));
   CHECK(message_of(err).find("process 1") != std::string::npos);
   CHECK(f.unchanged());
@@ -186,7 +189,7 @@ TEST_CASE("cross-process collective: another operation elsewhere is "
   other.fingerprint = fingerprint_of(f.plan) + 1;
   std::strcpy(other.text, "step: 'b' assign_add");
   g.peer.push_back(agreement_bytes(other));
-  auto err = run_cross_process(f.plan, g, {1, 1});
+  auto err = run_cross_process(f.plan, f.buffers, g, {1, 1});
   CHECK(has_code(err, errc::mismatched_replica_updates));
   CHECK(message_of(err).find("process 1 issued step: 'b'")
         != std::string::npos);
@@ -202,7 +205,7 @@ TEST_CASE("cross-process collective: a failure elsewhere fails it here with "
   other.code = static_cast<uint32_t>(errc::timeout);
   std::strcpy(other.text, "the step took too long");
   g.peer.push_back(agreement_bytes(other));
-  auto err = run_cross_process(f.plan, g, {1, 1});
+  auto err = run_cross_process(f.plan, f.buffers, g, {1, 1});
   CHECK(has_code(err, errc::timeout));
   CHECK(message_of(err).find("process 1") != std::string::npos);
   CHECK(message_of(err).find("the step took too long") != std::string::npos);
@@ -216,7 +219,7 @@ TEST_CASE("cross-process collective: hostile records fail cleanly") {
     agreement_record other;
     other.code = 250;
     g.peer.push_back(agreement_bytes(other));
-    auto err = run_cross_process(f.plan, g, {1, 1});
+    auto err = run_cross_process(f.plan, f.buffers, g, {1, 1});
     CHECK(has_code(err, errc::replica_failed));
     CHECK(message_of(err).find("unknown error code 250") != std::string::npos);
     CHECK(f.unchanged());
@@ -228,7 +231,7 @@ TEST_CASE("cross-process collective: hostile records fail cleanly") {
     other.fingerprint = fingerprint_of(f.plan) ^ 1;
     std::memset(other.text, 'x', sizeof(other.text));
     g.peer.push_back(agreement_bytes(other));
-    auto err = run_cross_process(f.plan, g, {1, 1});
+    auto err = run_cross_process(f.plan, f.buffers, g, {1, 1});
     CHECK(has_code(err, errc::mismatched_replica_updates));
     CHECK(f.unchanged());
   }
@@ -236,6 +239,7 @@ TEST_CASE("cross-process collective: hostile records fail cleanly") {
     // Integers take a vote round: rank 1 votes with an item out of range.
     int_step f;
     auto& plan = f.plan;
+    auto& buffers = f.buffers;
     auto& component = f.component;
     scripted_group g;
     agreement_record same;
@@ -245,7 +249,7 @@ TEST_CASE("cross-process collective: hostile records fail cleanly") {
     bad.kind = vote_unequal;
     bad.item = 7;
     g.peer.push_back(bytes_of(bad));
-    auto err = run_cross_process(plan, g, {1, 1});
+    auto err = run_cross_process(plan, buffers, g, {1, 1});
     CHECK(has_code(err, errc::replica_failed));
     CHECK(message_of(err).find("invalid vote") != std::string::npos);
     CHECK(component == 5);
@@ -256,6 +260,7 @@ TEST_CASE("cross-process collective: an overflow voted elsewhere stops every "
           "process before any component changes") {
   int_step f;
   auto& plan = f.plan;
+  auto& buffers = f.buffers;
   auto& component = f.component;
   scripted_group g;
   agreement_record same;
@@ -266,7 +271,7 @@ TEST_CASE("cross-process collective: an overflow voted elsewhere stops every "
   overflow.item = 0;
   overflow.element = 0;
   g.peer.push_back(bytes_of(overflow));
-  auto err = run_cross_process(plan, g, {1, 1});
+  auto err = run_cross_process(plan, buffers, g, {1, 1});
   CHECK(has_code(err, errc::overflow));
   CHECK(message_of(err).find("process 1") != std::string::npos);
   CHECK(component == 5);
@@ -276,9 +281,10 @@ TEST_CASE("cross-process collective: a local failure still takes part and "
           "returns its own error") {
   step_fixture f;
   f.plan.items.clear();
+  f.buffers.items.clear();
   f.plan.local_error = make_error(errc::invalid_argument, "bad value here");
   scripted_group g;
-  auto err = run_cross_process(f.plan, g, {1, 1});
+  auto err = run_cross_process(f.plan, f.buffers, g, {1, 1});
   CHECK(has_code(err, errc::invalid_argument));
   CHECK(g.gathers == 1);
 }
@@ -301,22 +307,23 @@ TEST_CASE("cross-process collective: int32 sums travel in int64, so a partial "
   int32_t contributions[2] = {max32 - 1, max32 - 1}; // 2 max - 2 here
   int32_t components[2] = {0, 0};
   collective_plan plan;
-  auto& item = assign_add_step(plan, 2, 3, "n", dtype::int32, 1);
+  assign_add_step(plan, 2, 3, "n", dtype::int32, 1);
+  auto buffers = bind_plan_buffers(plan);
   for (size_t r = 0; r < 2; ++r) {
-    item.inputs[r] = &contributions[r];
-    item.components[r] = &components[r];
+    buffers.items[0].inputs[r] = &contributions[r];
+    buffers.items[0].components[r] = &components[r];
   }
   adding_group g;
   SECTION("the total fits: exact") {
     g.add = -max32;
-    REQUIRE_FALSE(run_cross_process(plan, g, {2, 1}));
+    REQUIRE_FALSE(run_cross_process(plan, buffers, g, {2, 1}));
     CHECK(g.seen == dtype::int64);
     CHECK(components[0] == max32 - 2);
     CHECK(components[1] == max32 - 2);
   }
   SECTION("the total does not fit: overflow, named, nothing changed") {
     g.add = 3;
-    auto err = run_cross_process(plan, g, {2, 1});
+    auto err = run_cross_process(plan, buffers, g, {2, 1});
     CHECK(has_code(err, errc::overflow));
     CHECK(message_of(err).find("'n'") != std::string::npos);
     CHECK(message_of(err).find("element 0") != std::string::npos);

@@ -1,10 +1,11 @@
-#include "sync/cross_process_collective.hpp"
+#include "sync/collectives/across_processes.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <span>
 #include <vector>
 
+#include "core/logging.hpp"
 #include "devices/host_kernels.hpp"
 #include "varsync/error.hpp"
 
@@ -41,7 +42,7 @@ std::string item_name(const collective_plan& plan, size_t k) {
   return name.empty() ? "item " + std::to_string(k) : "'" + name + "'";
 }
 
-caf::error agree(collective_plan& plan, process_group& group,
+caf::error agree(const collective_plan& plan, process_group& group,
                  const std::vector<std::byte>& payload,
                  std::vector<agreement_message>& all) {
   agreement_message mine_msg{};
@@ -71,7 +72,7 @@ caf::error agree(collective_plan& plan, process_group& group,
   auto at = [&recs](size_t r) -> agreement_record& { return *recs[r]; };
   // A local failure first: this process's own error is the best one here.
   if (plan.local_error)
-    return std::move(plan.local_error);
+    return plan.local_error;
   for (size_t r = 0; r < recs.size(); ++r)
     if (at(r).code > static_cast<uint32_t>(errc::overloaded))
       return make_error(errc::replica_failed,
@@ -97,7 +98,8 @@ caf::error agree(collective_plan& plan, process_group& group,
 }
 
 // Writes every item's result: the output, or uop on each component here.
-caf::error apply_results(collective_plan& plan,
+caf::error apply_results(const collective_plan& plan,
+                         const collective_buffers& buffers,
                          const std::vector<std::byte*>& result) {
   const auto slots = static_cast<size_t>(plan.num_replicas);
   for (size_t k = 0; k < plan.items.size(); ++k) {
@@ -106,11 +108,13 @@ caf::error apply_results(collective_plan& plan,
     if (item.target == collective_target::output) {
       const auto n = item.gather ? plan.total_replicas : 1;
       if (bytes > 0)
-        std::memcpy(item.output, result[k], bytes * static_cast<size_t>(n));
+        std::memcpy(buffers.items[k].output, result[k],
+                    bytes * static_cast<size_t>(n));
       continue;
     }
     for (size_t r = 0; r < slots; ++r)
-      host::apply_update(item.uop, item.type, item.components[r], result[k],
+      host::apply_update(item.uop, item.type, buffers.items[k].components[r],
+                         result[k],
                          0, item.count);
   }
   return {};
@@ -118,7 +122,8 @@ caf::error apply_results(collective_plan& plan,
 
 // The small path's second half: combine the processes' partial results
 // (in rank order) and apply them.
-caf::error finish_small(collective_plan& plan,
+caf::error finish_small(const collective_plan& plan,
+                        const collective_buffers& buffers,
                         std::vector<agreement_message>& all,
                         const std::vector<size_t>& offset,
                         int total_replicas) {
@@ -157,7 +162,7 @@ caf::error finish_small(collective_plan& plan,
     }
     result[k] = y.data();
   }
-  return apply_results(plan, result);
+  return apply_results(plan, buffers, result);
 }
 
 } // namespace
@@ -197,7 +202,8 @@ uint64_t fingerprint_of(const collective_plan& plan) {
   return h.h;
 }
 
-caf::error run_cross_process(collective_plan& plan, process_group& group,
+caf::error run_cross_process(const collective_plan& plan,
+                             collective_buffers& buffers, process_group& group,
                              const std::vector<int>& replicas_per_rank) {
   int total_replicas = 0;
   for (auto n : replicas_per_rank)
@@ -226,7 +232,8 @@ caf::error run_cross_process(collective_plan& plan, process_group& group,
     for (size_t k = 0; k < plan.items.size(); ++k) {
       auto& item = plan.items[k];
       auto* y = payload.data() + offset[k];
-      std::span<const void* const> inputs{item.inputs.data(), slots};
+      std::span<const void* const> inputs{buffers.items[k].inputs.data(),
+                                         slots};
       if (item.first_only || item.require_equal) {
         if (item.count > 0)
           std::memcpy(y, inputs[0],
@@ -242,7 +249,7 @@ caf::error run_cross_process(collective_plan& plan, process_group& group,
   if (auto err = agree(plan, group, payload, all))
     return err;
   if (small)
-    return finish_small(plan, all, offset, total_replicas);
+    return finish_small(plan, buffers, all, offset, total_replicas);
   const size_t n_items = plan.items.size();
   // Every item's result lives in a buffer until every process has voted.
   // Items reduced with the same dtype and operation share one buffer, so
@@ -310,7 +317,8 @@ caf::error run_cross_process(collective_plan& plan, process_group& group,
     auto& item = plan.items[k];
     if (item.first_only || item.require_equal || item.gather)
       continue;
-    std::span<const void* const> inputs{item.inputs.data(), slots};
+    std::span<const void* const> inputs{buffers.items[k].inputs.data(),
+                                         slots};
     auto* y = static_cast<std::byte*>(packs[where[k].first].data.mutable_raw())
               + where[k].second;
     result[k] = y;
@@ -384,7 +392,8 @@ caf::error run_cross_process(collective_plan& plan, process_group& group,
         if (p == group.rank())
           for (size_t r = 0; r < slots; ++r)
             if (bytes > 0)
-              std::memcpy(y.data() + at + r * bytes, item.inputs[r], bytes);
+              std::memcpy(y.data() + at + r * bytes,
+                          buffers.items[k].inputs[r], bytes);
         if (auto err = group.broadcast(y.data() + at, n * bytes, p))
           return err;
         at += n * bytes;
@@ -396,7 +405,7 @@ caf::error run_cross_process(collective_plan& plan, process_group& group,
       auto& y = own[k];
       y.resize(bytes);
       if (bytes > 0)
-        std::memcpy(y.data(), item.inputs[0], bytes);
+        std::memcpy(y.data(), buffers.items[k].inputs[0], bytes);
       std::vector<std::byte> mine;
       if (item.require_equal)
         mine = y;
@@ -415,7 +424,7 @@ caf::error run_cross_process(collective_plan& plan, process_group& group,
       const void* only[] = {result[k]};
       for (size_t r = 0; r < slots; ++r) {
         auto at = host::first_overflow(reduce_op::sum, item.uop, item.type,
-                                       only, item.components[r], 0,
+                                       only, buffers.items[k].components[r], 0,
                                        item.count);
         if (at >= 0) {
           note(vote_apply_overflow, k, at);
@@ -430,7 +439,7 @@ caf::error run_cross_process(collective_plan& plan, process_group& group,
   for (auto& item : plan.items)
     may_refuse = may_refuse || item.require_equal || !is_floating(item.type);
   if (!may_refuse)
-    return apply_results(plan, result);
+    return apply_results(plan, buffers, result);
   // Every process votes; one that cannot apply stops all.
   std::vector<vote_record> votes(static_cast<size_t>(group.size()));
   if (auto err = group.all_gather(&vote, votes.data(), sizeof(vote)))
@@ -476,7 +485,51 @@ caf::error run_cross_process(collective_plan& plan, process_group& group,
                             + "; nothing was changed");
     }
   }
-  return apply_results(plan, result);
+  return apply_results(plan, buffers, result);
+}
+
+namespace {
+
+class across_processes final : public collective_algorithm {
+public:
+  explicit across_processes(process_membership m)
+    : m_(std::move(m)),
+      description_(m_.group->describe() + ", "
+                   + std::to_string(m_.total_replicas) + " replicas in all") {
+  }
+
+  const std::string& description() const override {
+    return description_;
+  }
+
+  collective_workers workers() const override {
+    return collective_workers::driver;
+  }
+
+  caf::error run(const collective_plan& plan, collective_buffers& buffers,
+                 int, int) override {
+    if (!prepared_) { // the driver's own thread, from now on
+      m_.group->block_signals();
+      prepared_ = true;
+    }
+    auto err = run_cross_process(plan, buffers, *m_.group,
+                                 m_.replicas_per_rank);
+    if (err)
+      log()->debug("collective across processes failed: {}", describe(err));
+    return err;
+  }
+
+private:
+  process_membership m_;
+  std::string description_;
+  bool prepared_ = false;
+};
+
+} // namespace
+
+std::shared_ptr<collective_algorithm>
+make_across_processes(process_membership membership) {
+  return std::make_shared<across_processes>(std::move(membership));
 }
 
 } // namespace varsync

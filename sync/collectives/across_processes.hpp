@@ -6,17 +6,19 @@
 // sequence of these; each run starts with an agreement round, so that a
 // process that issued a different operation, or failed its part, fails the
 // operation on every process with the rank and the operation named, before
-// any data moves. Blocking (the group's calls): run from the process
-// collective actor's own thread.
+// any data moves. Blocking (the group's calls): the driver runs it
+// (collective_workers::driver), on a thread of its own.
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include <memory>
+
 #include <caf/error.hpp>
 
-#include "sync/collective_plan.hpp"
+#include "sync/collective_algorithm.hpp"
 #include "sync/process_group.hpp"
 
 namespace varsync {
@@ -62,8 +64,8 @@ struct agreement_message {
 
 } // namespace cross_process_wire
 
-/// Runs `plan` across the group (`replicas_per_rank`: the replicas of each
-/// process, in rank order). The
+/// Runs `plan` over `buffers` across the group (`replicas_per_rank`: the
+/// replicas of each process, in rank order). The
 /// plan's local_error, or an empty item list, makes it an agreement round
 /// only. Errors: mismatched_replica_updates when the processes issued
 /// different operations or aggregation none's values differ between them
@@ -71,8 +73,14 @@ struct agreement_message {
 /// failing process reported; replica_failed when the group fails. On any
 /// error no component of any process was changed, except for a group that
 /// failed while results were being applied (a process that died mid-way).
-caf::error run_cross_process(collective_plan& plan, process_group& group,
+caf::error run_cross_process(const collective_plan& plan,
+                             collective_buffers& buffers, process_group& group,
                              const std::vector<int>& replicas_per_rank);
+
+/// The algorithm of a strategy across the processes of `membership`
+/// (run_cross_process on its group). The group closes with the algorithm.
+std::shared_ptr<collective_algorithm>
+make_across_processes(process_membership membership);
 
 /// The fingerprint the processes compare: the description and every item's
 /// dtype, size and operations (not variable ids, which are per process).

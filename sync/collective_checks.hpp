@@ -1,0 +1,48 @@
+#pragma once
+// The checks every collective makes before any component changes, whatever
+// its algorithm: V4's integer overflow (each replica checks its own
+// component at enter) and W4's equality of aggregation none's inputs.
+
+#include <cstdint>
+#include <span>
+
+#include <caf/error.hpp>
+
+#include "devices/host_kernels.hpp"
+#include "sync/collective_buffers.hpp"
+#include "sync/collective_plan.hpp"
+
+namespace varsync {
+
+/// The integer overflow check of one replica at enter: -1, or the index of
+/// the first item with target components whose update of `component_of(k)`
+/// (this replica's component of item k, in host memory) would overflow.
+/// Read-only.
+template <class ComponentOf>
+int64_t enter_overflow(const collective_plan& plan,
+                       const collective_buffers& buffers,
+                       ComponentOf component_of) {
+  for (size_t i = 0; i < plan.items.size(); ++i) {
+    auto& item = plan.items[i];
+    if (is_floating(item.type) || item.target != collective_target::components)
+      continue;
+    std::span<const void* const> inputs{buffers.items[i].inputs};
+    if (item.first_only)
+      inputs = inputs.first(1);
+    if (host::first_overflow(item.rop, item.uop, item.type, inputs,
+                             component_of(i), 0, item.count)
+        >= 0)
+      return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+/// True if `replica`'s contribution to `item` is bitwise equal to replica 0's
+/// (the check of aggregation none, W4).
+bool inputs_equal(const collective_item& item, int replica);
+
+/// The error for an output item `k` whose integer reduction does not fit
+/// the dtype.
+caf::error output_overflow_error(const collective_plan& plan, int64_t k);
+
+} // namespace varsync

@@ -1,0 +1,36 @@
+#include "sync/device_collective_registry.hpp"
+
+#include <algorithm>
+#include <atomic>
+
+#include "varsync/error.hpp"
+
+namespace varsync {
+
+bool needs_device_collective(std::span<const device_id> devices) {
+  return std::any_of(devices.begin(), devices.end(), [](const device_id& d) {
+    return d.kind != device_kind::host;
+  });
+}
+
+namespace {
+
+std::atomic<device_collective_factory> factory{nullptr};
+
+} // namespace
+
+void register_device_collective_factory(device_collective_factory fn) {
+  factory.store(fn);
+}
+
+caf::expected<std::shared_ptr<collective_algorithm>>
+make_device_collective(const std::vector<device_id>& devices) {
+  if (auto fn = factory.load())
+    return fn(devices);
+  return make_error(errc::device_error,
+                    "device replicas need the CUDA backend: link varsync::cuda "
+                    "(find_package(varsync COMPONENTS cuda)), built with "
+                    "VARSYNC_CUDA=ON");
+}
+
+} // namespace varsync

@@ -1,0 +1,265 @@
+#include "sync/nccl/device_collective.hpp"
+
+#include <cstring>
+#include <utility>
+
+#include <cuda_runtime.h>
+
+#include "varsync/error.hpp"
+#include "devices/cuda/cuda_device.hpp"
+#include "devices/cuda/cuda_device_internal.hpp"
+#include "core/logging.hpp"
+#include "devices/host_kernels.hpp"
+#include "sync/collective_checks.hpp"
+
+namespace varsync {
+
+std::string describe_device_collective(const cuda_collective_plan& plan) {
+  const auto n = std::to_string(plan.gpu_slot.size());
+  std::string out = describe(plan);
+  switch (plan.path) {
+    case cuda_collective_path::host:
+      return "host one-pass shared-memory all-reduce (" + n
+             + " in-process replicas)";
+    case cuda_collective_path::nccl_clique:
+      out += " (" + n + " replicas): step updates from device buffers "
+             "(host values copied to each GPU first), ncclAllReduce per dtype "
+             "in one group, update kernel on each GPU; reads: ncclReduce to "
+             "replica 0, one copy to the host";
+      break;
+    case cuda_collective_path::same_gpu:
+      out += " (cuda:" + std::to_string(plan.gpus.at(0)) + ", " + n
+             + " replicas): step updates from device buffers (host values "
+               "copied to the GPU first), one reduce-and-apply kernel; reads: "
+               "a reduce kernel, one copy to the host";
+      break;
+    case cuda_collective_path::same_gpu_then_nccl:
+      out += " is not implemented: staged through host memory instead (" + n
+             + " replicas; GPU inputs copied to the host, host kernels reduce, "
+               "the result copied to every GPU component)";
+      break;
+    case cuda_collective_path::mixed_host_cuda:
+      out += " (" + n + " replicas): the host is that device, so data is "
+             "staged through host memory (GPU inputs copied to the host, host "
+             "kernels reduce, the result copied to every GPU component)";
+      break;
+  }
+  return out + "; all_reduce of host values: host kernels";
+}
+
+device_collective::~device_collective() = default;
+
+caf::error device_collective::open(cuda_collective_plan topo) {
+  topo_ = std::move(topo);
+  description_ = describe_device_collective(topo_);
+  for (int index : topo_.gpus) {
+    auto dev = cuda_device::open(index);
+    if (!dev)
+      return std::move(dev.error());
+    gpus_.push_back(std::move(*dev));
+  }
+  return {};
+}
+
+std::vector<void*> device_collective::streams() const {
+  std::vector<void*> out;
+  for (auto& dev : gpus_)
+    out.push_back(dev->native_stream());
+  return out;
+}
+
+caf::expected<void*> device_collective::scratch_on(int slot, size_t nbytes) {
+  auto p = gpu(slot).allocate(nbytes);
+  if (p)
+    scratch_.emplace_back(slot, *p);
+  return p;
+}
+
+caf::error device_collective::copy_to_host(cuda_device& dev, void* dst,
+                                           const void* src, size_t nbytes) {
+  if (nbytes == 0)
+    return {};
+  cuda::device_guard guard{dev.index()};
+  if (auto e = cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost,
+                               cuda::stream_of(dev));
+      e != cudaSuccess)
+    return cuda::make_cuda_error(dev.index(),
+                                 "collective: device-to-host copy", e);
+  return {};
+}
+
+bool device_collective::on_device(const collective_item& item, int r) const {
+  if (slot_of(r) < 0)
+    return false;
+  return item.source == collective_source::components
+         || item.staged[static_cast<size_t>(r)] != 0;
+}
+
+size_t device_collective::nbytes_of(const collective_item& item) {
+  return static_cast<size_t>(item.count) * size_of(item.type);
+}
+
+void device_collective::host_item(const collective_item& item,
+                                  item_buffers& b) {
+  std::span<const void* const> inputs{b.inputs};
+  if (item.first_only || inputs.size() == 1)
+    std::memcpy(b.output, inputs[0], nbytes_of(item));
+  else
+    host::reduce(item.rop, item.type, b.output, inputs, 0, item.count);
+}
+
+caf::error
+device_collective::wait_for_replicas(const collective_buffers& buffers) {
+  for (size_t r = 0; r < buffers.ready_events.size(); ++r) {
+    void* ev = buffers.ready_events[r];
+    if (ev == nullptr || topo_.gpu_slot[r] < 0)
+      continue;
+    auto& dev = gpu_of(static_cast<int>(r));
+    cuda::device_guard guard{dev.index()};
+    if (auto e = cudaStreamWaitEvent(cuda::stream_of(dev),
+                                     static_cast<cudaEvent_t>(ev), 0);
+        e != cudaSuccess)
+      return cuda::make_cuda_error(dev.index(),
+                                   "collective: cudaStreamWaitEvent", e);
+  }
+  return {};
+}
+
+// V4: the first output item whose integer reduction does not fit its
+// dtype, or -1; checked before any item runs. Device inputs are copied to
+// the host for the check (integer items only). Items that write components
+// were checked by every replica at enter.
+caf::expected<int64_t>
+device_collective::output_overflow(const collective_plan& plan,
+                                   const collective_buffers& buffers, int n) {
+  for (size_t k = 0; k < plan.items.size(); ++k) {
+    auto& item = plan.items[k];
+    if (is_floating(item.type) || item.target != collective_target::output
+        || item.first_only || item.count == 0 || n < 2)
+      continue;
+    std::vector<tensor> copies;
+    auto& b = buffers.items[k];
+    std::vector<const void*> inputs(b.inputs.begin(), b.inputs.begin() + n);
+    if (item.source == collective_source::components) {
+      for (int r = 0; r < n; ++r) {
+        if (slot_of(r) < 0)
+          continue; // host memory already
+        auto t = gpu_of(r).download(inputs[static_cast<size_t>(r)], item.type,
+                                    tensor_shape{item.count});
+        if (!t)
+          return std::move(t.error());
+        copies.push_back(std::move(*t));
+        inputs[static_cast<size_t>(r)] = copies.back().raw();
+      }
+    }
+    if (host::first_overflow(item.rop, update_op::assign, item.type, inputs,
+                             nullptr, 0, item.count)
+        >= 0)
+      return static_cast<int64_t>(k);
+  }
+  return int64_t{-1};
+}
+
+caf::error device_collective::finish() {
+  caf::error first;
+  for (auto& dev : gpus_)
+    if (auto err = dev->synchronize(); err && !first)
+      first = std::move(err);
+  if (auto err = synchronize_extra(); err && !first)
+    first = std::move(err);
+  for (auto& [slot, p] : scratch_)
+    gpu(slot).release(p);
+  scratch_.clear();
+  return first;
+}
+
+caf::error device_collective::check(const collective_plan& plan,
+                                    const collective_buffers& buffers) const {
+  const int n = plan.num_replicas;
+  if (static_cast<size_t>(n) != topo_.gpu_slot.size())
+    return make_error(errc::invalid_argument,
+                      "device collective: the plan has " + std::to_string(n)
+                        + " replicas, the strategy "
+                        + std::to_string(topo_.gpu_slot.size()));
+  if (buffers.items.size() != plan.items.size())
+    return make_error(errc::invalid_argument,
+                      "device collective: the run binds "
+                        + std::to_string(buffers.items.size())
+                        + " items of a plan of "
+                        + std::to_string(plan.items.size()));
+  for (size_t k = 0; k < plan.items.size(); ++k) {
+    auto& item = plan.items[k];
+    auto& b = buffers.items[k];
+    const bool reads_components = item.source == collective_source::components;
+    const bool writes_components = item.target == collective_target::components;
+    if (reads_components && writes_components)
+      return make_error(errc::invalid_argument,
+                        "device collective: an item that reduces components "
+                        "into components is not supported");
+    if (!reads_components
+        && item.contributions.size() != static_cast<size_t>(n))
+      return make_error(errc::invalid_argument,
+                        "device collective: expected one contribution per "
+                        "replica");
+    if (b.inputs.size() != static_cast<size_t>(n)
+        || b.components.size() != static_cast<size_t>(n)
+        || item.staged.size() != static_cast<size_t>(n))
+      return make_error(errc::invalid_argument,
+                        "device collective: the plan's per-replica slots do "
+                        "not match the replica count");
+    for (int r = 0; r < n; ++r)
+      if (item.staged[static_cast<size_t>(r)] != 0
+          && (slot_of(r) < 0 || b.inputs[static_cast<size_t>(r)] == nullptr
+              || reads_components))
+        return make_error(errc::invalid_argument,
+                          "device collective: replica " + std::to_string(r)
+                            + " names a staged contribution it did not "
+                              "publish on its GPU");
+  }
+  return {};
+}
+
+caf::error device_collective::run_items(const collective_plan& plan,
+                                        collective_buffers& buffers, int n) {
+  for (size_t k = 0; k < plan.items.size(); ++k) {
+    auto& item = plan.items[k];
+    if (item.count == 0)
+      continue;
+    if (item.source == collective_source::contributions
+        && item.target == collective_target::output)
+      host_item(item, buffers.items[k]);
+    else if (auto err = run_item(item, buffers.items[k], n))
+      return err;
+  }
+  return {};
+}
+
+caf::error device_collective::run_item(const collective_item&, item_buffers&,
+                                       int) {
+  return make_error(errc::device_error,
+                    description_ + ": runs its plans whole, not item by item");
+}
+
+caf::error device_collective::run(const collective_plan& plan,
+                                  collective_buffers& buffers, int, int) {
+  if (auto err = check(plan, buffers))
+    return err;
+  const int n = plan.num_replicas;
+  caf::error err = wait_for_replicas(buffers);
+  if (!err) {
+    auto k = output_overflow(plan, buffers, n);
+    if (!k)
+      err = std::move(k.error());
+    else if (*k >= 0)
+      err = output_overflow_error(plan, *k);
+  }
+  if (!err)
+    err = run_items(plan, buffers, n);
+  // Wait even after a failure: queued copies may still read scratch memory.
+  auto sync_err = finish();
+  if (err)
+    log()->error("device collective failed: {}", describe(err));
+  return err ? err : sync_err;
+}
+
+} // namespace varsync
