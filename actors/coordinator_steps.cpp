@@ -29,7 +29,7 @@ using namespace coordinator_helpers;
 void coordinator_state::run(caf::timespan timeout, replica_step_ptr step,
                             reply_fn<ok_atom> done) {
   // Across processes every step is one collective round, whatever happens
-  // here, so that the processes stay in step (sync/cross_process_collective).
+  // here, so that the processes stay in step (sync/collectives/across_processes).
   auto fail = [this, &done](caf::timespan t, caf::error err) {
     agree_outcome(t, "step", std::move(err), std::move(done));
   };
