@@ -4,6 +4,7 @@
 #include "core/logging.hpp"
 #include "sync/collectives/across_processes.hpp"
 #include "sync/collectives/one_pass_shared_memory.hpp"
+#include "sync/collectives/staged_across_processes.hpp"
 #include "sync/device_collective_registry.hpp"
 #include "varsync/error.hpp"
 
@@ -15,14 +16,23 @@ caf::expected<std::shared_ptr<collective_algorithm>>
 choose(const std::vector<device_id>& devices,
        std::optional<process_membership> processes) {
   if (processes) {
-    for (auto& d : devices)
-      if (d.kind != device_kind::host)
-        return make_error(errc::invalid_argument,
-                          "device " + to_string(d)
-                            + ": a strategy across processes has host "
-                              "replicas only for now (NCCL across processes "
-                              "is not built yet)");
-    return make_across_processes(std::move(*processes));
+    if (!needs_device_collective(devices))
+      return make_across_processes(std::move(*processes));
+    // Device replicas: their data is staged through host memory, through
+    // device objects of the collective's own.
+    std::vector<std::unique_ptr<device>> staging;
+    for (auto& d : devices) {
+      if (d.kind == device_kind::host) {
+        staging.emplace_back();
+        continue;
+      }
+      auto dev = make_device(d);
+      if (!dev)
+        return std::move(dev.error());
+      staging.push_back(std::move(*dev));
+    }
+    return make_staged_across_processes(std::move(*processes),
+                                        std::move(staging));
   }
   if (needs_device_collective(devices))
     return make_device_collective(devices);

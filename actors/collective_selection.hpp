@@ -4,7 +4,10 @@
 // The coordinator then only runs the chosen algorithm's phases; it never
 // looks at device kinds.
 //
-//   several processes       across_processes (Gloo over TCP below it)
+//   several processes       across_processes (Gloo over TCP below it);
+//                           with device replicas here,
+//                           staged_across_processes (their data through
+//                           host memory)
 //   a CUDA replica          the device collective the CUDA backend
 //                           registers (it picks NCCL clique, same GPU or
 //                           host staging from the device list)
@@ -40,8 +43,7 @@ struct selected_collective {
 
 /// Chooses the collective of a strategy over `devices`, in this process,
 /// in `processes` when it spans several, and spawns its driver where it has
-/// one. invalid_argument for device replicas across processes (not built
-/// yet); device_error for device replicas without the CUDA backend.
+/// one. device_error for device replicas without the CUDA backend.
 caf::expected<selected_collective>
 select_collective(caf::actor_system& sys, const std::vector<device_id>& devices,
                   std::optional<process_membership> processes);

@@ -60,6 +60,13 @@ public:
   /// The event of the last mark_step_done (a cudaEvent_t), or nullptr when
   /// there is nothing to wait for.
   virtual void* step_done_event() const { return nullptr; }
+  /// Orders everything issued later through this object after `event`
+  /// (another object's step-done event on the same device), without a host
+  /// wait. Host devices: nothing to wait for.
+  virtual caf::error wait_for_event(void* event) {
+    (void) event;
+    return {};
+  }
 };
 
 /// The device object for `id`: host devices always; other kinds through the

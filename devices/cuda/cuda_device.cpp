@@ -360,6 +360,19 @@ void* cuda_device::step_done_event() const {
   return static_cast<void*>(impl_->step_done);
 }
 
+caf::error cuda_device::wait_for_event(void* event) {
+  if (event == nullptr)
+    return {};
+  cuda::device_guard guard{impl_->index};
+  if (guard.status() != cudaSuccess)
+    return impl_->fail("cudaSetDevice", guard.status());
+  if (auto e = cudaStreamWaitEvent(impl_->stream,
+                                   static_cast<cudaEvent_t>(event), 0);
+      e != cudaSuccess)
+    return impl_->fail("wait_for_event (cudaStreamWaitEvent)", e);
+  return {};
+}
+
 caf::error cuda_device::reduce(reduce_op op, dtype type, void* out,
                                std::span<const void* const> inputs,
                                int64_t count) {

@@ -66,6 +66,8 @@ public:
   caf::error mark_step_done() override;
   /// The cudaEvent_t of the last mark_step_done, or nullptr before the first.
   void* step_done_event() const override;
+  /// cudaStreamWaitEvent on this object's stream (null: nothing to do).
+  caf::error wait_for_event(void* event) override;
 
   // -- device-memory operations for collectives (asynchronous on the stream;
   //    call synchronize() to wait; pointers are device memory of this GPU) --

@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "devices/device.hpp"
 #include "sync/collectives/across_processes.hpp"
+#include "sync/collectives/staged_across_processes.hpp"
 #include "varsync/error.hpp"
 
 using namespace varsync;
@@ -330,4 +332,159 @@ TEST_CASE("cross-process collective: int32 sums travel in int64, so a partial "
     CHECK(components[0] == 0);
     CHECK(components[1] == 0);
   }
+}
+
+// -- device replicas: staged through host memory -----------------------------
+
+namespace {
+
+// A device whose memory host code must not touch: the algorithm may only
+// reach it through download and upload (what a GPU's memory is to it).
+struct far_device : device {
+  std::vector<std::unique_ptr<std::byte[]>> blocks;
+  int downloads = 0;
+  int uploads = 0;
+  std::vector<void*> waited;
+
+  void* hold(const void* data, size_t nbytes) {
+    blocks.push_back(std::make_unique<std::byte[]>(nbytes));
+    std::memcpy(blocks.back().get(), data, nbytes);
+    return blocks.back().get();
+  }
+
+  device_id id() const override { return {device_kind::cuda, 0}; }
+  bool host_accessible() const override { return false; }
+  caf::expected<void*> allocate(size_t) override {
+    return make_error(errc::device_error, "far_device: no allocations");
+  }
+  void release(void*) override {}
+  caf::error upload(void* dst, const tensor& src) override {
+    ++uploads;
+    std::memcpy(dst, src.raw(), src.nbytes());
+    return {};
+  }
+  caf::expected<tensor> download(const void* src, dtype type,
+                                 const tensor_shape& shape) override {
+    ++downloads;
+    auto t = tensor::empty(type, shape);
+    std::memcpy(t.mutable_raw(), src, t.nbytes());
+    return t;
+  }
+  caf::error apply(void*, update_op, const tensor&) override {
+    return make_error(errc::device_error, "far_device: apply unused");
+  }
+  caf::error split_assign(void*, const tensor&, int, int) override {
+    return make_error(errc::device_error, "far_device: split unused");
+  }
+  caf::error apply_local(void*, update_op, dtype, const void*,
+                         int64_t) override {
+    return make_error(errc::device_error, "far_device: apply_local unused");
+  }
+  caf::error copy_local(void*, const void*, size_t) override {
+    return make_error(errc::device_error, "far_device: copy_local unused");
+  }
+  caf::error wait_for_event(void* event) override {
+    waited.push_back(event);
+    return {};
+  }
+};
+
+// Replica 0 of this process in host memory, replica 1 on a far device;
+// process 1 has one replica. One float32 assign_add item.
+struct staged_step {
+  float host_contribution[3] = {1, 2, 3};
+  float host_component[3] = {0, 0, 0};
+  far_device* dev = nullptr; // owned by the algorithm
+  float* far_contribution = nullptr;
+  float* far_component = nullptr;
+  std::shared_ptr<scripted_group> group = std::make_shared<scripted_group>();
+  std::shared_ptr<collective_algorithm> algorithm;
+  collective_plan plan;
+  collective_buffers buffers;
+  int event = 0; // its address stands for replica 1's step-done event
+
+  staged_step() {
+    auto owned = std::make_unique<far_device>();
+    dev = owned.get();
+    const float contribution[3] = {10, 20, 30};
+    const float zero[3] = {0, 0, 0};
+    far_contribution = static_cast<float*>(dev->hold(contribution, 12));
+    far_component = static_cast<float*>(dev->hold(zero, 12));
+    std::vector<std::unique_ptr<device>> devices;
+    devices.emplace_back(); // replica 0: host memory
+    devices.push_back(std::move(owned));
+    algorithm = make_staged_across_processes(make_membership(group, {2, 1}),
+                                             std::move(devices));
+    add_item();
+  }
+
+  void add_item() {
+    auto& item = assign_add_step(plan, 2, 3, "w", dtype::float32, 3);
+    item.staged = {0, 7}; // replica 1 kept its contribution on its device
+    item.contributions = {tensor{}, tensor{}};
+    buffers.items.push_back({{host_contribution, far_contribution},
+                             {host_component, far_component},
+                             nullptr});
+    buffers.ready_events = {nullptr, &event};
+  }
+
+  std::vector<float> far() const {
+    return {far_component[0], far_component[1], far_component[2]};
+  }
+  std::vector<float> host() const {
+    return {host_component[0], host_component[1], host_component[2]};
+  }
+};
+
+} // namespace
+
+TEST_CASE("staged across processes: device replicas' data goes through host "
+          "copies, and the result back to their memory") {
+  staged_step f;
+  CHECK(f.algorithm->workers() == collective_workers::driver);
+  CHECK(f.algorithm->uses_staging_buffers());
+  CHECK(f.algorithm->description().find("1 device replica(s) staged")
+        != std::string::npos);
+  agreement_record same;
+  same.fingerprint = fingerprint_of(f.plan);
+  float theirs[3] = {100, 200, 300};
+  f.group->peer.push_back(agreement_bytes(same, theirs, sizeof(theirs)));
+  REQUIRE_FALSE(f.algorithm->run(f.plan, f.buffers, 0, 1));
+  const std::vector<float> want{111, 222, 333}; // 1 + 10 + 100, ...
+  CHECK(f.host() == want);
+  CHECK(f.far() == want);
+  CHECK(f.dev->downloads == 2); // its contribution and its component
+  CHECK(f.dev->uploads == 1);
+  CHECK(f.dev->waited == std::vector<void*>{&f.event});
+}
+
+TEST_CASE("staged across processes: a step that fails anywhere leaves the "
+          "device replicas' memory untouched") {
+  staged_step f;
+  agreement_record other;
+  other.fingerprint = fingerprint_of(f.plan) + 1;
+  std::strcpy(other.text, "step: 'b' assign_add");
+  f.group->peer.push_back(agreement_bytes(other));
+  auto err = f.algorithm->run(f.plan, f.buffers, 0, 1);
+  CHECK(has_code(err, errc::mismatched_replica_updates));
+  CHECK(f.far() == std::vector<float>{0, 0, 0});
+  CHECK(f.host() == std::vector<float>{0, 0, 0});
+  CHECK(f.dev->uploads == 0);
+}
+
+TEST_CASE("staged across processes: two updates of one variable in a step "
+          "apply to one host copy, in order") {
+  staged_step f;
+  f.add_item(); // the same update once more
+  f.plan.description = "step: 'w' assign_add, 'w' assign_add";
+  // Process 1 agrees and contributes nothing: each update adds 11, 22, 33.
+  agreement_record same;
+  same.fingerprint = fingerprint_of(f.plan);
+  float zeros[8] = {};
+  f.group->peer.push_back(agreement_bytes(same, zeros, sizeof(zeros)));
+  REQUIRE_FALSE(f.algorithm->run(f.plan, f.buffers, 0, 1));
+  const std::vector<float> want{22, 44, 66};
+  CHECK(f.host() == want);
+  CHECK(f.far() == want);
+  CHECK(f.dev->uploads == 1);
 }
