@@ -4,7 +4,6 @@
 #include "core/logging.hpp"
 #include "sync/collectives/across_processes.hpp"
 #include "sync/collectives/one_pass_shared_memory.hpp"
-#include "sync/collectives/staged_across_processes.hpp"
 #include "sync/device_collective_registry.hpp"
 #include "varsync/error.hpp"
 
@@ -18,21 +17,7 @@ choose(const std::vector<device_id>& devices,
   if (processes) {
     if (!needs_device_collective(devices))
       return make_across_processes(std::move(*processes));
-    // Device replicas: their data is staged through host memory, through
-    // device objects of the collective's own.
-    std::vector<std::unique_ptr<device>> staging;
-    for (auto& d : devices) {
-      if (d.kind == device_kind::host) {
-        staging.emplace_back();
-        continue;
-      }
-      auto dev = make_device(d);
-      if (!dev)
-        return std::move(dev.error());
-      staging.push_back(std::move(*dev));
-    }
-    return make_staged_across_processes(std::move(*processes),
-                                        std::move(staging));
+    return make_device_collective(std::move(*processes), devices);
   }
   if (needs_device_collective(devices))
     return make_device_collective(devices);

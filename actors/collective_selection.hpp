@@ -5,9 +5,9 @@
 // looks at device kinds.
 //
 //   several processes       across_processes (Gloo over TCP below it);
-//                           with device replicas here,
-//                           staged_across_processes (their data through
-//                           host memory)
+//                           with device replicas here, the CUDA backend's
+//                           choice (NCCL across processes for floating step
+//                           updates, the rest staged through host memory)
 //   a CUDA replica          the device collective the CUDA backend
 //                           registers (it picks NCCL clique, same GPU or
 //                           host staging from the device list)

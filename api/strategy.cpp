@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <system_error>
 #include <thread>
 
@@ -158,8 +159,15 @@ make_strategy(std::shared_ptr<detail::system_host> owned,
   detail::strategy_core::process_place place;
   if (options.cluster && options.cluster->world_size > 1) {
     // Blocks until every process has joined (or the join timeout).
+    // Whether NCCL can span the processes: every replica on a GPU of its
+    // own here (the joiner combines every process's answer).
+    std::set<int> gpus;
+    for (auto& d : *devices)
+      if (d.kind == device_kind::cuda)
+        gpus.insert(d.index);
     auto m = join_process_group(*options.cluster,
-                                static_cast<int>(devices->size()));
+                                static_cast<int>(devices->size()),
+                                gpus.size() == devices->size());
     if (!m)
       return fail(std::move(m.error()));
     // Only process 0 of services mode keeps the group (for its shutdown):

@@ -16,6 +16,14 @@ bool needs_device_collective(std::span<const device_id> devices) {
 namespace {
 
 std::atomic<device_collective_factory> factory{nullptr};
+std::atomic<process_device_collective_factory> process_factory{nullptr};
+
+caf::error no_backend() {
+  return make_error(errc::device_error,
+                    "device replicas need the CUDA backend: link varsync::cuda "
+                    "(find_package(varsync COMPONENTS cuda)), built with "
+                    "VARSYNC_CUDA=ON");
+}
 
 } // namespace
 
@@ -27,10 +35,20 @@ caf::expected<std::shared_ptr<collective_algorithm>>
 make_device_collective(const std::vector<device_id>& devices) {
   if (auto fn = factory.load())
     return fn(devices);
-  return make_error(errc::device_error,
-                    "device replicas need the CUDA backend: link varsync::cuda "
-                    "(find_package(varsync COMPONENTS cuda)), built with "
-                    "VARSYNC_CUDA=ON");
+  return no_backend();
+}
+
+void register_process_device_collective_factory(
+  process_device_collective_factory fn) {
+  process_factory.store(fn);
+}
+
+caf::expected<std::shared_ptr<collective_algorithm>>
+make_device_collective(process_membership membership,
+                       const std::vector<device_id>& devices) {
+  if (auto fn = process_factory.load())
+    return fn(std::move(membership), devices);
+  return no_backend();
 }
 
 } // namespace varsync

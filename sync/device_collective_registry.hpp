@@ -12,6 +12,7 @@
 #include <caf/expected.hpp>
 
 #include "sync/collective_algorithm.hpp"
+#include "sync/process_group.hpp"
 #include "varsync/device_id.hpp"
 
 namespace varsync {
@@ -31,5 +32,18 @@ void register_device_collective_factory(device_collective_factory fn);
 /// registered a factory.
 caf::expected<std::shared_ptr<collective_algorithm>>
 make_device_collective(const std::vector<device_id>& devices);
+
+/// The same for a strategy across processes whose replicas in this process
+/// (`devices`) include device replicas.
+using process_device_collective_factory
+  = caf::expected<std::shared_ptr<collective_algorithm>> (*)(
+    process_membership membership, const std::vector<device_id>& devices);
+
+void register_process_device_collective_factory(
+  process_device_collective_factory fn);
+
+caf::expected<std::shared_ptr<collective_algorithm>>
+make_device_collective(process_membership membership,
+                       const std::vector<device_id>& devices);
 
 } // namespace varsync

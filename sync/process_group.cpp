@@ -17,7 +17,8 @@ void register_process_group_joiner(process_group_joiner fn) {
 }
 
 caf::expected<process_membership> join_process_group(const cluster_spec& spec,
-                                                     int local_replicas) {
+                                                     int local_replicas,
+                                                     bool one_gpu_per_replica) {
   if (auto err = validate(spec))
     return err;
   if (local_replicas < 1)
@@ -30,7 +31,7 @@ caf::expected<process_membership> join_process_group(const cluster_spec& spec,
                         + " processes needs the cross-process transport: "
                           "link varsync::distributed (built when Gloo is "
                           "found)");
-  return fn(spec, local_replicas);
+  return fn(spec, local_replicas, one_gpu_per_replica);
 }
 
 process_membership make_membership(std::shared_ptr<process_group> group,

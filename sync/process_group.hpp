@@ -85,19 +85,28 @@ struct process_membership {
   int total_replicas = 0;
   /// Every process joined with this mode.
   cluster_mode mode = cluster_mode::training;
+  /// In every process, every replica is a CUDA replica on a GPU of its own
+  /// (what NCCL across processes needs; the same in every process, so that
+  /// every process chooses the same collective).
+  bool one_gpu_per_replica = false;
 };
 
 using process_group_joiner = caf::expected<process_membership> (*)(
-  const cluster_spec& spec, int local_replicas);
+  const cluster_spec& spec, int local_replicas, bool one_gpu_per_replica);
 
 /// Registers (or, with nullptr, removes) the transport's joiner.
 void register_process_group_joiner(process_group_joiner fn);
 
 /// Joins the group that `spec` describes (blocking until every process has
-/// arrived or the join timeout passed). invalid_argument for a bad spec;
+/// arrived or the join timeout passed); `one_gpu_per_replica`: this
+/// process's replicas are CUDA replicas on distinct GPUs (the membership's
+/// flag is true when it holds in every process). invalid_argument for a bad
+/// spec;
 /// invalid_argument when no transport is linked (varsync::distributed).
 caf::expected<process_membership> join_process_group(const cluster_spec& spec,
-                                                     int local_replicas);
+                                                     int local_replicas,
+                                                     bool one_gpu_per_replica
+                                                     = false);
 
 /// The membership from the ranks' replica counts (gathered by the joiner):
 /// global ids run over the ranks in order.

@@ -18,6 +18,7 @@ struct cuda_backend_registration {
   cuda_backend_registration() {
     register_device_factory(device_kind::cuda, &make_cuda_device);
     register_device_collective_factory(&make_cuda_collective);
+    register_process_device_collective_factory(&make_cuda_collective);
   }
 };
 

@@ -342,7 +342,8 @@ struct forget_logger_on_exit {
 };
 
 caf::expected<process_membership> join_gloo(const cluster_spec& spec,
-                                            int local_replicas) {
+                                            int local_replicas,
+                                            bool one_gpu_per_replica) {
   const auto deadline = clock::now() + spec.join_timeout;
   auto pg = std::make_shared<gloo_process_group>();
   pg->control = std::make_unique<control_system>(spec.peer_timeout);
@@ -365,18 +366,22 @@ caf::expected<process_membership> join_gloo(const cluster_spec& spec,
   if (!group)
     return std::move(group.error());
   pg->group = std::move(*group);
-  // Each rank's replica count and mode.
-  std::vector<int32_t> counts(2 * static_cast<size_t>(spec.world_size));
-  int32_t mine[2] = {local_replicas, static_cast<int32_t>(spec.mode)};
+  // Each rank's replica count, mode and whether its replicas have a GPU
+  // each.
+  std::vector<int32_t> counts(3 * static_cast<size_t>(spec.world_size));
+  int32_t mine[3] = {local_replicas, static_cast<int32_t>(spec.mode),
+                     one_gpu_per_replica ? 1 : 0};
   auto signals = gloo_group::block_sigpipe(); // the caller's thread, briefly
   auto gathered = pg->group->all_gather(mine, counts.data(), sizeof(mine));
   gloo_group::restore_signals(signals);
   if (gathered)
     return gathered;
   std::vector<int> per_rank;
+  bool every_gpu_own = true;
   for (int r = 0; r < spec.world_size; ++r) {
-    per_rank.push_back(counts[2 * static_cast<size_t>(r)]);
-    auto mode = counts[2 * static_cast<size_t>(r) + 1];
+    per_rank.push_back(counts[3 * static_cast<size_t>(r)]);
+    auto mode = counts[3 * static_cast<size_t>(r) + 1];
+    every_gpu_own = every_gpu_own && counts[3 * static_cast<size_t>(r) + 2] == 1;
     if (mode != mine[1])
       return make_error(
         errc::invalid_argument,
@@ -399,6 +404,7 @@ caf::expected<process_membership> join_gloo(const cluster_spec& spec,
   log()->info("joined {}", pg->text);
   auto m = make_membership(std::move(pg), std::move(per_rank));
   m.mode = spec.mode;
+  m.one_gpu_per_replica = every_gpu_own;
   return m;
 }
 

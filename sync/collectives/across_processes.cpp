@@ -167,6 +167,12 @@ caf::error finish_small(const collective_plan& plan,
 
 } // namespace
 
+caf::error agree_across_processes(const collective_plan& plan,
+                                  process_group& group) {
+  std::vector<agreement_message> all;
+  return agree(plan, group, {}, all);
+}
+
 uint64_t fingerprint_of_bytes(const void* data, size_t bytes) {
   hasher h;
   // Eight bytes at a time: values may be large.

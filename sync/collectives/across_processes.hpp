@@ -82,6 +82,13 @@ caf::error run_cross_process(const collective_plan& plan,
 std::shared_ptr<collective_algorithm>
 make_across_processes(process_membership membership);
 
+/// The agreement round alone (the first round of run_cross_process): every
+/// process states the plan it is about to run, or its local failure. An
+/// error names the process that failed or differs; nothing moved. For
+/// algorithms that move the data another way once the processes agree.
+caf::error agree_across_processes(const collective_plan& plan,
+                                  process_group& group);
+
 /// The fingerprint the processes compare: the description and every item's
 /// dtype, size and operations (not variable ids, which are per process).
 uint64_t fingerprint_of(const collective_plan& plan);

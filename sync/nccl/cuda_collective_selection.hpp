@@ -10,6 +10,7 @@
 #include <caf/expected.hpp>
 
 #include "sync/collective_algorithm.hpp"
+#include "sync/process_group.hpp"
 #include "varsync/device_id.hpp"
 
 namespace varsync {
@@ -18,5 +19,13 @@ namespace varsync {
 /// (or out_of_memory) naming the CUDA / NCCL failure.
 caf::expected<std::shared_ptr<collective_algorithm>>
 make_cuda_collective(const std::vector<device_id>& devices);
+
+/// The device collective of a strategy across processes: NCCL across the
+/// processes where every CUDA replica here is on a GPU of its own
+/// (sync/nccl/nccl_across_processes_collective.hpp), else staged through
+/// host memory (sync/collectives/staged_across_processes.hpp).
+caf::expected<std::shared_ptr<collective_algorithm>>
+make_cuda_collective(process_membership membership,
+                     const std::vector<device_id>& devices);
 
 } // namespace varsync

@@ -53,6 +53,10 @@
 #include "sync/nccl/same_device_reduce.hpp"
 #include "varsync/device_id.hpp"
 
+namespace varsync::nccl {
+class clique;
+} // namespace varsync::nccl
+
 namespace varsync {
 
 class cuda_device;
@@ -153,6 +157,12 @@ create_device_collective(cuda_collective_plan topo) {
 /// The algorithms, each in its own file.
 caf::expected<std::shared_ptr<collective_algorithm>>
 make_nccl_clique_collective(cuda_collective_plan topo);
+/// The NCCL clique algorithm over this process's part of a communicator
+/// across processes (its replicas are global ranks; the caller runs the
+/// agreement of the processes first).
+caf::expected<std::shared_ptr<collective_algorithm>>
+make_nccl_clique_collective(cuda_collective_plan topo,
+                            std::unique_ptr<nccl::clique> joined);
 caf::expected<std::shared_ptr<collective_algorithm>>
 make_same_gpu_collective(cuda_collective_plan topo);
 caf::expected<std::shared_ptr<collective_algorithm>>

@@ -1,6 +1,7 @@
 #include "sync/nccl/nccl_clique.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -89,6 +90,10 @@ private:
 
 struct clique::impl {
   std::vector<int> gpus;
+  /// The communicator's ranks in all processes, and the global rank of
+  /// this process's first (local rank r is global rank first + r).
+  int world = 0;
+  int first = 0;
   std::vector<ncclComm_t> comms;
   std::vector<cudaStream_t> streams;
   std::vector<void*> staging;       // per rank, for all_reduce_batch
@@ -110,6 +115,25 @@ struct clique::impl {
 
   int n() const { return static_cast<int>(gpus.size()); }
 
+  /// The per-rank slots and one non-blocking stream per GPU.
+  caf::error open_streams() {
+    const auto count = gpus.size();
+    comms.assign(count, nullptr);
+    streams.assign(count, nullptr);
+    staging.assign(count, nullptr);
+    staging_size.assign(count, 0);
+    for (size_t r = 0; r < count; ++r) {
+      cuda::device_guard guard{gpus[r]};
+      if (guard.status() != cudaSuccess)
+        return cuda::make_cuda_error(gpus[r], "cudaSetDevice", guard.status());
+      if (auto e = cudaStreamCreateWithFlags(&streams[r],
+                                             cudaStreamNonBlocking);
+          e != cudaSuccess)
+        return cuda::make_cuda_error(gpus[r], "cudaStreamCreateWithFlags", e);
+    }
+    return {};
+  }
+
   /// The stream of rank r for this call.
   cudaStream_t stream_for(std::span<void* const> given, int r) const {
     return given.empty() ? streams[static_cast<size_t>(r)]
@@ -129,8 +153,8 @@ struct clique::impl {
     return {};
   }
 
-  /// The second half of a mean: every rank's result (null: none on that
-  /// rank) divided by the rank count on its stream.
+  /// The second half of a mean: every local rank's result (null: none on
+  /// that rank) divided by the rank count (all processes') on its stream.
   caf::error divide_results(dtype type, std::span<void* const> results,
                             int64_t count, std::span<void* const> given) {
     for (int r = 0; r < n(); ++r) {
@@ -141,7 +165,7 @@ struct clique::impl {
       cuda::device_guard guard{gpu};
       if (guard.status() != cudaSuccess)
         return cuda::make_cuda_error(gpu, "cudaSetDevice", guard.status());
-      if (auto e = cuda::launch_divide(type, data, n(), count,
+      if (auto e = cuda::launch_divide(type, data, world, count,
                                        stream_for(given, r));
           e != cudaSuccess)
         return cuda::make_cuda_error(gpu, "mean: division kernel", e);
@@ -216,19 +240,9 @@ caf::expected<std::unique_ptr<clique>> clique::create(std::vector<int> gpus) {
   auto p = std::make_unique<impl>();
   p->gpus = std::move(gpus);
   const auto n = p->gpus.size();
-  p->comms.assign(n, nullptr);
-  p->streams.assign(n, nullptr);
-  p->staging.assign(n, nullptr);
-  p->staging_size.assign(n, 0);
-  for (size_t r = 0; r < n; ++r) {
-    cuda::device_guard guard{p->gpus[r]};
-    if (guard.status() != cudaSuccess)
-      return cuda::make_cuda_error(p->gpus[r], "cudaSetDevice", guard.status());
-    if (auto e = cudaStreamCreateWithFlags(&p->streams[r],
-                                           cudaStreamNonBlocking);
-        e != cudaSuccess)
-      return cuda::make_cuda_error(p->gpus[r], "cudaStreamCreateWithFlags", e);
-  }
+  p->world = static_cast<int>(n);
+  if (auto err = p->open_streams())
+    return err;
   if (auto r = ncclCommInitAll(p->comms.data(), static_cast<int>(n),
                                p->gpus.data());
       r != ncclSuccess) {
@@ -236,6 +250,74 @@ caf::expected<std::unique_ptr<clique>> clique::create(std::vector<int> gpus) {
     return nccl_error("ncclCommInitAll over " + std::to_string(n) + " GPUs", r);
   }
   return std::unique_ptr<clique>{new clique(std::move(p))};
+}
+
+caf::expected<std::vector<std::byte>> new_unique_id() {
+  ncclUniqueId id;
+  if (auto r = ncclGetUniqueId(&id); r != ncclSuccess)
+    return nccl_error("ncclGetUniqueId", r);
+  static_assert(sizeof(id) == unique_id_bytes);
+  std::vector<std::byte> out(sizeof(id));
+  std::memcpy(out.data(), &id, sizeof(id));
+  return out;
+}
+
+caf::expected<std::unique_ptr<clique>>
+clique::join(std::vector<int> gpus, int world_size, int first_rank,
+             std::span<const std::byte> id) {
+  if (gpus.empty())
+    return invalid("no GPUs");
+  if (id.size() != unique_id_bytes)
+    return invalid("an NCCL unique id has " + std::to_string(unique_id_bytes)
+                   + " bytes, found " + std::to_string(id.size()));
+  if (first_rank < 0 || world_size < first_rank + static_cast<int>(gpus.size()))
+    return invalid("ranks " + std::to_string(first_rank) + " to "
+                   + std::to_string(first_rank + static_cast<int>(gpus.size()))
+                   + " do not fit a communicator of "
+                   + std::to_string(world_size));
+  std::set<int> distinct(gpus.begin(), gpus.end());
+  if (distinct.size() != gpus.size())
+    return invalid("a GPU is listed twice: NCCL refuses two ranks on one GPU");
+  ncclUniqueId uid;
+  std::memcpy(&uid, id.data(), sizeof(uid));
+  auto p = std::make_unique<impl>();
+  p->gpus = std::move(gpus);
+  p->world = world_size;
+  p->first = first_rank;
+  const auto n = p->gpus.size();
+  if (auto err = p->open_streams())
+    return err;
+  // One thread drives every local GPU: their inits in one group.
+  {
+    group g;
+    if (g.start_status() != ncclSuccess)
+      return nccl_error("ncclGroupStart", g.start_status());
+    for (size_t r = 0; r < n; ++r) {
+      cuda::device_guard guard{p->gpus[r]};
+      if (auto res = ncclCommInitRank(&p->comms[r], world_size, uid,
+                                      first_rank + static_cast<int>(r));
+          res != ncclSuccess) {
+        std::fill(p->comms.begin(), p->comms.end(), nullptr);
+        return nccl_error("ncclCommInitRank (rank "
+                            + std::to_string(first_rank + static_cast<int>(r))
+                            + " of " + std::to_string(world_size) + ")",
+                          res);
+      }
+    }
+    if (auto res = g.end(); res != ncclSuccess) {
+      std::fill(p->comms.begin(), p->comms.end(), nullptr);
+      return nccl_error("ncclCommInitRank (ncclGroupEnd)", res);
+    }
+  }
+  return std::unique_ptr<clique>{new clique(std::move(p))};
+}
+
+int clique::world_size() const {
+  return impl_->world;
+}
+
+int clique::first_rank() const {
+  return impl_->first;
 }
 
 clique::clique(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
@@ -283,7 +365,7 @@ caf::error clique::broadcast(dtype type, std::span<const void* const> send,
                              int root, std::span<void* const> streams) {
   if (auto err = impl_->check_spans(send.size(), recv.size(), streams))
     return err;
-  if (root < 0 || root >= impl_->n())
+  if (root < 0 || root >= impl_->world)
     return invalid("broadcast root " + std::to_string(root) + " out of range");
   if (count <= 0)
     return {};
@@ -318,7 +400,7 @@ caf::error clique::reduce(reduce_op op, dtype type,
                           std::span<void* const> streams) {
   if (auto err = impl_->check_spans(send.size(), recv.size(), streams))
     return err;
-  if (root < 0 || root >= impl_->n())
+  if (root < 0 || root >= impl_->world)
     return invalid("reduce root " + std::to_string(root) + " out of range");
   auto nop = nccl_op(op, type);
   if (!nop)
@@ -336,7 +418,10 @@ caf::error clique::reduce(reduce_op op, dtype type,
   if (err || op != reduce_op::mean)
     return err;
   std::vector<void*> at_root(static_cast<size_t>(impl_->n()), nullptr);
-  at_root[static_cast<size_t>(root)] = recv[static_cast<size_t>(root)];
+  const int local_root = root - impl_->first; // the root may be elsewhere
+  if (local_root >= 0 && local_root < impl_->n())
+    at_root[static_cast<size_t>(local_root)]
+      = recv[static_cast<size_t>(local_root)];
   return impl_->divide_results(type, at_root, count, streams);
 }
 

@@ -19,6 +19,7 @@
 // clique's own non-blocking streams) and returns once every rank's operation
 // is enqueued; synchronize() waits. The object is not thread-safe: one caller.
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -40,6 +41,13 @@ struct buffer {
   dtype type = dtype::float32;
 };
 
+/// The size of an ncclUniqueId: what the processes of one communicator
+/// share before they join it.
+constexpr size_t unique_id_bytes = 128;
+
+/// ncclGetUniqueId, as bytes (one process makes it, all join with it).
+caf::expected<std::vector<std::byte>> new_unique_id();
+
 class clique {
 public:
   /// ncclCommInitAll over `gpus` (CUDA ordinals, rank r on gpus[r]); one
@@ -47,11 +55,26 @@ public:
   /// GPU listed twice; device_error naming the NCCL or CUDA error otherwise.
   static caf::expected<std::unique_ptr<clique>> create(std::vector<int> gpus);
 
+  /// This process's part of a communicator across processes: ncclCommInitRank
+  /// for every GPU of `gpus` (local rank r is global rank first_rank + r of
+  /// world_size), all in one group; every process calls join with the same
+  /// `id` (new_unique_id in one of them). Blocks until every rank joined.
+  /// The collectives below then take this process's local ranks; roots are
+  /// global ranks.
+  static caf::expected<std::unique_ptr<clique>>
+  join(std::vector<int> gpus, int world_size, int first_rank,
+       std::span<const std::byte> id);
+
   ~clique();
   clique(const clique&) = delete;
   clique& operator=(const clique&) = delete;
 
+  /// The local ranks (this process's GPUs).
   int size() const;
+  /// Every rank of the communicator (size() for a clique made by create).
+  int world_size() const;
+  /// The global rank of local rank 0.
+  int first_rank() const;
   const std::vector<int>& gpus() const;
   /// The clique's own stream of `rank` (a cudaStream_t).
   void* stream(int rank) const;
@@ -75,14 +98,14 @@ public:
                        std::span<void* const> recv, int64_t count, int root,
                        std::span<void* const> streams = {});
 
-  /// recv[r] = concat(send[0], ..., send[N-1]), each `count` elements
-  /// (recv holds N * count).
+  /// recv[r] = concat(send of every global rank), each `count` elements
+  /// (recv holds world_size() * count).
   caf::error all_gather(dtype type, std::span<const void* const> send,
                         std::span<void* const> recv, int64_t count,
                         std::span<void* const> streams = {});
 
-  /// recv[root] = op over send[*]; recv of other ranks is unused (may be
-  /// null).
+  /// recv[root] = op over send[*] (root: a global rank; recv indexed by
+  /// local rank); recv of other ranks is unused (may be null).
   caf::error reduce(reduce_op op, dtype type, std::span<const void* const> send,
                     std::span<void* const> recv, int64_t count, int root,
                     std::span<void* const> streams = {});

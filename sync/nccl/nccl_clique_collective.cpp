@@ -16,6 +16,15 @@ namespace {
 // Replica r is rank r on gpus[r].
 class nccl_clique_collective final : public device_collective {
 public:
+  /// Over a clique joined across processes (nccl::clique::join).
+  caf::error adopt(cuda_collective_plan topo,
+                   std::unique_ptr<nccl::clique> joined) {
+    if (auto err = open(std::move(topo)))
+      return err;
+    clique_ = std::move(joined);
+    return {};
+  }
+
   caf::error create(cuda_collective_plan topo) override {
     if (auto err = open(std::move(topo)))
       return err;
@@ -183,6 +192,15 @@ private:
 };
 
 } // namespace
+
+caf::expected<std::shared_ptr<collective_algorithm>>
+make_nccl_clique_collective(cuda_collective_plan topo,
+                            std::unique_ptr<nccl::clique> joined) {
+  auto out = std::make_shared<nccl_clique_collective>();
+  if (auto err = out->adopt(std::move(topo), std::move(joined)))
+    return err;
+  return std::shared_ptr<collective_algorithm>{std::move(out)};
+}
 
 caf::expected<std::shared_ptr<collective_algorithm>>
 make_nccl_clique_collective(cuda_collective_plan topo) {

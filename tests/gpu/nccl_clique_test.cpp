@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "devices/host_kernels.hpp"
+#include "sync/nccl/nccl_across_processes_collective.hpp"
 #include "sync/nccl/nccl_clique.hpp"
+#include "varsync/error.hpp"
 #include "varsync/synchronization.hpp"
 
 using namespace varsync;
@@ -184,4 +186,77 @@ TEST_CASE("nccl clique: a GPU listed twice is refused", "[gpu][nccl]") {
   REQUIRE_FALSE(c);
   CHECK(has_code(c.error(), errc::invalid_argument));
   CHECK(message_of(c.error()).find("same-GPU") != std::string::npos);
+}
+
+TEST_CASE("nccl clique: join (ncclCommInitRank) makes this process's part "
+          "of a communicator; a world of one all-reduces and averages",
+          "[gpu][nccl]") {
+  auto id = nccl::new_unique_id();
+  if (!id)
+    FAIL("new_unique_id: " << describe(id.error()));
+  REQUIRE(id->size() == nccl::unique_id_bytes);
+  auto c = nccl::clique::join({0}, 1, 0, *id);
+  if (!c)
+    FAIL("join: " << describe(c.error()));
+  auto& clique = **c;
+  CHECK(clique.size() == 1);
+  CHECK(clique.world_size() == 1);
+  CHECK(clique.first_rank() == 0);
+  auto dev = open_gpu(0);
+  auto x = tensor::from_list<float>({1.f, 2.f, 4.f});
+  device_buffer buf{*dev, x};
+  std::vector<const void*> send{buf.get()};
+  std::vector<void*> recv{buf.get()};
+  REQUIRE_FALSE(clique.all_reduce(reduce_op::mean, dtype::float32, send, recv,
+                                  3));
+  REQUIRE_FALSE(clique.synchronize());
+  CHECK_SAME_VALUES(buf.download(dtype::float32, {3}), x);
+  // Roots are global ranks: rank 1 does not exist in a world of one.
+  CHECK(has_code(clique.broadcast(dtype::float32, send, recv, 3, 1),
+                 errc::invalid_argument));
+}
+
+TEST_CASE("nccl clique: join refuses what no communicator can be, before any "
+          "NCCL call",
+          "[gpu][nccl]") {
+  std::vector<std::byte> id(nccl::unique_id_bytes);
+  std::vector<std::byte> short_id(16);
+  CHECK(has_code(nccl::clique::join({0}, 2, 0, short_id).error(),
+                 errc::invalid_argument));
+  CHECK(has_code(nccl::clique::join({0}, 1, 1, id).error(),
+                 errc::invalid_argument)); // rank 1 of a world of 1
+  CHECK(has_code(nccl::clique::join({0, 0}, 4, 0, id).error(),
+                 errc::invalid_argument)); // one GPU twice
+  CHECK(has_code(nccl::clique::join({}, 4, 0, id).error(),
+                 errc::invalid_argument));
+}
+
+TEST_CASE("nccl across processes takes floating step updates only",
+          "[gpu][nccl]") {
+  collective_plan plan;
+  plan.num_replicas = 1;
+  auto& item = plan.add_item();
+  item.type = dtype::float32;
+  item.count = 4;
+  item.source = collective_source::contributions;
+  item.target = collective_target::components;
+  CHECK(nccl_takes(plan));
+  item.first_only = true; // only_first_replica: a broadcast
+  CHECK(nccl_takes(plan));
+  item.require_equal = true; // aggregation none: the host compares
+  CHECK_FALSE(nccl_takes(plan));
+  item.require_equal = false;
+  item.type = dtype::int32; // integers: overflow votes on the host
+  CHECK_FALSE(nccl_takes(plan));
+  item.type = dtype::bfloat16;
+  item.source = collective_source::components; // a read
+  item.target = collective_target::output;
+  CHECK_FALSE(nccl_takes(plan));
+  item.source = collective_source::contributions;
+  item.target = collective_target::components;
+  plan.local_error = make_error(errc::timeout, "late"); // agreement only
+  CHECK_FALSE(nccl_takes(plan));
+  plan.local_error = caf::error{};
+  plan.items.clear();
+  CHECK_FALSE(nccl_takes(plan));
 }

@@ -1,0 +1,186 @@
+#include "sync/nccl/nccl_across_processes_collective.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <set>
+#include <string>
+#include <utility>
+
+#include <cuda_runtime.h>
+#include <unistd.h>
+
+#include "core/logging.hpp"
+#include "devices/cuda/cuda_device_internal.hpp"
+#include "sync/collectives/across_processes.hpp"
+#include "sync/nccl/device_collective.hpp"
+#include "sync/nccl/nccl_clique.hpp"
+#include "varsync/error.hpp"
+
+namespace varsync {
+
+bool nccl_takes(const collective_plan& plan) {
+  if (plan.local_error || plan.items.empty())
+    return false;
+  return std::all_of(plan.items.begin(), plan.items.end(), [](auto& item) {
+    return is_floating(item.type)
+           && item.source == collective_source::contributions
+           && item.target == collective_target::components
+           && !item.require_equal && !item.gather;
+  });
+}
+
+namespace {
+
+constexpr int max_local_gpus = 16;
+
+// What each process tells the others before any NCCL call: whether it can
+// join, and a key per local GPU (host name and PCI bus id).
+struct gpu_record {
+  int32_t ok = 0;
+  int32_t count = 0;
+  std::array<uint64_t, max_local_gpus> keys{};
+};
+
+struct id_record {
+  int32_t ok = 0;
+  std::array<std::byte, nccl::unique_id_bytes> id{};
+};
+
+class nccl_across_processes final : public collective_algorithm {
+public:
+  nccl_across_processes(process_membership m, cuda_collective_plan topo,
+                        std::shared_ptr<collective_algorithm> staged)
+    : m_(std::move(m)), topo_(std::move(topo)), staged_(std::move(staged)) {
+    description_ = m_.group->describe() + ", "
+                   + std::to_string(m_.total_replicas)
+                   + " replicas in all: floating step updates over one NCCL "
+                     "communicator across the processes (this process's "
+                   + std::to_string(topo_.gpus.size())
+                   + " GPU(s)), the rest staged through host memory";
+  }
+
+  const std::string& description() const override { return description_; }
+
+  collective_workers workers() const override {
+    return collective_workers::driver;
+  }
+
+  bool uses_staging_buffers() const override { return true; }
+
+  caf::error run(const collective_plan& plan, collective_buffers& buffers,
+                 int worker, int num_workers) override {
+    if (!tried_) { // every process's first collective: they join together
+      tried_ = true;
+      m_.group->block_signals();
+      join();
+    }
+    if (nccl_ && nccl_takes(plan)) {
+      if (auto err = agree_across_processes(plan, *m_.group))
+        return err;
+      return nccl_->run(plan, buffers, 0, 1);
+    }
+    return staged_->run(plan, buffers, worker, num_workers);
+  }
+
+private:
+  void fall_back(const std::string& why) {
+    log()->warn("NCCL across processes not used ({}): every collective is "
+                "staged through host memory",
+                why);
+  }
+
+  gpu_record local_gpus() const {
+    gpu_record out;
+    if (topo_.gpus.size() > static_cast<size_t>(max_local_gpus))
+      return out;
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    for (int gpu : topo_.gpus) {
+      char bus[64] = {};
+      if (cudaDeviceGetPCIBusId(bus, sizeof(bus), gpu) != cudaSuccess) {
+        cudaGetLastError();
+        return out;
+      }
+      const std::string key = std::string{host} + "/" + bus;
+      out.keys[static_cast<size_t>(out.count++)]
+        = fingerprint_of_bytes(key.data(), key.size());
+    }
+    out.ok = 1;
+    return out;
+  }
+
+  // Every step decided alike in every process (the records are shared).
+  void join() {
+    auto& group = *m_.group;
+    const auto size = static_cast<size_t>(group.size());
+    auto mine = local_gpus();
+    std::vector<gpu_record> all(size);
+    if (group.all_gather(&mine, all.data(), sizeof(mine)))
+      return fall_back("the process group failed");
+    std::set<uint64_t> seen;
+    for (size_t p = 0; p < size; ++p) {
+      if (all[p].ok == 0 || all[p].count < 0 || all[p].count > max_local_gpus)
+        return fall_back("process " + std::to_string(p)
+                         + " cannot name its GPUs");
+      for (int32_t g = 0; g < all[p].count; ++g)
+        if (!seen.insert(all[p].keys[static_cast<size_t>(g)]).second)
+          return fall_back("a GPU is used by two replicas; NCCL refuses "
+                           "two ranks on one GPU");
+    }
+    id_record id;
+    if (group.rank() == 0) {
+      if (auto made = nccl::new_unique_id(); made) {
+        std::memcpy(id.id.data(), made->data(), id.id.size());
+        id.ok = 1;
+      }
+    }
+    if (group.broadcast(&id, sizeof(id), 0))
+      return fall_back("the process group failed");
+    if (id.ok == 0)
+      return fall_back("process 0 could not make an NCCL unique id");
+    auto joined = nccl::clique::join(topo_.gpus, m_.total_replicas,
+                                     m_.first_replica, id.id);
+    caf::error failed;
+    std::shared_ptr<collective_algorithm> algorithm;
+    if (!joined) {
+      failed = std::move(joined.error());
+    } else {
+      auto made = make_nccl_clique_collective(topo_, std::move(*joined));
+      if (made)
+        algorithm = std::move(*made);
+      else
+        failed = std::move(made.error());
+    }
+    int32_t any_failed = failed ? 1 : 0;
+    if (group.all_reduce(reduce_op::max, dtype::int32, &any_failed, 1))
+      return fall_back("the process group failed");
+    if (any_failed != 0)
+      return fall_back(failed ? describe(failed)
+                              : "another process could not join");
+    nccl_ = std::move(algorithm);
+    log()->info("NCCL across processes: ranks {} to {} of {}",
+                m_.first_replica,
+                m_.first_replica + static_cast<int>(topo_.gpus.size()) - 1,
+                m_.total_replicas);
+  }
+
+  process_membership m_;
+  cuda_collective_plan topo_;
+  std::shared_ptr<collective_algorithm> staged_;
+  std::shared_ptr<collective_algorithm> nccl_;
+  std::string description_;
+  bool tried_ = false;
+};
+
+} // namespace
+
+std::shared_ptr<collective_algorithm>
+make_nccl_across_processes(process_membership membership,
+                           cuda_collective_plan topo,
+                           std::shared_ptr<collective_algorithm> staged) {
+  return std::make_shared<nccl_across_processes>(
+    std::move(membership), std::move(topo), std::move(staged));
+}
+
+} // namespace varsync
