@@ -1,6 +1,9 @@
 #pragma once
-// Services mode's control plane (messages/sequenced_operation.hpp): process
-// 0 runs the sequencer, every process a link to it. A link forwards its
+// The control plane of a strategy across processes
+// (messages/sequenced_operation.hpp): process 0 runs the sequencer, every
+// process a link to it. In services mode it orders operations; in both
+// modes it tells every process when another one left (its link went down:
+// it exited, was killed, or stopped answering heartbeats). A link forwards its
 // process's operations to the sequencer; the sequencer numbers each one and
 // sends it to every link in that order (CAF keeps the order of messages
 // between two actors, over the network too); each link hands them to its
@@ -20,12 +23,14 @@ namespace varsync {
 using sequence_join_atom = caf::atom_constant<caf::atom("vs_sqjoin")>;
 using sequence_submit_atom = caf::atom_constant<caf::atom("vs_sqsub")>;
 using sequence_deliver_atom = caf::atom_constant<caf::atom("vs_sqdel")>;
+using sequence_gone_atom = caf::atom_constant<caf::atom("vs_sqgone")>;
 
-/// One process's end: submit comes from its coordinator, deliver from the
-/// sequencer.
+/// One process's end: submit comes from its coordinator, deliver and gone
+/// (rank, reason) from the sequencer.
 using sequence_link_actor = caf::typed_actor<
   caf::reacts_to<sequence_submit_atom, sequenced_operation>,
-  caf::reacts_to<sequence_deliver_atom, sequenced_operation>>;
+  caf::reacts_to<sequence_deliver_atom, sequenced_operation>,
+  caf::reacts_to<sequence_gone_atom, int32_t, std::string>>;
 
 /// Process 0's sequencer. join(rank, link) answers once every rank has
 /// joined; submissions of a link that has not joined are dropped.

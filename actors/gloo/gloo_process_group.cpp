@@ -3,6 +3,7 @@
 // Gloo full mesh through it, and the ranks exchange their replica counts.
 // Registered as the process group joiner when this library is linked.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -127,6 +128,30 @@ private:
   std::vector<std::function<void()>> before_destroy_;
 };
 
+// Set once, by the control plane, when this process loses the strategy
+// (another process left, or process 0 is unreachable); read before every
+// collective.
+class group_health {
+public:
+  void lose(caf::error reason) {
+    std::lock_guard<std::mutex> lock{mtx_};
+    if (!failure_)
+      failure_ = std::move(reason);
+    lost_.store(true);
+  }
+  caf::error failure() const {
+    if (!lost_.load())
+      return {};
+    std::lock_guard<std::mutex> lock{mtx_};
+    return failure_;
+  }
+
+private:
+  mutable std::mutex mtx_;
+  std::atomic<bool> lost_{false};
+  caf::error failure_;
+};
+
 class gloo_process_group final : public process_group {
 public:
   // Members are destroyed in reverse: the Gloo group before the system
@@ -138,6 +163,7 @@ public:
   std::shared_ptr<sequence_endpoint> endpoint;
   std::optional<sequence_link_actor> link;
   std::shared_ptr<departures> gone; // process 0
+  std::shared_ptr<group_health> health = std::make_shared<group_health>();
 
   int rank() const override { return group->rank(); }
   int size() const override { return group->size(); }
@@ -146,14 +172,22 @@ public:
   // The process collective actor's thread blocks SIGPIPE (block_signals).
   void block_signals() override { gloo_group::block_sigpipe(); }
 
+  // A process that left fails every later collective at once, not at
+  // Gloo's deadline (one already waiting keeps waiting for it).
   caf::error all_reduce(reduce_op op, dtype type, void* data,
                         int64_t count) override {
+    if (auto err = health->failure())
+      return err;
     return group->all_reduce(op, type, data, count);
   }
   caf::error broadcast(void* data, size_t bytes, int root) override {
+    if (auto err = health->failure())
+      return err;
     return group->broadcast(data, bytes, root);
   }
   caf::error all_gather(const void* in, void* out, size_t bytes) override {
+    if (auto err = health->failure())
+      return err;
     return group->all_gather(in, out, bytes);
   }
 
@@ -254,10 +288,11 @@ caf::error await_ranks(caf::actor_system& sys, rendezvous_store_actor store,
                       + " ms: rank(s) " + names + " never arrived");
 }
 
-// Services mode: rank 0 runs the sequencer on a port of its own (CAF
-// publishes one actor per port) and keeps the port in the store; every rank
-// links to it. Done once every rank has linked, so that no operation is
-// ordered before a process can receive it.
+// Rank 0 runs the sequencer on a port of its own (CAF publishes one actor
+// per port) and keeps the port in the store; every rank links to it. Done
+// once every rank has linked, so that no operation is ordered before a
+// process can receive it. In training mode the sequencer orders nothing:
+// it watches the links, and tells every process when another one left.
 caf::error join_sequencer(control_system& control,
                           rendezvous_store_actor store,
                           const cluster_spec& spec, clock::time_point deadline,
@@ -269,7 +304,7 @@ caf::error join_sequencer(control_system& control,
   auto fail = [&](const std::string& what) {
     return make_error(errc::replica_failed,
                       "rank " + std::to_string(spec.rank)
-                        + ": services mode: " + what);
+                        + ": control plane: " + what);
   };
   operation_sequencer_actor sequencer;
   if (spec.rank == 0) {
@@ -298,9 +333,7 @@ caf::error join_sequencer(control_system& control,
                },
                [&](caf::error& err) { failed = std::move(err); });
     if (failed)
-      return fail("rank 0 published no sequencer (are all processes in "
-                  "services mode?): "
-                  + sys.render(failed));
+      return fail("rank 0 published no sequencer: " + sys.render(failed));
     int port = 0;
     for (char c : text)
       port = (c >= '0' && c <= '9' && port < 65536) ? port * 10 + (c - '0')
@@ -315,6 +348,10 @@ caf::error join_sequencer(control_system& control,
     sequencer = std::move(*remote);
   }
   pg.endpoint = std::make_shared<sequence_endpoint>();
+  pg.endpoint->on_lost([health = pg.health](caf::error reason) {
+    log()->warn("{}", describe(reason));
+    health->lose(std::move(reason));
+  });
   auto link = spawn_sequence_link(sys, sequencer, pg.endpoint);
   control.on_destroy([link] {
     caf::anon_send_exit(link, caf::exit_reason::user_shutdown);
@@ -394,9 +431,8 @@ caf::expected<process_membership> join_gloo(const cluster_spec& spec,
                : "an unknown")
           + " mode: every process must use the same mode");
   }
-  if (spec.mode == cluster_mode::services)
-    if (auto err = join_sequencer(*pg->control, *store, spec, deadline, *pg))
-      return err;
+  if (auto err = join_sequencer(*pg->control, *store, spec, deadline, *pg))
+    return err;
   pg->text = "gloo over TCP, rank " + std::to_string(spec.rank) + " of "
              + std::to_string(spec.world_size) + " (rendezvous "
              + spec.rendezvous_host + ":"

@@ -45,6 +45,35 @@ void sequence_endpoint::fail(caf::error reason) {
   failure_ = std::move(reason);
   if (attached_)
     receiver_.failed(failure_);
+  if (!has_code(failure_, errc::shut_down)) // not this process's own exit
+    lose(make_error(errc::replica_failed,
+                    "process 0 left the strategy (its control connection "
+                    "closed: it exited, was killed, or stopped answering "
+                    "for longer than the peer timeout): "
+                      + describe(failure_)
+                      + "; cross-process operations fail from now on"));
+}
+
+void sequence_endpoint::peer_left(int rank, const std::string& reason) {
+  std::lock_guard<std::mutex> lock{mtx_};
+  lose(make_error(errc::replica_failed,
+                  "process " + std::to_string(rank)
+                    + " left the strategy (its control connection closed: "
+                      "it exited, was killed, or stopped answering for "
+                      "longer than the peer timeout): "
+                    + reason + "; cross-process operations fail from now on"));
+}
+
+void sequence_endpoint::on_lost(std::function<void(caf::error)> fn) {
+  std::lock_guard<std::mutex> lock{mtx_};
+  lost_ = std::move(fn);
+}
+
+void sequence_endpoint::lose(caf::error reason) {
+  if (lost_called_ || !lost_)
+    return;
+  lost_called_ = true;
+  lost_(std::move(reason));
 }
 
 void departures::left() {
@@ -77,11 +106,18 @@ public:
         auto& l = links_[r];
         if (!l || l.address() != msg.source)
           continue;
-        log()->info("services mode: process {} left: {}", r,
-                    system().render(msg.reason));
+        auto reason = system().render(msg.reason);
+        log()->info("process {} left the strategy: {}", r, reason);
         l = nullptr;
-        if (r != 0 && gone_)
+        if (r == 0)
+          continue;
+        if (gone_)
           gone_->left();
+        // The others learn it now, not at their next collective's deadline.
+        for (auto& other : links_)
+          if (other)
+            send(other, sequence_gone_atom::value, static_cast<int32_t>(r),
+                 reason);
       }
     });
     return {
@@ -170,6 +206,11 @@ public:
         if (current_sender() != sequencer_->ctrl())
           return;
         endpoint_->deliver(std::move(op));
+      },
+      [this](sequence_gone_atom, int32_t rank, const std::string& reason) {
+        if (current_sender() != sequencer_->ctrl())
+          return;
+        endpoint_->peer_left(rank, reason);
       },
     };
   }

@@ -6,8 +6,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include <caf/actor_system.hpp>
 
@@ -24,6 +26,11 @@ public:
   void deliver(sequenced_operation op);
   /// Once: later deliveries are dropped.
   void fail(caf::error reason);
+  /// Another process left the strategy (the sequencer says so).
+  void peer_left(int rank, const std::string& reason);
+  /// Called (once) when this process loses the strategy: the sequencer is
+  /// gone or another process left. Set before the link starts.
+  void on_lost(std::function<void(caf::error)> fn);
 
 private:
   std::mutex mtx_;
@@ -32,6 +39,10 @@ private:
   std::deque<sequenced_operation> early_;
   caf::error failure_;
   bool failed_ = false;
+  std::function<void(caf::error)> lost_;
+  bool lost_called_ = false;
+
+  void lose(caf::error reason); // under the lock
 };
 
 /// Counts the processes other than 0 whose link is gone, for process 0's

@@ -14,7 +14,9 @@
 // "services_lost" (process 0 exits; the others' operations fail), "mixed"
 // (the harness gives the processes different modes), "concurrent" (bursts
 // of async operations in training mode), "services_stopped" (process 0
-// stops itself; the others notice by the missing heartbeats). Exit: 0 as expected,
+// stops itself; the others notice by the missing heartbeats),
+// "training_stopped" (the last process stops itself while the others are
+// idle; they learn it from process 0's control plane). Exit: 0 as expected,
 // 1 a wrong outcome, 2 bad usage.
 
 #include <chrono>
@@ -682,6 +684,42 @@ int services_stopped(strategy& s) {
   return failures == 0 ? 0 : 1;
 }
 
+// Training mode: the last process stops (SIGSTOP) while every process is
+// idle. Process 0 closes its control connection after the peer timeout
+// (2 s here) and tells the others; their next operation fails at once with
+// replica_failed naming the process that left, where it would otherwise
+// wait for Gloo's deadline (20 s here) and fail with Gloo's words. No
+// timing is asserted: the message tells which way it failed.
+int training_stopped(strategy& s) {
+  auto a = must(s.create_variable("a", tensor::scalar<float>(3),
+                                  synchronization::on_write, aggregation::sum),
+                "create a");
+  const int last = s.num_processes() - 1;
+  if (s.process_rank() == last) {
+    std::raise(SIGSTOP);
+    return 0; // never runs: the harness kills it
+  }
+  std::this_thread::sleep_for(8s); // idle, well past the peer timeout
+  auto err = s.run([&](replica_context& ctx) {
+    must(ctx.assign_add(a, 1.0), "a");
+  });
+  check(has_code(err, errc::replica_failed),
+        "a step after a process stopped fails with replica_failed: "
+          + describe(err));
+  check(message_of(err).find("process " + std::to_string(last)
+                             + " left the strategy")
+          != std::string::npos,
+        "it names the process that left (not Gloo's deadline): "
+          + describe(err));
+  err = s.assign_add(a, 1.0);
+  check(has_code(err, errc::replica_failed),
+        "later operations fail too: " + describe(err));
+  auto values = must(s.local_values(a), "survivors can be read");
+  check(values[0].to_vector<float>()[0] == 3, "nothing was applied");
+  std::printf("process %d: %s\n", s.process_rank(), describe(err).c_str());
+  return failures == 0 ? 0 : 1;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -737,6 +775,8 @@ int main(int argc, char** argv) {
     rc = services(*s, argv[3]);
   else if (scenario == "services_lost")
     rc = services_lost(*s);
+  else if (scenario == "training_stopped")
+    rc = training_stopped(*s);
   else if (scenario == "services_stopped")
     rc = services_stopped(*s);
   else if (scenario == "die" || scenario == "stop")

@@ -140,6 +140,14 @@ TEST_CASE("multiprocess strategy: services mode notices a stopped process 0 "
   CHECK(r.exit_codes == std::vector<int>{-1, 0, 0});
 }
 
+TEST_CASE("multiprocess strategy: training mode notices a process that "
+          "stopped while all were idle: the others' next operation fails "
+          "with replica_failed naming it, not at Gloo's deadline") {
+  auto r = run_strategy("training_stopped", 3, 1, 20s, false, {}, {}, 2s);
+  // The stopped process is killed by the harness (-1).
+  CHECK(r.exit_codes == std::vector<int>{0, 0, -1});
+}
+
 TEST_CASE("multiprocess strategy: processes in different modes fail to "
           "join, naming the mode") {
   auto r = run_strategy("mixed", 2, 1, 10s, false, {}, "mixed");
