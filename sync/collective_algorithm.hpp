@@ -6,7 +6,10 @@
 //   sync/collectives/one_pass_shared_memory   host replicas of one process
 //   sync/collectives/across_processes         processes over a process group
 //                                             (Gloo over TCP: sync/gloo/)
+//   sync/collectives/staged_across_processes  the same, with CUDA replicas'
+//                                             data staged through the host
 //   sync/nccl/nccl_clique_collective          CUDA replicas on distinct GPUs
+//   sync/nccl/nccl_across_processes_collective  NCCL over the processes
 //   sync/nccl/same_gpu_collective             CUDA replicas sharing one GPU
 //   sync/nccl/host_staging_collective         host and CUDA replicas mixed
 //
