@@ -57,7 +57,9 @@ public:
                    + " replicas in all: floating step updates over one NCCL "
                      "communicator across the processes (this process's "
                    + std::to_string(topo_.gpus.size())
-                   + " GPU(s)), the rest staged through host memory";
+                   + " GPU(s); joined at the first collective, else everything "
+                     "staged, with a warning in the log), the rest staged "
+                     "through host memory";
   }
 
   const std::string& description() const override { return description_; }
