@@ -4,7 +4,6 @@
 #include <condition_variable>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <system_error>
 #include <thread>
 
@@ -19,6 +18,7 @@
 #include "actors/coordinator_actor.hpp"
 #include "core/logging.hpp"
 #include "varsync/config.hpp"
+#include "sync/device_collective_registry.hpp"
 #include "sync/distributed_reduce.hpp"
 #include "sync/sync_policy.hpp"
 #include "api/strategy_core.hpp"
@@ -159,15 +159,11 @@ make_strategy(std::shared_ptr<detail::system_host> owned,
   detail::strategy_core::process_place place;
   if (options.cluster && options.cluster->world_size > 1) {
     // Blocks until every process has joined (or the join timeout).
-    // Whether NCCL can span the processes: every replica on a GPU of its
-    // own here (the joiner combines every process's answer).
-    std::set<int> gpus;
-    for (auto& d : *devices)
-      if (d.kind == device_kind::cuda)
-        gpus.insert(d.index);
+    // Whether NCCL can span the processes (the joiner combines every
+    // process's answer).
     auto m = join_process_group(*options.cluster,
                                 static_cast<int>(devices->size()),
-                                gpus.size() == devices->size());
+                                one_gpu_per_replica(*devices));
     if (!m)
       return fail(std::move(m.error()));
     // Only process 0 of services mode keeps the group (for its shutdown):

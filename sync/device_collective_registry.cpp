@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <set>
 
 #include "varsync/error.hpp"
 
@@ -11,6 +12,14 @@ bool needs_device_collective(std::span<const device_id> devices) {
   return std::any_of(devices.begin(), devices.end(), [](const device_id& d) {
     return d.kind != device_kind::host;
   });
+}
+
+bool one_gpu_per_replica(std::span<const device_id> devices) {
+  std::set<int> gpus;
+  for (auto& d : devices)
+    if (d.kind == device_kind::cuda)
+      gpus.insert(d.index);
+  return gpus.size() == devices.size();
 }
 
 namespace {

@@ -21,6 +21,10 @@ namespace varsync {
 /// replica is on a CUDA device).
 bool needs_device_collective(std::span<const device_id> devices);
 
+/// True if every replica of `devices` is a CUDA replica on a GPU of its
+/// own (what NCCL needs of one process's replicas).
+bool one_gpu_per_replica(std::span<const device_id> devices);
+
 using device_collective_factory
   = caf::expected<std::shared_ptr<collective_algorithm>> (*)(
     const std::vector<device_id>& devices);

@@ -4,7 +4,6 @@
 #include <unordered_map>
 #include <utility>
 
-#include "core/logging.hpp"
 #include "sync/collectives/across_processes.hpp"
 #include "varsync/error.hpp"
 
@@ -16,13 +15,12 @@ class staged_across_processes final : public collective_algorithm {
 public:
   staged_across_processes(process_membership m,
                           std::vector<std::unique_ptr<device>> devices)
-    : m_(std::move(m)), devices_(std::move(devices)) {
+    : across_(make_across_processes(std::move(m))),
+      devices_(std::move(devices)) {
     int staged = 0;
     for (auto& d : devices_)
       staged += d != nullptr ? 1 : 0;
-    description_ = m_.group->describe() + ", "
-                   + std::to_string(m_.total_replicas)
-                   + " replicas in all; the data of this process's "
+    description_ = across_->description() + "; the data of this process's "
                    + std::to_string(staged)
                    + " device replica(s) staged through host memory";
   }
@@ -38,11 +36,7 @@ public:
   bool uses_staging_buffers() const override { return true; }
 
   caf::error run(const collective_plan& plan, collective_buffers& buffers,
-                 int, int) override {
-    if (!prepared_) { // the driver's own thread, from now on
-      m_.group->block_signals();
-      prepared_ = true;
-    }
+                 int worker, int num_workers) override {
     collective_buffers host = buffers;
     std::vector<tensor> copies; // the host copies, alive for the run
     struct write_back {
@@ -53,11 +47,9 @@ public:
     std::vector<write_back> back;
     auto err = stage(plan, buffers, host, copies, back);
     if (!err)
-      err = run_cross_process(plan, host, *m_.group, m_.replicas_per_rank);
-    if (err) {
-      log()->debug("collective across processes failed: {}", describe(err));
+      err = across_->run(plan, host, worker, num_workers);
+    if (err)
       return err;
-    }
     for (auto& b : back)
       if (auto e = b.dev->upload(b.component, copies[b.copy]))
         return make_error(errc::device_error,
@@ -124,10 +116,10 @@ private:
     return {};
   }
 
-  process_membership m_;
+  /// The collective across processes, run on the host copies.
+  std::shared_ptr<collective_algorithm> across_;
   std::vector<std::unique_ptr<device>> devices_;
   std::string description_;
-  bool prepared_ = false;
 };
 
 } // namespace
