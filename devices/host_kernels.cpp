@@ -597,6 +597,131 @@ void split_assign(dtype t, void* dst, const void* x, int64_t begin, int64_t end,
 }
 
 // -- integer overflow ----------------------------------------------------------
+// -- row scatters ---------------------------------------------------------------
+
+namespace {
+
+struct op_second {
+  template <class T>
+  T operator()(T, T b) const {
+    return b;
+  }
+};
+
+// Truncating integer division; zero divisors and min / -1 are refused by
+// the callers first (scatter_first_overflow, first_zero).
+struct op_div {
+  template <class T>
+  T operator()(T a, T b) const {
+    return a / b;
+  }
+};
+
+template <class K, class Op>
+void scatter_rows(Op op, typename K::storage* dst, int64_t row_elems,
+                  const int64_t* rows, const typename K::storage* y,
+                  int64_t begin, int64_t end) {
+  for (int64_t e = begin; e < end;) {
+    const int64_t j = e / row_elems;
+    const int64_t o = e - j * row_elems;
+    const int64_t n = std::min(row_elems - o, end - e);
+    // A row of the component never overlaps the packed rows of y.
+    update_loop<K>(op, dst + rows[j] * row_elems + o, y + e, n);
+    e += n;
+  }
+}
+
+template <class T>
+bool scatter_overflows(scatter_op op, T c, T y) {
+  T out{};
+  switch (op) {
+    case scatter_op::add: return __builtin_add_overflow(c, y, &out);
+    case scatter_op::sub: return __builtin_sub_overflow(c, y, &out);
+    case scatter_op::mul: return __builtin_mul_overflow(c, y, &out);
+    case scatter_op::div:
+      return y == T{-1} && c == std::numeric_limits<T>::min();
+    default: return false;
+  }
+}
+
+template <class T>
+int64_t scatter_first_overflow_of(scatter_op op, const T* dst,
+                                  int64_t row_elems, const int64_t* rows,
+                                  const T* y, int64_t begin, int64_t end) {
+  for (int64_t e = begin; e < end; ++e) {
+    const int64_t j = e / row_elems;
+    if (scatter_overflows(op, dst[rows[j] * row_elems + (e - j * row_elems)],
+                          y[e]))
+      return e;
+  }
+  return -1;
+}
+
+} // namespace
+
+void scatter_apply(scatter_op op, dtype t, void* dst, int64_t row_elems,
+                   std::span<const int64_t> rows, const void* y, int64_t begin,
+                   int64_t end) {
+  if (end <= begin)
+    return;
+  if (row_elems <= 0
+      || end > static_cast<int64_t>(rows.size()) * row_elems)
+    throw std::invalid_argument("scatter_apply: range beyond the rows");
+  dispatch(t, [&](auto kind) {
+    using K = decltype(kind);
+    using S = typename K::storage;
+    auto* d = static_cast<S*>(dst);
+    auto* v = static_cast<const S*>(y);
+    auto run = [&](auto f) {
+      scatter_rows<K>(f, d, row_elems, rows.data(), v, begin, end);
+    };
+    switch (op) {
+      case scatter_op::update: return run(op_second{});
+      case scatter_op::add: return run(op_sum{});
+      case scatter_op::sub: return run(op_diff{});
+      case scatter_op::mul: return run(op_prod{});
+      case scatter_op::div: return run(op_div{});
+      case scatter_op::min: return run(op_min{});
+      case scatter_op::max: return run(op_max{});
+    }
+    throw std::invalid_argument("host kernels: unknown scatter_op "
+                                + std::to_string(static_cast<int>(op)));
+  });
+}
+
+int64_t scatter_first_overflow(scatter_op op, dtype t, const void* dst,
+                               int64_t row_elems,
+                               std::span<const int64_t> rows, const void* y,
+                               int64_t begin, int64_t end) {
+  switch (t) {
+    case dtype::int32:
+      return scatter_first_overflow_of(op, static_cast<const int32_t*>(dst),
+                                       row_elems, rows.data(),
+                                       static_cast<const int32_t*>(y), begin,
+                                       end);
+    case dtype::int64:
+      return scatter_first_overflow_of(op, static_cast<const int64_t*>(dst),
+                                       row_elems, rows.data(),
+                                       static_cast<const int64_t*>(y), begin,
+                                       end);
+    default: return -1;
+  }
+}
+
+int64_t first_zero(dtype t, const void* x, int64_t begin, int64_t end) {
+  auto find = [&](auto* p) -> int64_t {
+    for (int64_t i = begin; i < end; ++i)
+      if (p[i] == 0)
+        return i;
+    return -1;
+  };
+  switch (t) {
+    case dtype::int32: return find(static_cast<const int32_t*>(x));
+    case dtype::int64: return find(static_cast<const int64_t*>(x));
+    default: return -1;
+  }
+}
+
 // Integer results that do not fit the dtype fail instead of wrapping (V4). A
 // read-only pass finds them before anything is written; floating dtypes never
 // get here.

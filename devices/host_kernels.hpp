@@ -18,6 +18,7 @@
 #include <span>
 
 #include "varsync/dtype.hpp"
+#include "varsync/scatter.hpp"
 #include "varsync/synchronization.hpp"
 
 namespace varsync::host {
@@ -86,6 +87,28 @@ int64_t reduce_int32_widened(reduce_op rop, int64_t* out,
 /// the first i that does not fit (and writes nothing), or -1.
 int64_t narrow_to_int32(int32_t* out, const int64_t* x, int64_t begin,
                         int64_t end);
+
+/// Row scatter (S1-S5): `y` packs rows.size() rows of `row_elems` elements;
+/// for each packed element e in [begin, end), with j = e / row_elems,
+/// dst[rows[j] * row_elems + e % row_elems] = op(that element, y[e]).
+/// The rows must be distinct (workers split [0, rows.size() * row_elems)).
+/// Integer div truncates; callers refuse zero divisors (first_zero) and
+/// overflow (scatter_first_overflow) first. Floating min/max propagate NaN.
+void scatter_apply(scatter_op op, dtype t, void* dst, int64_t row_elems,
+                   std::span<const int64_t> rows, const void* y, int64_t begin,
+                   int64_t end);
+
+/// scatter_apply's integer check, read-only (floating dtypes: -1): the
+/// first packed element e in [begin, end) whose result does not fit the
+/// dtype (add, sub, mul; div of the minimum by -1), or -1.
+int64_t scatter_first_overflow(scatter_op op, dtype t, const void* dst,
+                               int64_t row_elems,
+                               std::span<const int64_t> rows, const void* y,
+                               int64_t begin, int64_t end);
+
+/// The first i in [begin, end) with x[i] == 0 for integer dtypes (a divisor
+/// that is refused), or -1; floating dtypes divide by zero as IEEE does: -1.
+int64_t first_zero(dtype t, const void* x, int64_t begin, int64_t end);
 
 /// True if the first `nbytes` bytes of `a` and `b` are equal.
 bool bitwise_equal(const void* a, const void* b, size_t nbytes);

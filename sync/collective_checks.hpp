@@ -29,9 +29,16 @@ int64_t enter_overflow(const collective_plan& plan,
     std::span<const void* const> inputs{buffers.items[i].inputs};
     if (item.first_only)
       inputs = inputs.first(1);
-    if (host::first_overflow(item.rop, item.uop, item.type, inputs,
-                             component_of(i), 0, item.count)
-        >= 0)
+    const bool bad
+      = item.scatter
+          ? host::scatter_first_overflow(item.sop, item.type, component_of(i),
+                                         item.row_elems, item.rows, inputs[0],
+                                         0, item.count)
+              >= 0
+          : host::first_overflow(item.rop, item.uop, item.type, inputs,
+                                 component_of(i), 0, item.count)
+              >= 0;
+    if (bad)
       return static_cast<int64_t>(i);
   }
   return -1;

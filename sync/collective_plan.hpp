@@ -17,6 +17,7 @@
 #include <caf/meta/type_name.hpp>
 #include <caf/sec.hpp>
 
+#include "varsync/scatter.hpp"
 #include "varsync/synchronization.hpp"
 #include "varsync/tensor.hpp"
 #include "varsync/tensor_inspect.hpp"
@@ -66,6 +67,14 @@ struct collective_item {
   /// holds the total number of replicas times `count` elements), nothing is
   /// reduced.
   bool gather = false;
+  /// A sparse update (S1): the inputs hold rows.size() rows of row_elems
+  /// elements (count = both multiplied), and c_r[rows[j]] = sop(c_r[rows[j]],
+  /// row j of input 0) for every component (first_only, target components).
+  /// The rows are distinct and ascending, so workers may split them.
+  bool scatter = false;
+  scatter_op sop = scatter_op::update;
+  std::vector<int64_t> rows;
+  int64_t row_elems = 0;
   collective_source source = collective_source::contributions;
   collective_target target = collective_target::output;
   /// source == contributions: one per replica (empty where `staged` names
@@ -107,13 +116,22 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, collective_item& x) {
   auto load = caf::meta::load_callback([&]() -> caf::error {
     if (!is_valid(x.type) || !is_valid(x.rop) || !is_valid(x.uop)
-        || !is_valid(x.source) || !is_valid(x.target) || x.count < 0)
+        || !is_valid(x.source) || !is_valid(x.target) || x.count < 0
+        || !is_valid(x.sop))
+      return caf::sec::invalid_argument;
+    if (x.scatter
+        && (x.target != collective_target::components || !x.first_only
+            || x.row_elems < 0
+            || x.count != static_cast<int64_t>(x.rows.size()) * x.row_elems))
+      return caf::sec::invalid_argument;
+    if (!x.scatter && !x.rows.empty())
       return caf::sec::invalid_argument;
     return caf::none;
   });
   return f(caf::meta::type_name("varsync::collective_item"), x.variable_id,
            x.name, x.type, x.count, x.rop, x.first_only, x.require_equal,
-           x.uop, x.mirrored, x.gather, x.source, x.target, x.contributions,
+           x.uop, x.mirrored, x.gather, x.scatter, x.sop, x.rows, x.row_elems,
+           x.source, x.target, x.contributions,
            x.staged, x.result, load);
 }
 

@@ -46,6 +46,35 @@ update_target on_read_policy::cross_replica_update(const variable_info& info,
                                  : update_target::first_component;
 }
 
+// S4: R4 / R5 row by row. mul and div scale every component, so the sum
+// and the mean scale alike; min and max of an aggregate are not the min and
+// max of its parts, so sums and means refuse them.
+caf::expected<update_target>
+on_read_policy::cross_replica_scatter(const variable_info& info,
+                                      scatter_op op) const {
+  if (info.agg != aggregation::sum && info.agg != aggregation::mean)
+    return update_target::every_component;
+  switch (op) {
+    case scatter_op::min:
+    case scatter_op::max:
+      return make_error(
+        errc::invalid_argument,
+        "variable '" + info.name + "' is on_read with aggregation "
+          + std::string{to_string(info.agg)} + ": a cross-replica "
+          + std::string{to_string(op)}
+          + " of its components is not that of their aggregate; nothing "
+            "was changed");
+    case scatter_op::update:
+      return info.agg == aggregation::sum ? update_target::split
+                                          : update_target::every_component;
+    case scatter_op::add:
+    case scatter_op::sub:
+      return info.agg == aggregation::sum ? update_target::first_component
+                                          : update_target::every_component;
+    default: return update_target::every_component;
+  }
+}
+
 contribution_rule on_read_policy::combine_contributions(const variable_info&)
   const {
   return {};

@@ -16,6 +16,9 @@ public:
                                int num_replicas) const override;
   update_target cross_replica_update(const variable_info& info,
                                      update_op op) const override;
+  caf::expected<update_target>
+  cross_replica_scatter(const variable_info& info,
+                        scatter_op op) const override;
   bool collective_replica_updates() const override { return false; }
   contribution_rule
   combine_contributions(const variable_info& info) const override;

@@ -1,5 +1,9 @@
 #include "sync/on_write_policy.hpp"
 
+#include <string>
+
+#include "varsync/error.hpp"
+
 namespace varsync {
 
 caf::error on_write_policy::validate_creation(variable_info& info,
@@ -17,6 +21,22 @@ update_target on_write_policy::cross_replica_update(const variable_info&,
                                                     update_op) const {
   // W3: no reduction and no division, whatever the aggregation.
   return update_target::every_component;
+}
+
+// S2 (as TensorFlow): the min or max of a sum or a mean of contributions
+// means nothing, so the mirrors take them only from one value.
+caf::error on_write_policy::check_scatter(const variable_info& info,
+                                          scatter_op op) const {
+  if ((op != scatter_op::min && op != scatter_op::max)
+      || info.agg == aggregation::none
+      || info.agg == aggregation::only_first_replica)
+    return {};
+  return make_error(errc::invalid_argument,
+                    "variable '" + info.name + "': " + std::string{to_string(op)}
+                      + " needs aggregation none or only_first_replica, but "
+                        "the variable has aggregation "
+                      + std::string{to_string(info.agg)}
+                      + "; nothing was changed");
 }
 
 contribution_rule

@@ -20,6 +20,8 @@ public:
   bool collective_replica_updates() const override { return true; }
   contribution_rule
   combine_contributions(const variable_info& info) const override;
+  caf::error check_scatter(const variable_info& info,
+                           scatter_op op) const override;
   bool mirrored() const override { return true; }
   checkpoint_entries
   checkpoint_layout(const variable_info& info) const override;

@@ -58,6 +58,14 @@ combine_small_step(const collective_plan& plan,
                             + " at element " + std::to_string(at)
                             + "; nothing was applied");
     }
+    if (item.scatter) { // combined by the coordinator already (S1)
+      recorded_update u{item.variable_id, item.uop, item.contributions[0]};
+      u.scatter = true;
+      u.sop = item.sop;
+      u.indices = item.rows;
+      out.push_back(std::move(u));
+      continue;
+    }
     if (one) { // the contribution itself (tensors are shared, not copied)
       out.push_back({item.variable_id, item.uop, item.contributions[0]});
       continue;

@@ -17,14 +17,16 @@ check_same_updates(const std::vector<step_report>& reports,
     auto n = std::min(first.size(), mine.size());
     for (size_t k = 0; k < n; ++k)
       if (mine[k].variable_id != first[k].variable_id
-          || mine[k].op != first[k].op)
+          || mine[k].scatter != first[k].scatter
+          || (mine[k].scatter ? mine[k].sop != first[k].sop
+                              : mine[k].op != first[k].op))
         return make_error(
           errc::mismatched_replica_updates,
           "update " + std::to_string(k) + " of the step: replica 0 issued "
-            + std::string{to_string(first[k].op)} + " on "
+            + std::string{op_name(first[k])} + " on "
             + name_of(first[k].variable_id) + " but replica "
             + std::to_string(r) + " issued "
-            + std::string{to_string(mine[k].op)} + " on "
+            + std::string{op_name(mine[k])} + " on "
             + name_of(mine[k].variable_id)
             + "; no on_write update of the step was applied");
     if (mine.size() != first.size())

@@ -103,6 +103,15 @@ caf::error check_variable_name(std::string_view name) {
   return {};
 }
 
+caf::error sync_policy::check_scatter(const variable_info&, scatter_op) const {
+  return {};
+}
+
+caf::expected<update_target>
+sync_policy::cross_replica_scatter(const variable_info&, scatter_op) const {
+  return update_target::every_component; // W3, N2: x on every component
+}
+
 synchronization resolve_synchronization(synchronization requested) {
   return requested == synchronization::auto_ ? synchronization::on_write
                                              : requested;

@@ -10,6 +10,7 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
+#include "varsync/scatter.hpp"
 #include "varsync/tensor.hpp"
 #include "varsync/variable_info.hpp"
 #include "varsync/synchronization.hpp"
@@ -103,6 +104,17 @@ public:
   /// The combination of contributions (only for collective updates).
   virtual contribution_rule combine_contributions(const variable_info& info)
     const = 0;
+
+  /// S2: whether `op` may update this variable at all, in either context
+  /// (invalid_argument naming the variable and the rule otherwise).
+  virtual caf::error check_scatter(const variable_info& info,
+                                   scatter_op op) const;
+
+  /// S4: which components a cross-replica scatter changes, and how (the
+  /// rows of R4 / R5 for ON_READ sums); invalid_argument where the mode
+  /// gives the op no meaning.
+  virtual caf::expected<update_target>
+  cross_replica_scatter(const variable_info& info, scatter_op op) const;
 
   /// True if every component holds the same value at all times (W7): a
   /// collective may compute a new value from one component and store it in

@@ -14,6 +14,7 @@
 
 #include "varsync/tensor.hpp"
 #include "varsync/tensor_inspect.hpp"
+#include "varsync/scatter.hpp"
 #include "varsync/synchronization.hpp"
 
 namespace varsync {
@@ -39,7 +40,18 @@ struct recorded_update {
   /// staging buffer with this id (ids are the replica's own; the replica
   /// publishes the pointer when it enters the step's collective).
   uint64_t staged = 0;
+  /// A sparse update (S1): `sop` applied to the rows `indices` of the
+  /// variable, `value` holding one row per index ([k, d1, ...]); `op` is
+  /// unused.
+  bool scatter = false;
+  scatter_op sop = scatter_op::update;
+  std::vector<int64_t> indices = {};
 };
+
+/// The name of u's operation ("assign_add", "scatter_sub", ...).
+inline std::string_view op_name(const recorded_update& u) {
+  return u.scatter ? to_string(u.sop) : to_string(u.op);
+}
 
 struct step_report {
   std::vector<recorded_update> updates;
@@ -49,7 +61,12 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recorded_update& x) {
   // V4: an update op outside its range never leaves deserialization.
   auto load = caf::meta::load_callback([&]() -> caf::error {
-    if (!is_valid(x.op))
+    if (!is_valid(x.op) || !is_valid(x.sop))
+      return caf::sec::invalid_argument;
+    // Only a scatter names rows, and it always carries its rows' values.
+    if (!x.scatter && !x.indices.empty())
+      return caf::sec::invalid_argument;
+    if (x.scatter && x.staged != 0)
       return caf::sec::invalid_argument;
     // A staged contribution carries no host value.
     if (x.staged != 0 && x.value.size() != 0)
@@ -57,7 +74,7 @@ typename Inspector::result_type inspect(Inspector& f, recorded_update& x) {
     return caf::none;
   });
   return f(caf::meta::type_name("varsync::recorded_update"), x.variable_id,
-           x.op, x.value, x.staged, load);
+           x.op, x.value, x.staged, x.scatter, x.sop, x.indices, load);
 }
 
 template <class Inspector>

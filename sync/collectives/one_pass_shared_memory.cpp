@@ -35,7 +35,11 @@ int64_t one_pass_slice(const collective_plan& plan,
     std::span<const void* const> inputs{b.inputs};
     if (item.first_only)
       inputs = inputs.first(1);
-    if (item.target == collective_target::components) {
+    if (item.scatter) { // rows of input 0 into every component
+      for (auto* component : b.components)
+        host::scatter_apply(item.sop, item.type, component, item.row_elems,
+                            item.rows, inputs[0], item_lo, item_hi);
+    } else if (item.target == collective_target::components) {
       std::span<void* const> components{b.components};
       if (item.mirrored)
         host::reduce_and_apply_mirrored(item.rop, item.uop, item.type, inputs,

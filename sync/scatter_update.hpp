@@ -1,0 +1,73 @@
+#pragma once
+// The rules of sparse updates (docs/semantics.md, S1-S5): what a scatter
+// may name, how the duplicate rows of one contribution combine, and how the
+// contributions of a step's replicas combine into the rows every component
+// gets (W4 row by row). Every function here checks before anything changes;
+// the actors apply the result.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include "sync/collective_plan.hpp"
+#include "sync/sync_policy.hpp"
+#include "varsync/scatter.hpp"
+#include "varsync/tensor.hpp"
+#include "varsync/variable_info.hpp"
+
+namespace varsync {
+
+/// Distinct rows in ascending order and one row of values each
+/// ([rows.size(), d1, ...]): a scatter in the form the kernels apply.
+struct scatter_rows {
+  std::vector<int64_t> rows;
+  tensor values;
+};
+
+/// Elements per row of `info` (the product of its shape after the first
+/// axis).
+int64_t row_elements(const variable_info& info);
+
+/// S1/S3: `op` on `info` with these indices and values: a valid op, a
+/// variable of rank >= 1, values of the variable's dtype and shape [k, d1,
+/// ...] with k = indices.size(), every index in [0, d0), and for integer
+/// div no zero divisor. invalid_argument (dtype_mismatch, shape_mismatch)
+/// naming the variable, `what` and the offending position otherwise.
+caf::error validate_scatter(const variable_info& info, scatter_op op,
+                            const std::vector<int64_t>& indices,
+                            const tensor& values, std::string_view what);
+
+/// S5: the rows of one contribution, duplicates combined: add and sub sum
+/// their rows, mul and div multiply them, min and max keep the smallest /
+/// largest, update keeps the last. Integer results that do not fit fail
+/// with overflow. Expects validated input.
+caf::expected<scatter_rows>
+combine_duplicate_rows(const variable_info& info, scatter_op op,
+                       const std::vector<int64_t>& indices,
+                       const tensor& values);
+
+/// S1 (W4 row by row): the rows every component of an ON_WRITE variable
+/// gets from a step whose N replicas contributed `parts` (each combined by
+/// combine_duplicate_rows). The rows are the union of the contributions'
+/// rows; a row's value is, by `rule`: sum -> the sum of the contributions
+/// that name it; mean -> that sum / N; only_first_replica -> replica 0's
+/// rows alone; none -> replica 0's, when every replica contributed the same
+/// rows and values (aggregation_required otherwise). Integer sums that do
+/// not fit fail with overflow; an integer div whose combined divisor is 0
+/// with invalid_argument. `name` is the quoted variable name.
+caf::expected<scatter_rows>
+combine_scatter_contributions(const variable_info& info, scatter_op op,
+                              const contribution_rule& rule,
+                              const std::vector<scatter_rows>& parts,
+                              const std::string& name);
+
+/// Makes `item` (from collective_plan::add_item) the scatter of `rows` into
+/// every component of `info`: `rows.values` is every replica's input.
+void fill_scatter_item(collective_item& item, const variable_info& info,
+                       scatter_op op, scatter_rows rows, bool mirrored,
+                       int num_replicas);
+
+} // namespace varsync
