@@ -134,6 +134,19 @@ coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
       }, bytes);
       return rp;
     },
+    [this, deliver](scatter_atom, uint64_t id, scatter_op op,
+                    indexed_slices& slices) -> caf::result<ok_atom> {
+      auto bytes = slices.values.nbytes()
+                   + slices.indices.size() * sizeof(int64_t);
+      if (auto err = refuse_if_full(bytes))
+        return err;
+      auto rp = self_->make_response_promise<ok_atom>();
+      admit([this, id, op, slices = std::move(slices),
+             d = deliver(rp)]() mutable {
+        scatter(default_timeout_, id, op, std::move(slices), d);
+      }, bytes);
+      return rp;
+    },
     [this, deliver](values_atom,
                     uint64_t id) -> caf::result<std::vector<tensor>> {
       if (auto err = refuse_if_full(0))

@@ -177,6 +177,9 @@ public:
   void read(caf::timespan timeout, uint64_t id, reply_fn<tensor> done);
   void update(caf::timespan timeout, uint64_t id, update_op op, tensor value,
               reply_fn<ok_atom> done);
+  /// S4: a cross-replica scatter (actors/coordinator_scatter.cpp).
+  void scatter(caf::timespan timeout, uint64_t id, scatter_op op,
+               indexed_slices slices, reply_fn<ok_atom> done);
   void local_values(caf::timespan timeout, uint64_t id,
                     reply_fn<std::vector<tensor>> done);
   /// The components of the replicas that have not failed (nullopt for the
@@ -388,6 +391,10 @@ private:
   /// `done` wrapped to count a completed collective and start the next one.
   reply_fn<ok_atom> finishing_collective(reply_fn<ok_atom> done);
 
+  /// S1: the plan item of a step's scatter updates (update k of every
+  /// report), combined row by row; an error before anything is applied.
+  caf::error add_step_scatter(collective_plan& plan, size_t k,
+                              std::vector<step_report>& reports);
   void finish_step(caf::timespan timeout,
                    std::vector<step_report>& reports, reply_fn<ok_atom> done);
 

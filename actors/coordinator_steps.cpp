@@ -101,6 +101,11 @@ void coordinator_state::finish_step(caf::timespan timeout,
   // One fused collective applies every update of the step, in issue order.
   auto plan = new_plan();
   for (size_t k = 0; k < first.size(); ++k) {
+    if (first[k].scatter) {
+      if (auto err = add_step_scatter(*plan, k, reports))
+        return fail(std::move(err));
+      continue;
+    }
     auto e = find(first[k].variable_id);
     if (!e)
       return fail(std::move(e.error()));

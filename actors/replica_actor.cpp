@@ -56,6 +56,13 @@ replica_actor::behavior_type replica_state::make_behavior() {
         return err;
       return run_or_defer<ok_atom>([this, id, x] { return split(id, x); });
     },
+    [this](component_scatter_atom, const recorded_update& u,
+           bool split) -> caf::result<ok_atom> {
+      if (auto err = refuse_unless_coordinator("component_scatter"))
+        return err;
+      return run_or_defer<ok_atom>(
+        [this, u, split] { return apply_scatter(u, split); });
+    },
     [this](step_atom, uint64_t seq,
            const replica_step_ptr& step) -> caf::result<step_report> {
       if (auto err = refuse_unless_coordinator("step"))

@@ -2,6 +2,8 @@
 
 #include "actors/replica_state.hpp"
 
+#include "sync/scatter_update.hpp"
+
 namespace varsync::replica_internal {
 
 caf::expected<int64_t> replica_state::enter(collective_run& run) {
@@ -25,6 +27,9 @@ caf::expected<int64_t> replica_state::enter(collective_run& run) {
         b.inputs[rank] = (*c)->data;
       if (item.target == collective_target::components)
         b.components[rank] = (*c)->data;
+      if (item.scatter)
+        if (auto err = check_plan_rows(**c, item))
+          return err;
     }
     if (rank < item.staged.size() && item.staged[rank] != 0)
       if (auto err = publish_staged(item, b, rank))
@@ -63,12 +68,24 @@ caf::expected<int64_t> replica_state::enter(collective_run& run) {
         buffers.items[static_cast<size_t>(k)].inputs};
       if (item.first_only)
         inputs = inputs.first(1);
-      auto at = host::first_overflow(item.rop, item.uop, item.type, inputs,
-                                     component_of(static_cast<size_t>(k)), 0,
-                                     item.count);
+      int64_t at = -1;
+      if (item.scatter) { // the element of the component, not of the rows
+        auto e = host::scatter_first_overflow(
+          item.sop, item.type, component_of(static_cast<size_t>(k)),
+          item.row_elems, item.rows, inputs[0], 0, item.count);
+        auto j = e / item.row_elems;
+        at = item.rows[static_cast<size_t>(j)] * item.row_elems
+             + (e - j * item.row_elems);
+      } else {
+        at = host::first_overflow(item.rop, item.uop, item.type, inputs,
+                                  component_of(static_cast<size_t>(k)), 0,
+                                  item.count);
+      }
       return make_error(errc::overflow,
                         "variable '" + (c ? (*c)->info->name : std::string{"?"})
-                          + "': " + std::string{to_string(item.uop)}
+                          + "': "
+                          + std::string{item.scatter ? to_string(item.sop)
+                                                     : to_string(item.uop)}
                           + " overflows " + std::string{to_string(item.type)}
                           + " at element " + std::to_string(at)
                           + " on replica " + std::to_string(cfg_.rank)
@@ -76,6 +93,22 @@ caf::expected<int64_t> replica_state::enter(collective_run& run) {
     }
   }
   return mismatch;
+}
+
+caf::error replica_state::check_plan_rows(const component& comp,
+                                          const collective_item& item) const {
+  auto& info = *comp.info;
+  bool ok = host_memory_ && !info.shape.empty() && item.type == info.type
+            && item.row_elems == row_elements(info);
+  for (size_t j = 0; ok && j < item.rows.size(); ++j)
+    ok = item.rows[j] >= 0 && item.rows[j] < info.shape[0]
+         && (j == 0 || item.rows[j] > item.rows[j - 1]);
+  if (ok)
+    return {};
+  return make_error(errc::invalid_argument,
+                    "replica " + std::to_string(cfg_.rank) + ": the rows of "
+                      + std::string{to_string(item.sop)} + " of '" + info.name
+                      + "' in the collective do not fit its component");
 }
 
 caf::error replica_state::publish_staged(const collective_item& item,

@@ -78,6 +78,16 @@ caf::expected<ok_atom> replica_state::apply_step(const std::vector<recorded_upda
     auto c = find(y.variable_id);
     if (!c)
       return std::move(c.error());
+    if (y.scatter) {
+      if (auto err = check_scatter_rows(**c, y))
+        return has_code(err, errc::overflow)
+                 ? make_error(errc::overflow,
+                              message_of(err) + " (no update of the step "
+                                                "was applied)")
+                 : err;
+      comps.push_back(*c);
+      continue;
+    }
     if (auto err = check_update_op(y.op, (*c)->info->name))
       return err;
     if (y.staged != 0)
@@ -93,9 +103,14 @@ caf::expected<ok_atom> replica_state::apply_step(const std::vector<recorded_upda
                                           "applied)");
     comps.push_back(*c);
   }
-  for (size_t k = 0; k < ys.size(); ++k)
+  for (size_t k = 0; k < ys.size(); ++k) {
+    if (ys[k].scatter) {
+      write_scatter_rows(*comps[k], ys[k]);
+      continue;
+    }
     if (auto err = device_->apply(comps[k]->data, ys[k].op, ys[k].value))
       return err;
+  }
   return ok_atom::value;
 }
 

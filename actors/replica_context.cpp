@@ -64,6 +64,14 @@ caf::error replica_context::update(const variable& v, update_op op,
   return impl_->update(v.info(), op, value);
 }
 
+caf::error replica_context::scatter(const variable& v, scatter_op op,
+                                    const std::vector<int64_t>& indices,
+                                    const tensor& values) {
+  if (!v.valid())
+    return invalid_handle();
+  return impl_->scatter(v.info(), op, indices, values);
+}
+
 caf::error replica_context::assign(const variable& v, const tensor& x) {
   return update(v, update_op::assign, x);
 }

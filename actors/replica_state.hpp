@@ -88,6 +88,9 @@ public:
   caf::expected<tensor_view> read(const variable_info& v) override;
 
   caf::expected<device_view> device_pointer(const variable_info& v) override;
+  caf::error scatter(const variable_info& v, scatter_op op,
+                     const std::vector<int64_t>& indices,
+                     const tensor& values) override;
 
   stream_handle stream() const override {
     return stream_handle{device_->native_stream()};
@@ -194,6 +197,20 @@ private:
 
   caf::expected<ok_atom> split(uint64_t id, const tensor& x);
 
+  // -- sparse updates (replica_scatter.cpp) -----------------------------------
+
+  /// A cross-replica scatter's rows (u.indices distinct, ascending), to
+  /// this component: as they are, or (split) this replica's R4 share of
+  /// each.
+  caf::expected<ok_atom> apply_scatter(const recorded_update& u, bool split);
+  /// Every check of applying scatter rows `u` to `comp`, read-only: a host
+  /// component, rows in range and distinct, values shaped for them, no
+  /// integer overflow or zero divisor.
+  caf::error check_scatter_rows(const component& comp,
+                                const recorded_update& u) const;
+  /// Applies checked rows.
+  void write_scatter_rows(component& comp, const recorded_update& u);
+
   caf::expected<ok_atom> local_update(uint64_t id, update_op op,
                                       const tensor& x);
 
@@ -226,6 +243,11 @@ private:
 
   // Enter: stop serving other requests and publish this replica's pointers.
   caf::expected<int64_t> enter(collective_run& run);
+
+  /// A scatter item's rows fit this replica's component (distinct,
+  /// ascending, in range; host memory).
+  caf::error check_plan_rows(const component& comp,
+                             const collective_item& item) const;
 
   /// inputs[rank] = this replica's staging buffer for `item`: one it
   /// recorded, of the item's size, for an item that needs no host check.

@@ -181,6 +181,21 @@ void async_strategy::update(const variable& v, update_op op, tensor value,
     as_done(std::move(done)), bytes);
 }
 
+void async_strategy::scatter(const variable& v, scatter_op op,
+                             indexed_slices slices, done_callback done) const {
+  if (auto err = require_handle(v))
+    return done(std::move(err));
+  auto ts = to_timespan(s_.timeout_);
+  auto id = v.id();
+  auto bytes = slices.values.nbytes() + slices.indices.size() * sizeof(int64_t);
+  s_.core_->submit<ok_atom>(
+    [ts, id, op, slices = std::move(slices)](coordinator_state& c,
+                                             reply_fn<ok_atom> d) mutable {
+      c.scatter(ts, id, op, std::move(slices), std::move(d));
+    },
+    as_done(std::move(done)), bytes);
+}
+
 void async_strategy::update(const variable& v, update_op op, double value,
                             done_callback done) const {
   if (auto err = require_handle(v))

@@ -350,6 +350,13 @@ caf::error strategy::update(const variable& v, update_op op,
   });
 }
 
+caf::error strategy::scatter(const variable& v, scatter_op op,
+                             indexed_slices slices) const {
+  return blocking_done(*this, [&](auto& api, done_callback done) {
+    api.scatter(v, op, std::move(slices), std::move(done));
+  });
+}
+
 caf::error strategy::assign(const variable& v, const tensor& x) const {
   return update(v, update_op::assign, x);
 }

@@ -28,6 +28,7 @@ using component_destroy_atom = caf::atom_constant<caf::atom("vs_cdrop")>;
 using component_read_atom = caf::atom_constant<caf::atom("vs_cread")>;
 using component_update_atom = caf::atom_constant<caf::atom("vs_cupdate")>;
 using component_split_atom = caf::atom_constant<caf::atom("vs_csplit")>;
+using component_scatter_atom = caf::atom_constant<caf::atom("vs_cscat")>;
 using step_atom = caf::atom_constant<caf::atom("vs_step")>;
 /// A small step's combined updates, applied by every replica all or none.
 using step_apply_atom = caf::atom_constant<caf::atom("vs_sapply")>;

@@ -51,6 +51,7 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::vector<std::vector<tensor>>>(
     "std::vector<std::vector<varsync::tensor>>");
   cfg.add_message_type<recorded_update>("varsync::recorded_update");
+  cfg.add_message_type<indexed_slices>("varsync::indexed_slices");
   cfg.add_message_type<step_report>("varsync::step_report");
   cfg.add_message_type<sequenced_operation>("varsync::sequenced_operation");
   cfg.add_message_type<sequence_link_actor>("varsync::sequence_link_actor");

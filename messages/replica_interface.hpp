@@ -26,6 +26,10 @@ using replica_actor = replica_local_actor::extend<
   caf::replies_to<component_update_atom, uint64_t, update_op,
                   tensor>::with<ok_atom>,
   caf::replies_to<component_split_atom, uint64_t, tensor>::with<ok_atom>,
+  // A cross-replica scatter's rows (distinct, ascending); true: this
+  // replica's R4 share of each row (S4).
+  caf::replies_to<component_scatter_atom, recorded_update,
+                  bool>::with<ok_atom>,
   // Steps are numbered by the coordinator; step_release ends step S on the
   // replica (its staging buffers), in order after the step itself.
   caf::replies_to<step_atom, uint64_t, replica_step_ptr>::with<step_report>,

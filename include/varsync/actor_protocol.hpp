@@ -13,6 +13,7 @@
 #include <caf/typed_actor.hpp>
 
 #include "varsync/atoms.hpp"
+#include "varsync/scatter.hpp"
 #include "varsync/step.hpp"
 #include "varsync/strategy_description.hpp"
 #include "varsync/synchronization.hpp"
@@ -32,6 +33,9 @@ using coordinator_actor = caf::typed_actor<
   // Cross-replica context.
   caf::replies_to<read_atom, uint64_t>::with<tensor>,
   caf::replies_to<update_atom, uint64_t, update_op, tensor>::with<ok_atom>,
+  // Sparse updates (S4): the op on the rows the slices name.
+  caf::replies_to<scatter_atom, uint64_t, scatter_op,
+                  indexed_slices>::with<ok_atom>,
   caf::replies_to<values_atom, uint64_t>::with<std::vector<tensor>>,
   // A replica step; per-replica results stay in the step object.
   caf::replies_to<run_atom, replica_step_ptr>::with<ok_atom>,

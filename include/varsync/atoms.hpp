@@ -13,6 +13,7 @@ using list_atom = caf::atom_constant<caf::atom("vs_list")>;
 using destroy_atom = caf::atom_constant<caf::atom("vs_destroy")>;
 using read_atom = caf::atom_constant<caf::atom("vs_read")>;
 using update_atom = caf::atom_constant<caf::atom("vs_update")>;
+using scatter_atom = caf::atom_constant<caf::atom("vs_scatter")>;
 using values_atom = caf::atom_constant<caf::atom("vs_values")>;
 using run_atom = caf::atom_constant<caf::atom("vs_run")>;
 using allreduce_atom = caf::atom_constant<caf::atom("vs_allred")>;

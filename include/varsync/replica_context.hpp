@@ -11,6 +11,7 @@
 #include "varsync/device_id.hpp"
 #include "varsync/synchronization.hpp"
 #include "varsync/device_view.hpp"
+#include "varsync/scatter.hpp"
 #include "varsync/variable.hpp"
 
 namespace varsync {
@@ -30,6 +31,9 @@ public:
   /// A scalar update without building a tensor where the policy allows.
   virtual caf::error update_scalar(const variable_info& v, update_op op,
                                    double value) = 0;
+  virtual caf::error scatter(const variable_info& v, scatter_op op,
+                             const std::vector<int64_t>& indices,
+                             const tensor& values) = 0;
   virtual caf::expected<device_view> device_pointer(const variable_info& v) = 0;
   virtual stream_handle stream() const = 0;
   virtual caf::error update_from_device(const variable_info& v, update_op op,
@@ -95,6 +99,48 @@ public:
   caf::error assign_sub(const variable& v, double value);
 
   caf::error update(const variable& v, update_op op, const tensor& value);
+
+  /// Sparse updates (S1-S5): `op` on the rows `indices` (along the first
+  /// axis) with one row of `values` each ([k, d1, ...] for a variable of
+  /// shape [d0, d1, ...]). ON_WRITE: recorded, combined with the other
+  /// replicas' row by row (W4) and applied with the step's other updates,
+  /// in issue order, moving only the rows named. ON_READ and NONE: applied
+  /// to the local component at once (TensorFlow refuses these). Duplicate
+  /// indices combine first (add/sub: summed, mul/div: multiplied, min/max:
+  /// the extreme, update: the last). Host replicas in one process for now
+  /// (invalid_argument elsewhere).
+  caf::error scatter(const variable& v, scatter_op op,
+                     const std::vector<int64_t>& indices,
+                     const tensor& values);
+  caf::error scatter_update(const variable& v,
+                            const std::vector<int64_t>& indices,
+                            const tensor& values) {
+    return scatter(v, scatter_op::update, indices, values);
+  }
+  caf::error scatter_add(const variable& v, const std::vector<int64_t>& indices,
+                         const tensor& values) {
+    return scatter(v, scatter_op::add, indices, values);
+  }
+  caf::error scatter_sub(const variable& v, const std::vector<int64_t>& indices,
+                         const tensor& values) {
+    return scatter(v, scatter_op::sub, indices, values);
+  }
+  caf::error scatter_mul(const variable& v, const std::vector<int64_t>& indices,
+                         const tensor& values) {
+    return scatter(v, scatter_op::mul, indices, values);
+  }
+  caf::error scatter_div(const variable& v, const std::vector<int64_t>& indices,
+                         const tensor& values) {
+    return scatter(v, scatter_op::div, indices, values);
+  }
+  caf::error scatter_min(const variable& v, const std::vector<int64_t>& indices,
+                         const tensor& values) {
+    return scatter(v, scatter_op::min, indices, values);
+  }
+  caf::error scatter_max(const variable& v, const std::vector<int64_t>& indices,
+                         const tensor& values) {
+    return scatter(v, scatter_op::max, indices, values);
+  }
 
 private:
   detail::replica_access* impl_;

@@ -182,6 +182,34 @@ public:
   caf::error assign_add(const variable& v, double value) const;
   caf::error assign_sub(const variable& v, double value) const;
   caf::error update(const variable& v, update_op op, const tensor& value) const;
+  /// Sparse updates in cross-replica context (S4): `op` on the rows
+  /// `slices.indices` with one row of `slices.values` each. ON_WRITE and
+  /// NONE: every component (W3, N2); ON_READ sums and means keep their
+  /// aggregate as R4 / R5 do, row by row. Host replicas in one process for
+  /// now (invalid_argument elsewhere).
+  caf::error scatter(const variable& v, scatter_op op,
+                     indexed_slices slices) const;
+  caf::error scatter_update(const variable& v, indexed_slices slices) const {
+    return scatter(v, scatter_op::update, std::move(slices));
+  }
+  caf::error scatter_add(const variable& v, indexed_slices slices) const {
+    return scatter(v, scatter_op::add, std::move(slices));
+  }
+  caf::error scatter_sub(const variable& v, indexed_slices slices) const {
+    return scatter(v, scatter_op::sub, std::move(slices));
+  }
+  caf::error scatter_mul(const variable& v, indexed_slices slices) const {
+    return scatter(v, scatter_op::mul, std::move(slices));
+  }
+  caf::error scatter_div(const variable& v, indexed_slices slices) const {
+    return scatter(v, scatter_op::div, std::move(slices));
+  }
+  caf::error scatter_min(const variable& v, indexed_slices slices) const {
+    return scatter(v, scatter_op::min, std::move(slices));
+  }
+  caf::error scatter_max(const variable& v, indexed_slices slices) const {
+    return scatter(v, scatter_op::max, std::move(slices));
+  }
   /// Every component in replica order (V1).
   /// Every replica's component, in replica id order, from every process:
   /// local_values in one process; across processes a collective every
@@ -337,6 +365,9 @@ public:
   void assign_sub(const variable& v, tensor value, done_callback done) const {
     update(v, update_op::assign_sub, std::move(value), std::move(done));
   }
+  /// See strategy::scatter.
+  void scatter(const variable& v, scatter_op op, indexed_slices slices,
+               done_callback done) const;
   /// Scalar overloads: `value` converted to the variable's dtype.
   void update(const variable& v, update_op op, double value,
               done_callback done) const;

@@ -7,6 +7,7 @@
 #include "varsync/host_buffer_cache.hpp"
 #include "varsync/device_id.hpp"
 #include "varsync/synchronization.hpp"
+#include "varsync/scatter.hpp"
 #include "varsync/distributed_values.hpp"
 #include "varsync/replica_context.hpp"
 #include "varsync/strategy.hpp"

@@ -1193,3 +1193,25 @@ TEST_CASE_METHOD(actor_fixture,
   CHECK(wv->to_vector<float>() == std::vector<float>{0.f});
   s->shutdown();
 }
+
+TEST_CASE_METHOD(coordinator_fixture,
+                 "S4: coordinator actor: scatter_atom applies rows to every "
+                 "component, and refuses a bad index with nothing changed",
+                 "[coordinator][scatter]") {
+  auto w = create("w", tensor::from_vector<int32_t>({3, 2}, {0, 0, 0, 0, 0, 0}),
+                  synchronization::on_write, aggregation::sum);
+  indexed_slices rows{{2}, tensor::from_vector<int32_t>({1, 2}, {5, 6})};
+  auto ok = ask<ok_atom>(coord, scatter_atom::value, w.id, scatter_op::add,
+                         rows);
+  INFO(describe_result(ok));
+  REQUIRE(ok);
+  for (auto& c : component_values<int32_t>(w.id))
+    CHECK(c == std::vector<int32_t>{0, 0, 0, 0, 5, 6});
+  indexed_slices bad{{3}, tensor::from_vector<int32_t>({1, 2}, {1, 1})};
+  auto refused = ask<ok_atom>(coord, scatter_atom::value, w.id,
+                              scatter_op::add, bad);
+  REQUIRE_FALSE(refused);
+  CHECK(has_code(refused.error(), errc::invalid_argument));
+  for (auto& c : component_values<int32_t>(w.id))
+    CHECK(c == std::vector<int32_t>{0, 0, 0, 0, 5, 6});
+}
