@@ -381,6 +381,16 @@ def build(t):
               fmt_time(v(sep)), "one step updating all 1,000",
               fmt_time(v(fused)), ratio_of(v(sep), v(fused)), target=target)
 
+    # -- 5b. sparse updates -------------------------------------------------------------
+    t.section("5b. Sparse updates: scatter_sub of 1% of the rows of a 64 MiB "
+              "ON_WRITE table (ratio = dense time / scatter time)")
+    for n in REPLICAS_BULK:
+        sp = t.get("sparse.scatter.r%d" % n)
+        de = t.get("sparse.dense.r%d" % n)
+        t.add("dense assign_sub of the whole table, %d rep" % n,
+              fmt_time(v(de)), "scatter_sub of 1% of its rows",
+              fmt_time(v(sp)), ratio_of(v(de), v(sp)))
+
     # -- 6. scale ----------------------------------------------------------------------
     t.section("6. Scale: create 10,000 variables on 4 replicas")
     for api in ("blocking", "async"):

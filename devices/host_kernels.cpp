@@ -621,10 +621,20 @@ template <class K, class Op>
 void scatter_rows(Op op, typename K::storage* dst, int64_t row_elems,
                   const int64_t* rows, const typename K::storage* y,
                   int64_t begin, int64_t end) {
+  using S = typename K::storage;
+  const int64_t num_rows = (end + row_elems - 1) / row_elems;
+  constexpr int64_t ahead = 8; // rows: random rows miss every cache level
   for (int64_t e = begin; e < end;) {
     const int64_t j = e / row_elems;
     const int64_t o = e - j * row_elems;
     const int64_t n = std::min(row_elems - o, end - e);
+    if (j + ahead < num_rows) {
+      const char* next = reinterpret_cast<const char*>(
+        dst + rows[j + ahead] * row_elems);
+      const auto bytes = static_cast<int64_t>(row_elems * sizeof(S));
+      for (int64_t b = 0; b < bytes && b < 1024; b += 64)
+        __builtin_prefetch(next + b, 1);
+    }
     // A row of the component never overlaps the packed rows of y.
     update_loop<K>(op, dst + rows[j] * row_elems + o, y + e, n);
     e += n;

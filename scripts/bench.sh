@@ -133,7 +133,7 @@ fi
 # -- run ----------------------------------------------------------------------------
 load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
 step=0
-steps=$((12 + have_mpi * 2 + have_tf * 2))
+steps=$((13 + have_mpi * 2 + have_tf * 2))
 [[ $quick -eq 1 ]] && steps=$((steps - 2))
 run() { # run <name> <timeout s> <command...>: stdout/stderr to raw/<name>.log
   local name="$1" limit="$2"
@@ -194,6 +194,7 @@ done
 run local_updates 240 "$bin/local_updates" "${quick_flag[@]}" \
   --json "$json/local.jsonl"
 run scale 240 "$bin/scale" "${quick_flag[@]}" --json "$json/scale.jsonl"
+run sparse 240 "$bin/sparse" "${quick_flag[@]}" --json "$json/sparse.jsonl"
 run overload 120 "$bin/overload" "${quick_flag[@]}" \
   --json "$json/overload.jsonl"
 # Across processes (built with Gloo): 2 and 4 processes on loopback.

@@ -38,15 +38,6 @@ const char* row_at(const tensor& t, int64_t row, int64_t row_bytes) {
   return static_cast<const char*>(t.raw()) + row * row_bytes;
 }
 
-tensor packed_rows(const variable_info& info, size_t k,
-                   const std::vector<char>& bytes) {
-  auto shape = rows_shape(info, static_cast<int64_t>(k));
-  if (bytes.empty())
-    return tensor::empty(info.type, std::move(shape));
-  return tensor::from_bytes(info.type, std::move(shape), bytes.data(),
-                            bytes.size());
-}
-
 caf::error overflow_error(const variable_info& info, scatter_op op,
                           const char* where, int64_t row) {
   return make_error(errc::overflow,
@@ -121,17 +112,21 @@ combine_duplicate_rows(const variable_info& info, scatter_op op,
   const int64_t re = row_elements(info);
   const auto row_bytes = static_cast<size_t>(re) * size_of(info.type);
   scatter_rows out;
+  for (int64_t i = 0; i < k; ++i)
+    if (i == 0 || indices[order[i]] != indices[order[i - 1]])
+      out.rows.push_back(indices[order[i]]);
+  // Written in place: one allocation, no copy of the packed rows.
+  out.values = tensor::empty(
+    info.type, rows_shape(info, static_cast<int64_t>(out.rows.size())));
+  auto* packed = static_cast<char*>(out.values.mutable_raw());
   std::vector<const void*> group;
-  std::vector<char> folded; // the rows, packed, before they become a tensor
-  folded.reserve(static_cast<size_t>(k) * row_bytes);
-  for (int64_t g = 0; g < k;) {
+  size_t j = 0;
+  for (int64_t g = 0; g < k; ++j) {
     int64_t end = g;
     while (end < k && indices[order[end]] == indices[order[g]])
       ++end;
     const int64_t row = indices[order[g]];
-    out.rows.push_back(row);
-    folded.resize(folded.size() + row_bytes);
-    auto* dst = folded.data() + folded.size() - row_bytes;
+    auto* dst = packed + j * row_bytes;
     if (op == scatter_op::update || end - g == 1) {
       // update: the last of the row's values (stable order), as applying
       // them one after the other would leave.
@@ -150,7 +145,6 @@ combine_duplicate_rows(const variable_info& info, scatter_op op,
     }
     g = end;
   }
-  out.values = packed_rows(info, out.rows.size(), folded);
   return out;
 }
 
@@ -179,10 +173,9 @@ combine_scatter_contributions(const variable_info& info, scatter_op op,
   const auto row_bytes = static_cast<size_t>(re) * size_of(info.type);
   const bool mean = rule.op == reduce_op::mean;
   auto zeros = tensor::zeros(info.type, {re});
-  std::vector<size_t> next(n, 0);
+  // The union of the rows first, so that the values are written in place.
   scatter_rows out;
-  std::vector<char> packed;
-  std::vector<const void*> inputs;
+  std::vector<size_t> next(n, 0);
   for (;;) {
     int64_t row = -1;
     for (size_t r = 0; r < n; ++r)
@@ -191,6 +184,18 @@ combine_scatter_contributions(const variable_info& info, scatter_op op,
         row = parts[r].rows[next[r]];
     if (row < 0)
       break;
+    out.rows.push_back(row);
+    for (size_t r = 0; r < n; ++r)
+      if (next[r] < parts[r].rows.size() && parts[r].rows[next[r]] == row)
+        ++next[r];
+  }
+  out.values = tensor::empty(
+    info.type, rows_shape(info, static_cast<int64_t>(out.rows.size())));
+  auto* packed = static_cast<char*>(out.values.mutable_raw());
+  std::fill(next.begin(), next.end(), size_t{0});
+  std::vector<const void*> inputs;
+  for (size_t j = 0; j < out.rows.size(); ++j) {
+    const int64_t row = out.rows[j];
     inputs.clear();
     for (size_t r = 0; r < n; ++r) {
       if (next[r] < parts[r].rows.size() && parts[r].rows[next[r]] == row) {
@@ -206,9 +211,7 @@ combine_scatter_contributions(const variable_info& info, scatter_op op,
         >= 0)
       return overflow_error(info, op,
                             "the sum of the replicas' contributions", row);
-    out.rows.push_back(row);
-    packed.resize(packed.size() + row_bytes);
-    auto* dst = packed.data() + packed.size() - row_bytes;
+    auto* dst = packed + j * row_bytes;
     host::reduce(rule.op, info.type, dst, inputs, 0, re);
     if (op == scatter_op::div && host::first_zero(info.type, dst, 0, re) >= 0)
       return make_error(errc::invalid_argument,
@@ -217,7 +220,6 @@ combine_scatter_contributions(const variable_info& info, scatter_op op,
                           + std::to_string(row)
                           + " sum to zero; nothing was changed");
   }
-  out.values = packed_rows(info, out.rows.size(), packed);
   return out;
 }
 
