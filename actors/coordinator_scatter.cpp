@@ -4,7 +4,10 @@
 
 #include "actors/coordinator_state.hpp"
 
+#include <cstdio>
+
 #include "actors/coordinator_gather.hpp"
+#include "sync/collectives/across_processes.hpp"
 #include "sync/scatter_update.hpp"
 #include "varsync/error.hpp"
 
@@ -16,8 +19,7 @@ namespace {
 
 caf::error not_here(const std::string& what, const char* why) {
   return make_error(errc::invalid_argument,
-                    what + ": scatter updates need host replicas in one "
-                           "process for now ("
+                    what + ": scatter updates need host replicas for now ("
                       + std::string{why}
                       + "; docs/sparse-updates.md); nothing was changed");
 }
@@ -40,9 +42,7 @@ caf::error coordinator_state::add_step_scatter(collective_plan& plan, size_t k,
   auto& info = *(*e)->info;
   const auto what = std::string{to_string(first.sop)} + " of '" + info.name
                     + "' in a step";
-  if (processes)
-    return not_here(what, "the strategy spans processes");
-  if (!collective_.in_replicas)
+  if (!host_replicas_only())
     return not_here(what, "the replicas are not all host replicas");
   if (auto err = (*e)->policy->check_scatter(info, first.sop))
     return err;
@@ -62,57 +62,124 @@ caf::error coordinator_state::add_step_scatter(collective_plan& plan, size_t k,
     parts.push_back({std::move(u.indices), std::move(u.value)});
   }
   auto rule = (*e)->policy->combine_contributions(info);
-  auto y = combine_scatter_contributions(info, first.sop, rule, parts,
+  // Across processes this process combines its own replicas (a mean as a
+  // sum: the division is by every replica), and the collective combines
+  // the processes' rows by the rule (sync/collectives/across_processes).
+  auto local = rule;
+  if (processes && local.op == reduce_op::mean)
+    local.op = reduce_op::sum;
+  auto y = combine_scatter_contributions(info, first.sop, local, parts,
                                          quote_name(info.name));
   if (!y)
     return std::move(y.error());
-  fill_scatter_item(plan.add_item(), info, first.sop, std::move(*y),
+  auto& item = plan.add_item();
+  fill_scatter_item(item, info, first.sop, std::move(*y),
                     (*e)->policy->mirrored(), plan.num_replicas);
+  if (processes) {
+    item.rop = rule.op;
+    item.first_only = rule.first_only;
+    item.require_equal = rule.require_equal;
+    plan.description += (plan.items.size() == 1 ? "step: '" : ", '")
+                        + info.name + "' " + std::string{to_string(first.sop)};
+  }
   return {};
 }
 
 void coordinator_state::scatter(caf::timespan timeout, uint64_t id,
                                 scatter_op op, indexed_slices slices,
                                 reply_fn<ok_atom> done) {
-  const auto what = std::string{to_string(op)} + " of " + quoted_name_of(id);
-  if (processes) // every process refuses alike, before anything is sent
-    return done(not_here(what, "the strategy spans processes"));
+  if (sequencing()) { // services mode: process 0 orders it (P2)
+    auto ordered = make_sequenced(sequenced_kind::scatter, id);
+    ordered.sop = op;
+    ordered.indices = std::move(slices.indices);
+    ordered.value = std::move(slices.values);
+    return sequence(timeout, std::move(ordered), std::move(done));
+  }
+  auto what = std::string{to_string(op)} + " of " + quoted_name_of(id);
   auto left = remaining(timeout, "scatter");
-  if (!left)
-    return done(std::move(left.error()));
+  auto e = find(id);
+  // Across processes a failure here still takes part in the round that the
+  // other processes run for this scatter.
+  if (!left || !e) {
+    auto err = !left ? std::move(left.error()) : std::move(e.error());
+    return processes ? fail_agreed(timeout, what, std::move(err),
+                                   std::move(done))
+                     : done(std::move(err));
+  }
   timeout = *left;
+  auto& info = *(*e)->info;
+  auto& policy = *(*e)->policy;
+  caf::error local = validate_scatter(info, op, slices.indices, slices.values,
+                                      to_string(op));
+  if (!local)
+    local = policy.check_scatter(info, op);
+  auto target = policy.cross_replica_scatter(info, op);
+  if (!local && !target)
+    local = std::move(target.error());
+  if (!local && !host_replicas_only())
+    local = not_here(what, "the replicas are not all host replicas");
+  if (!local)
+    local = check_replicas();
+  caf::expected<scatter_rows> rows = caf::error{};
+  if (!local) {
+    rows = combine_duplicate_rows(info, op, slices.indices, slices.values);
+    if (!rows)
+      local = std::move(rows.error());
+  }
+  if (local)
+    return processes ? fail_agreed(timeout, what, std::move(local),
+                                   std::move(done))
+                     : done(std::move(local));
+  if (!processes)
+    return dispatch_scatter(timeout, id, op, *target, std::move(*rows),
+                            std::move(done));
+  // Every process makes the same scatter: the processes agree on its rows
+  // first (P6: rows that differ are refused).
+  char hex[24];
+  std::snprintf(hex, sizeof(hex), "%016llx",
+                static_cast<unsigned long long>(
+                  fingerprint_of_bytes(rows->rows.data(),
+                                       rows->rows.size() * sizeof(int64_t))
+                  ^ fingerprint_of_bytes(rows->values.raw(),
+                                         rows->values.nbytes())));
+  what = std::string{to_string(op)} + " of '" + info.name + "' (rows #" + hex
+         + ")";
+  ++(*e)->writes_in_flight; // reads wait from now on (W8)
+  agree(timeout, what, {},
+        [this, timeout, id, op, target = *target, rows = std::move(*rows),
+         done = std::move(done)](caf::expected<ok_atom> r) mutable {
+          if (!r) {
+            write_done(id);
+            return done(std::move(r.error()));
+          }
+          dispatch_scatter(timeout, id, op, target, std::move(rows),
+                           std::move(done));
+          write_done(id); // the dispatch holds the reads now
+        });
+}
+
+void coordinator_state::dispatch_scatter(caf::timespan timeout, uint64_t id,
+                                         scatter_op op, update_target target,
+                                         scatter_rows rows,
+                                         reply_fn<ok_atom> done) {
   auto e = find(id);
   if (!e)
     return done(std::move(e.error()));
   auto& info = *(*e)->info;
-  auto& policy = *(*e)->policy;
-  if (auto err = validate_scatter(info, op, slices.indices, slices.values,
-                                  to_string(op)))
-    return done(std::move(err));
-  if (auto err = policy.check_scatter(info, op))
-    return done(std::move(err));
-  auto target = policy.cross_replica_scatter(info, op);
-  if (!target)
-    return done(std::move(target.error()));
-  if (!collective_.in_replicas)
-    return done(not_here(what, "the replicas are not all host replicas"));
-  if (auto err = check_replicas())
-    return done(std::move(err));
-  auto rows = combine_duplicate_rows(info, op, slices.indices, slices.values);
-  if (!rows)
-    return done(std::move(rows.error()));
+  const auto what = std::string{to_string(op)} + " of '" + info.name + "'";
   // Dispatch is the commit point (V2), and reads wait for it (W8).
   ++(*e)->writes_in_flight;
   done = [this, id, done = std::move(done)](caf::expected<ok_atom> r) {
     write_done(id);
     done(std::move(r));
   };
-  if (*target == update_target::every_component && !policy.mirrored()
-      && !is_floating(info.type) && may_overflow(op) && replicas_.size() > 1) {
+  if (target == update_target::every_component && !(*e)->policy->mirrored()
+      && !is_floating(info.type) && may_overflow(op) && total_replicas() > 1) {
     // V4: components differ, so one may overflow where the others do not;
-    // a collective checks every component at enter: all change or none.
+    // a collective checks every component before any is written (across
+    // processes: every process's), all change or none.
     auto plan = new_plan("overflow-checked " + what);
-    fill_scatter_item(plan->add_item(), info, op, std::move(*rows), false,
+    fill_scatter_item(plan->add_item(), info, op, std::move(rows), false,
                       plan->num_replicas);
     return run_collective(timeout, plan, std::move(done));
   }
@@ -120,11 +187,23 @@ void coordinator_state::scatter(caf::timespan timeout, uint64_t id,
   u.variable_id = id;
   u.scatter = true;
   u.sop = op;
-  u.indices = std::move(rows->rows);
-  u.value = std::move(rows->values);
-  const bool split = *target == update_target::split;
+  u.indices = std::move(rows.rows);
+  u.value = std::move(rows.values);
+  if (target == update_target::first_component && processes) {
+    // Replica 0 is in process 0: the others learn its outcome (an overflow
+    // there fails the scatter everywhere).
+    auto agreed = [this, timeout, what,
+                   done = std::move(done)](caf::expected<ok_atom> r) mutable {
+      agree(timeout, "outcome on replica 0 of " + what,
+            r ? caf::error{} : std::move(r.error()), std::move(done));
+    };
+    if (processes->rank != 0)
+      return agreed(ok_atom::value);
+    done = std::move(agreed);
+  }
+  const bool split = target == update_target::split;
   const size_t n
-    = *target == update_target::first_component ? 1 : replicas_.size();
+    = target == update_target::first_component ? 1 : replicas_.size();
   gather_ok(
     n, timeout,
     [this, u = std::move(u), split](size_t i) {

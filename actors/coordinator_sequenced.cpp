@@ -148,6 +148,10 @@ void coordinator_state::replay(sequenced_operation op) {
                             reply(std::vector<tensor>{}));
       case sequenced_kind::all_values:
         return all_values(timeout, op.variable, reply(std::vector<tensor>{}));
+      case sequenced_kind::scatter:
+        return scatter(timeout, op.variable, op.sop,
+                       {std::move(op.indices), std::move(op.value)},
+                       reply(ok_atom::value));
     }
     // V4: deserialization refuses other kinds; never skip a turn.
     reply(ok_atom::value)(make_error(errc::invalid_argument,

@@ -26,6 +26,7 @@
 
 #include "actors/operation_deadlines.hpp"
 #include "devices/memory_budget.hpp"
+#include "sync/scatter_update.hpp"
 #include "varsync/device_id.hpp"
 #include "varsync/error.hpp"
 #include "actors/collective_selection.hpp"
@@ -312,6 +313,13 @@ private:
   bool cross_process() const { return processes.has_value(); }
   /// The collective reads contributions that replicas keep in staging
   /// buffers until their step is released.
+  /// Every replica of this process is a host replica.
+  bool host_replicas_only() const {
+    for (auto& d : devices_)
+      if (d.kind != device_kind::host)
+        return false;
+    return true;
+  }
   bool uses_staging_buffers() const {
     return collective_.uses_staging_buffers;
   }
@@ -332,6 +340,9 @@ private:
   /// The update after its checks (and, across processes, agreement).
   void dispatch_update(caf::timespan timeout, uint64_t id, update_op op,
                        tensor value, reply_fn<ok_atom> done);
+  void dispatch_scatter(caf::timespan timeout, uint64_t id, scatter_op op,
+                        update_target target, scatter_rows rows,
+                        reply_fn<ok_atom> done);
   void create_here(caf::timespan timeout, variable_spec spec,
                    variable_info info, reply_fn<variable_info> done);
 

@@ -7,11 +7,13 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <caf/meta/load_callback.hpp>
 #include <caf/meta/type_name.hpp>
 #include <caf/sec.hpp>
 
+#include "varsync/scatter.hpp"
 #include "varsync/synchronization.hpp"
 #include "varsync/tensor.hpp"
 #include "varsync/tensor_inspect.hpp"
@@ -30,17 +32,19 @@ enum class sequenced_kind : uint8_t {
   local_values,
   /// Every replica's component, from every process (strategy::all_values).
   all_values,
+  /// A cross-replica scatter (S4).
+  scatter,
 };
 
 constexpr bool is_valid(sequenced_kind x) {
   return static_cast<uint8_t>(x)
-         <= static_cast<uint8_t>(sequenced_kind::all_values);
+         <= static_cast<uint8_t>(sequenced_kind::scatter);
 }
 
 constexpr const char* to_string(sequenced_kind kind) {
   constexpr const char* names[] = {"create", "lookup", "list", "destroy",
                                    "read", "update", "local_values",
-                                   "all_values"};
+                                   "all_values", "scatter"};
   return is_valid(kind) ? names[static_cast<uint8_t>(kind)] : "unknown";
 }
 
@@ -58,7 +62,11 @@ struct sequenced_operation {
   std::string name;
   /// update.
   update_op op = update_op::assign;
+  /// update, scatter (its rows' values).
   tensor value;
+  /// scatter.
+  scatter_op sop = scatter_op::update;
+  std::vector<int64_t> indices;
   /// create (its initial value included).
   variable_spec spec;
 };
@@ -75,13 +83,14 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sequenced_operation& x) {
   // V4: an enum byte outside its range never leaves deserialization.
   auto load = caf::meta::load_callback([&]() -> caf::error {
-    if (!is_valid(x.kind) || !is_valid(x.op) || x.origin < -1)
+    if (!is_valid(x.kind) || !is_valid(x.op) || !is_valid(x.sop)
+        || x.origin < -1)
       return caf::sec::invalid_argument;
     return caf::none;
   });
   return f(caf::meta::type_name("varsync::sequenced_operation"), x.sequence,
            x.origin, x.ticket, x.kind, x.variable, x.name, x.op, x.value,
-           x.spec, load);
+           x.sop, x.indices, x.spec, load);
 }
 
 } // namespace varsync

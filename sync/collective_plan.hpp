@@ -67,10 +67,13 @@ struct collective_item {
   /// holds the total number of replicas times `count` elements), nothing is
   /// reduced.
   bool gather = false;
-  /// A sparse update (S1): the inputs hold rows.size() rows of row_elems
-  /// elements (count = both multiplied), and c_r[rows[j]] = sop(c_r[rows[j]],
-  /// row j of input 0) for every component (first_only, target components).
-  /// The rows are distinct and ascending, so workers may split them.
+  /// A sparse update (S1): input 0 holds rows.size() rows of row_elems
+  /// elements (count = both multiplied), this process's replicas' rows
+  /// combined already, and c_r[rows[j]] = sop(c_r[rows[j]], row j) for every
+  /// component (target components). The rows are distinct and ascending,
+  /// so workers may split them. Across processes, rop / first_only /
+  /// require_equal say how the processes' rows combine (their counts differ:
+  /// the processes exchange them first).
   bool scatter = false;
   scatter_op sop = scatter_op::update;
   std::vector<int64_t> rows;
@@ -120,8 +123,7 @@ typename Inspector::result_type inspect(Inspector& f, collective_item& x) {
         || !is_valid(x.sop))
       return caf::sec::invalid_argument;
     if (x.scatter
-        && (x.target != collective_target::components || !x.first_only
-            || x.row_elems < 0
+        && (x.target != collective_target::components || x.row_elems < 0
             || x.count != static_cast<int64_t>(x.rows.size()) * x.row_elems))
       return caf::sec::invalid_argument;
     if (!x.scatter && !x.rows.empty())

@@ -107,8 +107,8 @@ public:
   /// in issue order, moving only the rows named. ON_READ and NONE: applied
   /// to the local component at once (TensorFlow refuses these). Duplicate
   /// indices combine first (add/sub: summed, mul/div: multiplied, min/max:
-  /// the extreme, update: the last). Host replicas in one process for now
-  /// (invalid_argument elsewhere).
+  /// the extreme, update: the last). Host replicas only for now
+  /// (invalid_argument on CUDA replicas).
   caf::error scatter(const variable& v, scatter_op op,
                      const std::vector<int64_t>& indices,
                      const tensor& values);

@@ -185,8 +185,8 @@ public:
   /// Sparse updates in cross-replica context (S4): `op` on the rows
   /// `slices.indices` with one row of `slices.values` each. ON_WRITE and
   /// NONE: every component (W3, N2); ON_READ sums and means keep their
-  /// aggregate as R4 / R5 do, row by row. Host replicas in one process for
-  /// now (invalid_argument elsewhere).
+  /// aggregate as R4 / R5 do, row by row. Host replicas only for now
+  /// (invalid_argument on CUDA replicas).
   caf::error scatter(const variable& v, scatter_op op,
                      indexed_slices slices) const;
   caf::error scatter_update(const variable& v, indexed_slices slices) const {

@@ -7,6 +7,7 @@
 
 #include "core/logging.hpp"
 #include "devices/host_kernels.hpp"
+#include "sync/scatter_update.hpp"
 #include "varsync/error.hpp"
 
 namespace varsync {
@@ -100,7 +101,8 @@ caf::error agree(const collective_plan& plan, process_group& group,
 // Writes every item's result: the output, or uop on each component here.
 caf::error apply_results(const collective_plan& plan,
                          const collective_buffers& buffers,
-                         const std::vector<std::byte*>& result) {
+                         const std::vector<std::byte*>& result,
+                         const std::vector<scatter_rows>& scatter_result = {}) {
   const auto slots = static_cast<size_t>(plan.num_replicas);
   for (size_t k = 0; k < plan.items.size(); ++k) {
     auto& item = plan.items[k];
@@ -110,6 +112,15 @@ caf::error apply_results(const collective_plan& plan,
       if (bytes > 0)
         std::memcpy(buffers.items[k].output, result[k],
                     bytes * static_cast<size_t>(n));
+      continue;
+    }
+    if (item.scatter) {
+      auto& rows = scatter_result[k];
+      const auto n = static_cast<int64_t>(rows.rows.size()) * item.row_elems;
+      for (size_t r = 0; r < slots; ++r)
+        host::scatter_apply(item.sop, item.type,
+                            buffers.items[k].components[r], item.row_elems,
+                            rows.rows, rows.values.raw(), 0, n);
       continue;
     }
     for (size_t r = 0; r < slots; ++r)
@@ -165,6 +176,49 @@ caf::error finish_small(const collective_plan& plan,
   return apply_results(plan, buffers, result);
 }
 
+// S1 across processes: every process's rows of scatter item `k` (their
+// number differs), each process in turn broadcasting to all, in rank
+// order; only process 0's where the item takes replica 0's rows or needs
+// every process's to equal them.
+caf::error exchange_rows(const collective_item& item, const void* mine,
+                         process_group& group,
+                         std::vector<scatter_rows>& out) {
+  const auto width = size_of(item.type) * static_cast<size_t>(item.row_elems);
+  const bool only_first = item.first_only || item.require_equal;
+  std::vector<int64_t> counts(static_cast<size_t>(group.size()));
+  const auto my_rows = static_cast<int64_t>(item.rows.size());
+  if (auto err = group.all_gather(&my_rows, counts.data(), sizeof(int64_t)))
+    return err;
+  const int senders = only_first ? 1 : group.size();
+  out.assign(static_cast<size_t>(senders), {});
+  for (int p = 0; p < senders; ++p) {
+    const auto k = counts[static_cast<size_t>(p)];
+    if (k < 0 || k > (int64_t{1} << 40) / std::max<int64_t>(item.row_elems, 1))
+      return make_error(errc::replica_failed,
+                        "process " + std::to_string(p)
+                          + " announced an impossible row count for a "
+                            "scatter; nothing was changed");
+    auto& part = out[static_cast<size_t>(p)];
+    part.rows.resize(static_cast<size_t>(k));
+    part.values = tensor::empty(item.type, {k, item.row_elems});
+    if (p == group.rank()) {
+      std::copy(item.rows.begin(), item.rows.end(), part.rows.begin());
+      if (k > 0)
+        std::memcpy(part.values.mutable_raw(), mine,
+                    static_cast<size_t>(k) * width);
+    }
+    if (k == 0)
+      continue;
+    if (auto err = group.broadcast(part.rows.data(),
+                                   static_cast<size_t>(k) * sizeof(int64_t), p))
+      return err;
+    if (auto err = group.broadcast(part.values.mutable_raw(),
+                                   static_cast<size_t>(k) * width, p))
+      return err;
+  }
+  return {};
+}
+
 } // namespace
 
 caf::error agree_across_processes(const collective_plan& plan,
@@ -196,7 +250,11 @@ uint64_t fingerprint_of(const collective_plan& plan) {
   for (auto& item : plan.items) {
     h.add(item.name.data(), item.name.size());
     h.add_value(static_cast<uint8_t>(item.type));
-    h.add_value(item.count);
+    // A scatter's rows are this process's own (S1): what must agree is the
+    // op and the row length, not how many rows each process names.
+    h.add_value(item.scatter ? item.row_elems : item.count);
+    h.add_value(item.scatter);
+    h.add_value(static_cast<uint8_t>(item.sop));
     h.add_value(static_cast<uint8_t>(item.rop));
     h.add_value(item.first_only);
     h.add_value(item.require_equal);
@@ -224,7 +282,7 @@ caf::error run_cross_process(const collective_plan& plan,
   std::vector<size_t> offset(plan.items.size());
   for (size_t k = 0; k < plan.items.size(); ++k) {
     auto& item = plan.items[k];
-    small = small && is_floating(item.type) && !item.gather;
+    small = small && is_floating(item.type) && !item.gather && !item.scatter;
     // Each item at a multiple of its dtype's size: the kernels read and
     // write its elements in place (a float64 after a float32 was misaligned).
     const auto width = size_of(item.type);
@@ -288,7 +346,7 @@ caf::error run_cross_process(const collective_plan& plan,
   for (size_t k = 0; k < n_items; ++k) {
     auto& item = plan.items[k];
     const auto bytes = static_cast<size_t>(item.count) * size_of(item.type);
-    if (item.first_only || item.require_equal || item.gather)
+    if (item.first_only || item.require_equal || item.gather || item.scatter)
       continue;
     size_t p = 0;
     while (p < packs.size()
@@ -321,7 +379,7 @@ caf::error run_cross_process(const collective_plan& plan,
   std::vector<const int32_t*> in32; // widened items' inputs, sized once
   for (size_t k = 0; k < n_items; ++k) {
     auto& item = plan.items[k];
-    if (item.first_only || item.require_equal || item.gather)
+    if (item.first_only || item.require_equal || item.gather || item.scatter)
       continue;
     std::span<const void* const> inputs{buffers.items[k].inputs.data(),
                                          slots};
@@ -385,9 +443,56 @@ caf::error run_cross_process(const collective_plan& plan,
                             "fit the dtype at element "
                           + std::to_string(at) + "; nothing was changed");
   }
+  std::vector<scatter_rows> scattered(n_items);
   for (size_t k = 0; k < n_items; ++k) {
     auto& item = plan.items[k];
     const auto bytes = static_cast<size_t>(item.count) * size_of(item.type);
+    if (item.scatter) {
+      std::vector<scatter_rows> parts;
+      if (auto err = exchange_rows(item, buffers.items[k].inputs[0], group,
+                                   parts))
+        return err;
+      if (item.require_equal
+          && (parts[0].rows != item.rows
+              || !host::bitwise_equal(parts[0].values.raw(),
+                                      buffers.items[k].inputs[0],
+                                      parts[0].values.nbytes())))
+        note(vote_unequal, k, -1);
+      variable_info rows_info; // what the row rules need to know
+      rows_info.name = item.name;
+      rows_info.type = item.type;
+      rows_info.shape = {0, item.row_elems};
+      contribution_rule across{reduce_op::sum, item.first_only,
+                               item.require_equal};
+      // Every process combines the same rows in rank order, so each fails
+      // alike (overflow, a zero divisor) without a vote.
+      auto y = combine_scatter_contributions(
+        rows_info, item.sop, item.require_equal ? contribution_rule{
+                                                    reduce_op::sum, true, false}
+                                                : across,
+        parts, item_name(plan, k));
+      if (!y)
+        return make_error(static_cast<errc>(y.error().code()),
+                          message_of(y.error()) + " (" + plan.description
+                            + ")");
+      if (item.rop == reduce_op::mean && !y->rows.empty())
+        host::split_assign(item.type, y->values.mutable_raw(),
+                           y->values.raw(), 0, y->values.size(), 0,
+                           total_replicas);
+      // V4: each component here, checked before any is written.
+      if (!is_floating(item.type))
+        for (size_t r = 0; r < slots; ++r) {
+          auto at = host::scatter_first_overflow(
+            item.sop, item.type, buffers.items[k].components[r],
+            item.row_elems, y->rows, y->values.raw(), 0, y->values.size());
+          if (at >= 0) {
+            note(vote_apply_overflow, k, at);
+            break;
+          }
+        }
+      scattered[k] = std::move(*y);
+      continue;
+    }
     if (item.gather) {
       // Each process in turn sends its replicas' components to all.
       auto& y = own[k];
@@ -445,7 +550,7 @@ caf::error run_cross_process(const collective_plan& plan,
   for (auto& item : plan.items)
     may_refuse = may_refuse || item.require_equal || !is_floating(item.type);
   if (!may_refuse)
-    return apply_results(plan, buffers, result);
+    return apply_results(plan, buffers, result, scattered);
   // Every process votes; one that cannot apply stops all.
   std::vector<vote_record> votes(static_cast<size_t>(group.size()));
   if (auto err = group.all_gather(&vote, votes.data(), sizeof(vote)))
@@ -483,7 +588,9 @@ caf::error run_cross_process(const collective_plan& plan,
                             + "; nothing was changed");
       default:
         return make_error(errc::overflow,
-                          where + std::string{to_string(item.uop)}
+                          where
+                            + std::string{item.scatter ? to_string(item.sop)
+                                                       : to_string(item.uop)}
                             + " overflows "
                             + std::string{to_string(item.type)}
                             + " at element " + std::to_string(v.element)
@@ -491,7 +598,7 @@ caf::error run_cross_process(const collective_plan& plan,
                             + "; nothing was changed");
     }
   }
-  return apply_results(plan, buffers, result);
+  return apply_results(plan, buffers, result, scattered);
 }
 
 namespace {

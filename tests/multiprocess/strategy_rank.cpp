@@ -435,6 +435,9 @@ int services(strategy& s, const std::string& path) {
     must(s.create_variable("own", tensor::scalar<int64_t>(0),
                            synchronization::none, aggregation::none),
          "create own");
+    must(s.create_variable("emb", tensor::zeros(dtype::int64, {procs, 2}),
+                           synchronization::on_write, aggregation::sum),
+         "create emb");
     must(s.create_variable("done", tensor::scalar<int64_t>(0),
                            synchronization::on_write, aggregation::sum),
          "create done");
@@ -448,6 +451,7 @@ int services(strategy& s, const std::string& path) {
   auto total = await_variable(s, "total");
   auto seen = await_variable(s, "seen");
   auto own = await_variable(s, "own");
+  auto emb = await_variable(s, "emb");
   if (rank == 0)
     must(s.create_variable("go", tensor::scalar<int64_t>(1),
                            synchronization::on_write, aggregation::sum),
@@ -491,8 +495,21 @@ int services(strategy& s, const std::string& path) {
                            tensor::scalar<float>(1));
   expect_code(s.all_reduce(reduce_op::sum, per_replica<tensor>{mine}).error(),
               errc::invalid_argument, "all_reduce in services mode");
+  // S4 in services mode: each process scatters into its own row alone.
+  must(s.scatter_add(emb, {{rank}, tensor::from_vector<int64_t>(
+                                      {1, 2}, {rank + 1, 10 * (rank + 1)})}),
+       "scatter_add emb");
   must(s.assign_add(done, 1.0), "assign_add done");
   await_value(s, done, procs, "done");
+  {
+    std::vector<int64_t> want;
+    for (int r = 0; r < procs; ++r) {
+      want.push_back(r + 1);
+      want.push_back(10 * (r + 1));
+    }
+    check(must(s.read(emb), "read emb").to_vector<int64_t>() == want,
+          "S4: every process's scatter reached every replica");
+  }
   // Every process has finished its updates: all read the same totals.
   int64_t expected = 0;
   for (int r = 0; r < procs; ++r)

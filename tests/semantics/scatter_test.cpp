@@ -6,13 +6,13 @@ using namespace vs_test;
 
 namespace {
 
-/// Where scatters run today: host replicas in one process. The GPU build
-/// and the runs across processes check the refusal (S6) instead.
+/// Where scatters run today: host replicas, in one process or across
+/// processes. The GPU build checks the refusal (S6) instead.
 bool scatter_here() {
 #ifdef VARSYNC_SEMANTICS_ON_GPU
   return false;
 #else
-  return !across_processes();
+  return true;
 #endif
 }
 
@@ -223,12 +223,16 @@ TEST_CASE("S3: in replica context, scatters of on_read and none variables "
       return VS_VALUE_IN_STEP(ctx.read_copy(v)).to_vector<float>();
     }));
     auto comps = all_components_f(s, v);
-    for (int r = 0; r < 3; ++r) {
-      std::vector<float> expected(3, 0);
-      expected[static_cast<size_t>(r)] = r + 1.f;
-      CHECK(seen[static_cast<size_t>(r)] == expected);
-      CHECK(comps[static_cast<size_t>(r)] == expected);
-    }
+    auto expected = [](int r) {
+      std::vector<float> out(3, 0);
+      out[static_cast<size_t>(r)] = r + 1.f;
+      return out;
+    };
+    for (int r = 0; r < 3; ++r)
+      CHECK(comps[static_cast<size_t>(r)] == expected(r));
+    // run() returns this process's replicas' results.
+    for (size_t i = 0; i < seen.size(); ++i)
+      CHECK(seen[i] == expected(s.first_local_replica() + static_cast<int>(i)));
   }
 }
 
@@ -379,8 +383,7 @@ TEST_CASE("S5: duplicate indices in one contribution combine by the op") {
   }
 }
 
-TEST_CASE("S6: where scatters do not run yet, they are refused with nothing "
-          "changed") {
+TEST_CASE("S6: scatters on CUDA replicas are refused with nothing changed") {
   auto s = make_strategy(2);
   auto v = make_var(s, "w", tensor::zeros(dtype::float32, {3}),
                     synchronization::on_write, aggregation::sum);
@@ -389,12 +392,7 @@ TEST_CASE("S6: where scatters do not run yet, they are refused with nothing "
   auto step = s.run([&](replica_context& ctx) {
     (void) ctx.scatter_add(v, {1}, rows_f({1}, 1));
   });
-  // Across processes, a process beyond the strategy's replicas makes a
-  // strategy of its own (fixture.hpp), where scatters run.
-  bool here = scatter_here();
-#ifndef VARSYNC_SEMANTICS_ON_GPU
-  here = here || last_strategy_local();
-#endif
+  const bool here = scatter_here();
   if (here) {
     VS_REQUIRE_OK(cross);
     VS_REQUIRE_OK(step);
@@ -403,7 +401,7 @@ TEST_CASE("S6: where scatters do not run yet, they are refused with nothing "
     return;
   }
   VS_CHECK_CODE(cross, invalid_argument);
-  CHECK(message_of(cross).find("host replicas in one process") != std::string::npos);
+  CHECK(message_of(cross).find("host replicas") != std::string::npos);
   VS_CHECK_CODE(step, invalid_argument);
   CHECK(same(before, take_snapshot(s)));
 }
