@@ -122,6 +122,14 @@ replica_actor::behavior_type replica_state::make_behavior() {
       return run_or_defer<ok_atom>(
         [this, id, op, x] { return local_update(id, op, x); });
     },
+    [this](local_scatter_atom, uint64_t id, scatter_op op,
+           const indexed_slices& slices) -> caf::result<ok_atom> {
+      if (auto err = refuse_if_full())
+        return err;
+      return run_or_defer<ok_atom>([this, id, op, slices] {
+        return local_scatter(id, op, slices);
+      });
+    },
     [this](local_add_atom, uint64_t id, double value) {
       if (auto err = refuse_if_full())
         return drop_local_add(id, err);

@@ -136,6 +136,16 @@ caf::expected<ok_atom> replica_state::local_update(uint64_t id, update_op op,
   return ok_atom::value;
 }
 
+caf::expected<ok_atom> replica_state::local_scatter(uint64_t id, scatter_op op,
+                                                    const indexed_slices& x) {
+  auto c = find(id);
+  if (!c)
+    return std::move(c.error());
+  if (auto err = scatter(*(*c)->info, op, x.indices, x.values))
+    return err;
+  return ok_atom::value;
+}
+
 caf::error replica_state::local_add(uint64_t id, double value) {
   auto c = find(id);
   if (!c)

@@ -211,6 +211,9 @@ private:
   /// Applies checked rows.
   void write_scatter_rows(component& comp, const recorded_update& u);
 
+  // S3 from an actor bound to the replica (ON_READ, NONE).
+  caf::expected<ok_atom> local_scatter(uint64_t id, scatter_op op,
+                                       const indexed_slices& x);
   caf::expected<ok_atom> local_update(uint64_t id, update_op op,
                                       const tensor& x);
 

@@ -55,6 +55,9 @@ using replica_local_actor = caf::typed_actor<
   caf::replies_to<local_read_atom, uint64_t>::with<tensor>,
   caf::replies_to<local_update_atom, uint64_t, update_op,
                   tensor>::with<ok_atom>,
+  // S3: a scatter into an ON_READ or NONE component.
+  caf::replies_to<local_scatter_atom, uint64_t, scatter_op,
+                  indexed_slices>::with<ok_atom>,
   caf::reacts_to<local_add_atom, uint64_t, double>>;
 
 /// The checkpoint actor (varsync/checkpoint_actor.hpp): save / restore /

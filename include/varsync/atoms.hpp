@@ -22,6 +22,7 @@ using describe_atom = caf::atom_constant<caf::atom("vs_desc")>;
 // Requests of actors bound to one replica (replica context outside a step).
 using local_read_atom = caf::atom_constant<caf::atom("vs_lread")>;
 using local_update_atom = caf::atom_constant<caf::atom("vs_lupdate")>;
+using local_scatter_atom = caf::atom_constant<caf::atom("vs_lscat")>;
 /// Fire-and-forget scalar add of a bound actor (no reply).
 using local_add_atom = caf::atom_constant<caf::atom("vs_ladd")>;
 

@@ -372,6 +372,40 @@ TEST_CASE_METHOD(replica_fixture,
   CHECK(b->to_vector<int32_t>() == std::vector<int32_t>{7});
 }
 
+TEST_CASE_METHOD(replica_fixture,
+                 "S3: replica actor: local_scatter changes rows of on_read and "
+                 "none components at once, and on_write and bad rows are refused "
+                 "with nothing changed",
+                 "[replica]") {
+  auto r = spawn(1, 2);
+  auto x = tensor::from_vector<int64_t>({3, 2}, {1, 1, 1, 1, 1, 1});
+  create(r, info_of(1, "acc", x, synchronization::on_read, aggregation::sum),
+         x);
+  create(r, info_of(2, "mirrored", x, synchronization::on_write,
+                    aggregation::sum),
+         x);
+  indexed_slices rows{{2, 0, 2},
+                      tensor::from_vector<int64_t>({3, 2}, {1, 2, 3, 4, 5, 6})};
+  auto ok = ask<ok_atom>(r, local_scatter_atom::value, uint64_t{1},
+                         scatter_op::add, rows);
+  INFO(describe_result(ok));
+  REQUIRE(ok);
+  CHECK(read(r, 1).to_vector<int64_t>()
+        == std::vector<int64_t>{4, 5, 1, 1, 7, 9}); // row 2: 1 + 1 + 5, ...
+  auto on_write = ask<ok_atom>(r, local_scatter_atom::value, uint64_t{2},
+                               scatter_op::add, rows);
+  REQUIRE_FALSE(on_write);
+  CHECK(has_code(on_write.error(), errc::invalid_argument));
+  CHECK(read(r, 2).bitwise_equal(x));
+  indexed_slices out_of_range{{3}, tensor::from_vector<int64_t>({1, 2}, {1, 1})};
+  auto bad = ask<ok_atom>(r, local_scatter_atom::value, uint64_t{1},
+                          scatter_op::update, out_of_range);
+  REQUIRE_FALSE(bad);
+  CHECK(has_code(bad.error(), errc::invalid_argument));
+  CHECK(read(r, 1).to_vector<int64_t>()
+        == std::vector<int64_t>{4, 5, 1, 1, 7, 9});
+}
+
 // -- R4 splits ----------------------------------------------------------------------
 
 TEST_CASE_METHOD(replica_fixture,
