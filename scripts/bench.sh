@@ -74,7 +74,7 @@ if [[ ${#missing[@]} -gt 0 ]]; then
 fi
 
 # -- build ------------------------------------------------------------------------
-targets=(api_latency local_updates bulk scale copy_bandwidth overload)
+targets=(api_latency local_updates bulk scale copy_bandwidth overload sparse)
 say "building ${targets[*]} in ${build_dir} (Release)"
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DVARSYNC_BUILD_BENCH=ON -DVARSYNC_BUILD_TESTS=OFF \
