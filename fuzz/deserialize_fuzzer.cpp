@@ -101,15 +101,19 @@ public:
   void recorded_update_value() {
     skip(9); // variable id, op
     tensor_value();
-    skip(8); // staged buffer id
+    skip(8);                   // staged buffer id
+    skip(2);                   // scatter, scatter op
+    skip(uint64_t{seq()} * 8); // indices
   }
 
   void sequenced_operation_value() {
     skip(8 + 4 + 8 + 1 + 8); // sequence, origin, ticket, kind, variable
     string_value();          // name
-    skip(1);                 // op
-    tensor_value();          // value
-    variable_spec_value();   // spec
+    skip(1);                   // op
+    tensor_value();            // value
+    skip(1);                   // scatter op
+    skip(uint64_t{seq()} * 8); // indices
+    variable_spec_value();     // spec
   }
 
   template <class F>
@@ -362,6 +366,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         for (auto& u : report.updates) {
           FUZZ_CHECK(is_valid(u.op),
                      "update_op out of range after deserialization");
+          FUZZ_CHECK(is_valid(u.sop),
+                     "scatter_op out of range after deserialization");
+          FUZZ_CHECK(u.scatter || u.indices.empty(),
+                     "rows on an update that is not a scatter");
           FUZZ_CHECK(u.staged == 0 || u.value.size() == 0,
                      "staged update with a host value after deserialization");
           check_tensor(u.value);
@@ -369,8 +377,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (!report.updates.empty())
           check_rejects_corrupted(report, [pick](step_report& x) {
             auto& u = x.updates[pick % x.updates.size()];
-            if (pick % 2 == 1 && u.value.size() != 0)
+            if (pick % 3 == 1 && u.value.size() != 0)
               u.staged = 1 + pick; // a staged id beside a host value
+            else if (pick % 3 == 2)
+              u.sop = out_of_range(scatter_op::max, pick);
             else
               u.op = out_of_range(update_op::assign_sub, pick);
           });
@@ -398,16 +408,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         FUZZ_CHECK(is_valid(op.op),
                    "update_op out of range after deserialization");
         FUZZ_CHECK(op.origin >= -1, "origin below -1 after deserialization");
+        FUZZ_CHECK(is_valid(op.sop),
+                   "scatter_op out of range after deserialization");
         (void) to_string(op.kind);
         check_tensor(op.value);
         check_tensor(op.spec.initial_value);
         check_enums(op.spec.sync, op.spec.agg);
         check_rejects_corrupted(op, [pick](sequenced_operation& x) {
-          switch (pick % 3) {
+          switch (pick % 4) {
             case 0:
-              x.kind = out_of_range(sequenced_kind::all_values, pick);
+              x.kind = out_of_range(sequenced_kind::scatter, pick);
               break;
             case 1: x.op = out_of_range(update_op::assign_sub, pick); break;
+            case 2: x.sop = out_of_range(scatter_op::max, pick); break;
             default: x.spec.agg = out_of_range(aggregation::only_first_replica,
                                                pick);
           }

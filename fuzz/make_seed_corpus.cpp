@@ -193,6 +193,14 @@ void seeds_deserialize(caf::actor_system& sys) {
   staged.updates.push_back({7, update_op::assign_add, tensor{}, 3});
   staged.updates.push_back({8, update_op::assign, hits});
   write(t, "step_report_staged", serialized(sys, 3, staged));
+  step_report sparse;
+  recorded_update rows{7, update_op::assign, tensor::from_vector<float>(
+                                               {2, 3}, {1, 2, 3, 4, 5, 6})};
+  rows.scatter = true;
+  rows.sop = scatter_op::sub;
+  rows.indices = {0, 4};
+  sparse.updates.push_back(rows);
+  write(t, "step_report_scatter", serialized(sys, 3, sparse));
   write(t, "vector_tensor", serialized(sys, 4, std::vector<tensor>{w, hits, half}));
   write(t, "vector_info", serialized(sys, 5, std::vector<variable_info>{info, info}));
   auto update = make_sequenced(sequenced_kind::update, 7);
@@ -202,6 +210,11 @@ void seeds_deserialize(caf::actor_system& sys) {
   update.op = update_op::assign_add;
   update.value = w;
   write(t, "sequenced_update", serialized(sys, 6, update));
+  auto scatter = make_sequenced(sequenced_kind::scatter, 7);
+  scatter.sop = scatter_op::add;
+  scatter.indices = {1, 0};
+  scatter.value = w;
+  write(t, "sequenced_scatter", serialized(sys, 6, scatter));
   auto create = make_sequenced(sequenced_kind::create);
   create.spec = spec;
   write(t, "sequenced_create", serialized(sys, 6, create));
