@@ -288,6 +288,38 @@ void caf_main(caf::actor_system& sys, const config& cfg) {
                     must(s.local_values(weight), "local_values"),
                     {3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3});
 
+  // -- sparse updates (S1): an embedding table and each replica's rows -------
+  // Every replica saw ids {r, 5} in its batch and subtracts gradient rows for
+  // them alone; only those rows move, combined row by row (here: mean).
+  auto table = must(s.create_variable("table",
+                                      tensor::zeros(dtype::float32, {6, 2}),
+                                      synchronization::on_write,
+                                      aggregation::mean),
+                    "create table");
+  must(s.run([&](replica_context& ctx) {
+         std::vector<int64_t> ids{ctx.replica_id(), 5};
+         auto grads = tensor::from_vector<float>({2, 2}, {1, 1, 2, 2});
+         must(ctx.scatter_sub(table, ids, grads), "scatter_sub in a step");
+       }),
+       "sparse step");
+  std::printf("\nsparse step: replica r subtracts [1, 1] at row r and [2, 2] "
+              "at row 5 (mean over %d replicas)\n",
+              n);
+  // Rows 0..3: one replica's 1 / 4; row 4: untouched; row 5: 4 x 2 / 4.
+  expect("read(table)", must(s.read(table), "read table"),
+         {-0.25, -0.25, -0.25, -0.25, -0.25, -0.25, -0.25, -0.25, 0, 0, -2,
+          -2});
+  // From outside a step: reset row 5 everywhere; an index past the end is
+  // refused and changes nothing.
+  must(s.scatter_update(table, {{5}, tensor::zeros(dtype::float32, {1, 2})}),
+       "scatter_update");
+  expect_error("scatter_add at row 6 of a 6-row table",
+               s.scatter_add(table, {{6}, tensor::zeros(dtype::float32,
+                                                         {1, 2})}),
+               errc::invalid_argument);
+  expect("read(table) after the reset", must(s.read(table), "read table"),
+         {-0.25, -0.25, -0.25, -0.25, -0.25, -0.25, -0.25, -0.25, 0, 0, 0, 0});
+
   // -- many steps: local counters never communicate ---------------------------
   const int steps = smoke ? 20 : 1000;
   auto before = must(s.read(counter), "read").to_vector<int64_t>()[0];

@@ -363,13 +363,17 @@ TEST_CASE("S5: duplicate indices in one contribution combine by the op") {
   std::vector<int64_t> idx{0, 2, 1, 0, 2};
   auto vals = rows_f({2, 0.5f, 1, 4, 16}, 5);
   int k = 0;
-  for (auto& [op, expected] : {row{scatter_op::add, {14, 9, 24.5f}},
+  for (auto& want : {row{scatter_op::add, {14, 9, 24.5f}},
                                row{scatter_op::sub, {2, 7, -8.5f}},
                                row{scatter_op::mul, {64, 8, 64}},
                                row{scatter_op::div, {1, 8, 1}},
                                row{scatter_op::min, {2, 1, 0.5f}},
                                row{scatter_op::max, {8, 8, 16}},
                                row{scatter_op::update, {4, 1, 16}}}) {
+    // A copy, not a structured binding: lambdas cannot capture those
+    // before Clang 16.
+    const auto op = want.op;
+    const auto& expected = want.expected;
     INFO(to_string(op));
     auto cross = make(("x" + std::to_string(k)).c_str());
     auto step = make(("s" + std::to_string(k++)).c_str());
