@@ -54,11 +54,10 @@ caf::error coordinator_state::add_step_scatter(collective_plan& plan, size_t k,
     auto& u = report.updates[k];
     if (auto err = validate_scatter(info, u.sop, u.indices, u.value, what))
       return err;
-    for (size_t j = 1; j < u.indices.size(); ++j)
-      if (u.indices[j] <= u.indices[j - 1])
-        return make_error(errc::invalid_argument,
-                          what + ": a replica reported rows that are not "
-                                 "distinct and ascending");
+    if (!distinct_ascending(u.indices))
+      return make_error(errc::invalid_argument,
+                        what + ": a replica reported rows that are not "
+                               "distinct and ascending");
     parts.push_back({std::move(u.indices), std::move(u.value)});
   }
   auto rule = (*e)->policy->combine_contributions(info);

@@ -98,11 +98,12 @@ caf::expected<int64_t> replica_state::enter(collective_run& run) {
 caf::error replica_state::check_plan_rows(const component& comp,
                                           const collective_item& item) const {
   auto& info = *comp.info;
+  // Ascending, so the first and last rows bound them all.
   bool ok = host_memory_ && !info.shape.empty() && item.type == info.type
-            && item.row_elems == row_elements(info);
-  for (size_t j = 0; ok && j < item.rows.size(); ++j)
-    ok = item.rows[j] >= 0 && item.rows[j] < info.shape[0]
-         && (j == 0 || item.rows[j] > item.rows[j - 1]);
+            && item.row_elems == row_elements(info)
+            && distinct_ascending(item.rows)
+            && (item.rows.empty()
+                || (item.rows.front() >= 0 && item.rows.back() < info.shape[0]));
   if (ok)
     return {};
   return make_error(errc::invalid_argument,

@@ -52,8 +52,8 @@ caf::error replica_state::scatter(const variable_info& v, scatter_op op,
     recording_->updates.push_back(std::move(u));
     return {};
   }
-  // S3 (R1, N1): the local component, at once.
-  if (auto err = check_scatter_rows(comp, u))
+  // S3 (R1, N1): the local component, at once (validated above).
+  if (auto err = check_scatter_overflow(comp, u))
     return record_failure(std::move(err));
   write_scatter_rows(comp, u);
   return {};
@@ -67,12 +67,18 @@ caf::error replica_state::check_scatter_rows(const component& comp,
   if (auto err = validate_scatter(info, u.sop, u.indices, u.value,
                                   to_string(u.sop)))
     return err;
-  for (size_t j = 1; j < u.indices.size(); ++j)
-    if (u.indices[j] <= u.indices[j - 1])
-      return make_error(errc::invalid_argument,
-                        "replica " + std::to_string(cfg_.rank) + ": the rows of "
-                          + std::string{to_string(u.sop)} + " of '"
-                          + info.name + "' are not distinct and ascending");
+  if (!distinct_ascending(u.indices))
+    return make_error(errc::invalid_argument,
+                      "replica " + std::to_string(cfg_.rank) + ": the rows of "
+                        + std::string{to_string(u.sop)} + " of '" + info.name
+                        + "' are not distinct and ascending");
+  return check_scatter_overflow(comp, u);
+}
+
+caf::error
+replica_state::check_scatter_overflow(const component& comp,
+                                      const recorded_update& u) const {
+  auto& info = *comp.info;
   auto at = host::scatter_first_overflow(u.sop, info.type, comp.data,
                                          row_elements(info), u.indices,
                                          u.value.raw(), 0, u.value.size());
@@ -117,15 +123,12 @@ caf::expected<ok_atom> replica_state::apply_scatter(const recorded_update& u,
     return make_error(errc::invalid_argument,
                       "replica " + std::to_string(cfg_.rank)
                         + ": a split scatter that is not an update");
-  if (auto err = validate_scatter(*comp.info, u.sop, u.indices, u.value,
-                                  to_string(u.sop)))
+  if (auto err = check_scatter_rows(comp, u))
     return err;
   recorded_update share = u;
   share.value = tensor::empty(u.value.type(), u.value.shape());
   host::split_assign(u.value.type(), share.value.mutable_raw(), u.value.raw(),
                      0, u.value.size(), cfg_.rank, cfg_.num_replicas);
-  if (auto err = check_scatter_rows(comp, share))
-    return err;
   write_scatter_rows(comp, share);
   return ok_atom::value;
 }

@@ -208,6 +208,9 @@ private:
   /// integer overflow or zero divisor.
   caf::error check_scatter_rows(const component& comp,
                                 const recorded_update& u) const;
+  /// The integer overflow check alone, for rows this replica combined.
+  caf::error check_scatter_overflow(const component& comp,
+                                    const recorded_update& u) const;
   /// Applies checked rows.
   void write_scatter_rows(component& comp, const recorded_update& u);
 

@@ -56,6 +56,12 @@ int64_t row_elements(const variable_info& info) {
   return n;
 }
 
+bool distinct_ascending(std::span<const int64_t> rows) {
+  return std::adjacent_find(rows.begin(), rows.end(),
+                            [](int64_t a, int64_t b) { return a >= b; })
+         == rows.end();
+}
+
 caf::error validate_scatter(const variable_info& info, scatter_op op,
                             const std::vector<int64_t>& indices,
                             const tensor& values, std::string_view what) {
@@ -101,9 +107,8 @@ combine_duplicate_rows(const variable_info& info, scatter_op op,
                        const std::vector<int64_t>& indices,
                        const tensor& values) {
   const auto k = static_cast<int64_t>(indices.size());
-  if (std::is_sorted(indices.begin(), indices.end(),
-                     [](int64_t a, int64_t b) { return a <= b; }))
-    return scatter_rows{indices, values}; // distinct and ascending already
+  if (distinct_ascending(indices))
+    return scatter_rows{indices, values}; // the kernels' form already
   std::vector<int64_t> order(indices.size());
   std::iota(order.begin(), order.end(), int64_t{0});
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {

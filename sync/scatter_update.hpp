@@ -6,6 +6,7 @@
 // the actors apply the result.
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,10 @@ struct scatter_rows {
 /// Elements per row of `info` (the product of its shape after the first
 /// axis).
 int64_t row_elements(const variable_info& info);
+
+/// True if `rows` are distinct and ascending (the form the kernels apply and
+/// the workers split).
+bool distinct_ascending(std::span<const int64_t> rows);
 
 /// S1/S3: `op` on `info` with these indices and values: a valid op, a
 /// variable of rank >= 1, values of the variable's dtype and shape [k, d1,

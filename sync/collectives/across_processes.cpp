@@ -462,15 +462,13 @@ caf::error run_cross_process(const collective_plan& plan,
       rows_info.name = item.name;
       rows_info.type = item.type;
       rows_info.shape = {0, item.row_elems};
-      contribution_rule across{reduce_op::sum, item.first_only,
-                               item.require_equal};
-      // Every process combines the same rows in rank order, so each fails
-      // alike (overflow, a zero divisor) without a vote.
-      auto y = combine_scatter_contributions(
-        rows_info, item.sop, item.require_equal ? contribution_rule{
-                                                    reduce_op::sum, true, false}
-                                                : across,
-        parts, item_name(plan, k));
+      // Process 0's rows, or the sum in rank order (equality was voted on
+      // above). Every process combines the same rows, so each fails alike
+      // (overflow, a zero divisor) without a vote.
+      const contribution_rule across{
+        reduce_op::sum, item.first_only || item.require_equal, false};
+      auto y = combine_scatter_contributions(rows_info, item.sop, across,
+                                             parts, item_name(plan, k));
       if (!y)
         return make_error(static_cast<errc>(y.error().code()),
                           message_of(y.error()) + " (" + plan.description
