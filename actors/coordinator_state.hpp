@@ -409,6 +409,32 @@ private:
   void finish_step(caf::timespan timeout,
                    std::vector<step_report>& reports, reply_fn<ok_atom> done);
 
+  // -- collectives inside coroutine steps (C2) ---------------------------------
+
+  /// A step's progress: its number and its deadline (a step may take
+  /// several rounds, one per collective inside it).
+  struct step_round {
+    uint64_t seq = 0;
+    caf::timespan timeout{};
+    operation_deadlines::clock::time_point started{};
+  };
+  /// The replicas answered step `round.seq` (or its last collective): the
+  /// step ends, or its collective runs and the replicas go on.
+  void step_answered(step_round round,
+                     caf::expected<std::vector<step_report>> reports,
+                     reply_fn<ok_atom> done);
+  /// The result of the collective every replica waits at (checked to
+  /// match), the same for every replica.
+  void run_step_collective(caf::timespan timeout,
+                           std::vector<step_report>& reports,
+                           reply_fn<std::vector<tensor>> done);
+  /// all_gather and broadcast across processes: every replica's values.
+  void gather_step_values(caf::timespan timeout, step_collective request,
+                          std::vector<std::vector<tensor>> local,
+                          reply_fn<std::vector<tensor>> done);
+  /// Replicas waiting in step `seq` abandon it.
+  void abandon_step(uint64_t seq);
+
   self_pointer self_;
   std::vector<device_id> devices_;
   std::vector<replica_actor> replicas_;

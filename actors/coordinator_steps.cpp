@@ -52,18 +52,16 @@ void coordinator_state::run(caf::timespan timeout, replica_step_ptr step,
       done(std::move(r));
     };
   }
+  step_round round{seq, timeout, operation_deadlines::clock::now()};
   gather<step_report>(
     replicas_.size(), timeout,
     [this, seq, step](size_t i) {
       return self_->request(replicas_[i], caf::infinite, step_atom::value, seq,
                             step);
     },
-    [this, timeout, done = std::move(done)](
+    [this, round, done = std::move(done)](
       caf::expected<std::vector<step_report>> reports) mutable {
-      if (!reports)
-        return agree_outcome(timeout, "step", std::move(reports.error()),
-                             std::move(done));
-      finish_step(timeout, *reports, std::move(done));
+      step_answered(round, std::move(reports), std::move(done));
     },
     on_deadline::abandoned, fan_out::spread); // user code: in parallel
 }

@@ -70,10 +70,24 @@ replica_actor::behavior_type replica_state::make_behavior() {
       return run_or_defer<step_report>(
         [this, seq, step] { return run_step(seq, step); });
     },
+    [this](step_resume_atom, uint64_t seq,
+           const std::vector<tensor>& result) -> caf::result<step_report> {
+      if (auto err = refuse_unless_coordinator("step_resume"))
+        return err;
+      return caf::result<step_report>{resume_step(seq, result)};
+    },
+    [this](step_abort_atom, uint64_t seq) {
+      if (!refuse_unless_coordinator("step_abort"))
+        abort_step(seq);
+    },
     [this](step_apply_atom,
            const std::vector<recorded_update>& ys) -> caf::result<ok_atom> {
       if (auto err = refuse_unless_coordinator("step_apply"))
         return err;
+      // A small step's apply is a collective phase: a step waiting here may
+      // wait for the collective queued behind it.
+      if (step_waiting() && !quiesced_)
+        return caf::result<ok_atom>{apply_step(ys)};
       return run_or_defer<ok_atom>([this, ys] { return apply_step(ys); });
     },
     [this](step_release_atom, uint64_t seq) {

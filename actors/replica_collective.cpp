@@ -138,7 +138,7 @@ void replica_state::leave() {
 }
 
 void replica_state::drain() {
-  while (!quiesced_ && !deferred_.empty()) {
+  while (!held() && !deferred_.empty()) {
     auto next = std::move(deferred_.front());
     deferred_.pop_front();
     next();
@@ -147,7 +147,7 @@ void replica_state::drain() {
 
 void replica_state::resume() {
   resume_pending_ = false;
-  if (quiesced_ || deferred_.empty())
+  if (held() || deferred_.empty())
     return;
   auto next = std::move(deferred_.front());
   deferred_.pop_front();

@@ -108,3 +108,64 @@ caf::error replica_context::assign_sub(const variable& v, double x) {
 }
 
 } // namespace varsync
+
+namespace varsync {
+
+namespace {
+
+using awaits_one = detail::collective_awaiter<tensor>;
+using awaits_many = detail::collective_awaiter<std::vector<tensor>>;
+
+std::vector<tensor> one(tensor value) {
+  std::vector<tensor> out;
+  out.push_back(std::move(value));
+  return out;
+}
+
+step_collective request(step_collective_kind kind, std::vector<tensor> values,
+                        reduce_op op = reduce_op::sum, int64_t axis = 0,
+                        int32_t root = 0) {
+  step_collective out;
+  out.kind = kind;
+  out.op = op;
+  out.axis = axis;
+  out.root = root;
+  out.values = std::move(values);
+  return out;
+}
+
+} // namespace
+
+awaits_one replica_context::all_reduce(reduce_op op, tensor value) {
+  return {*impl_, request(step_collective_kind::all_reduce,
+                          one(std::move(value)), op)};
+}
+
+awaits_many replica_context::all_reduce(reduce_op op,
+                                        std::vector<tensor> values) {
+  return {*impl_,
+          request(step_collective_kind::all_reduce, std::move(values), op)};
+}
+
+awaits_one replica_context::all_gather(tensor value, int64_t axis) {
+  return {*impl_, request(step_collective_kind::all_gather,
+                          one(std::move(value)), reduce_op::sum, axis)};
+}
+
+awaits_many replica_context::all_gather(std::vector<tensor> values,
+                                        int64_t axis) {
+  return {*impl_, request(step_collective_kind::all_gather, std::move(values),
+                          reduce_op::sum, axis)};
+}
+
+awaits_one replica_context::broadcast(tensor value, int root) {
+  return {*impl_, request(step_collective_kind::broadcast,
+                          one(std::move(value)), reduce_op::sum, 0, root)};
+}
+
+awaits_many replica_context::broadcast(std::vector<tensor> values, int root) {
+  return {*impl_, request(step_collective_kind::broadcast, std::move(values),
+                          reduce_op::sum, 0, root)};
+}
+
+} // namespace varsync

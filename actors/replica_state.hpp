@@ -14,6 +14,8 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -46,6 +48,19 @@ struct staging_buffer {
   uint64_t variable = 0; // the variable it was handed out for (0: a copy)
   bool recorded = false; // passed to update_from_device
   tensor host;           // host replicas: the buffer
+};
+
+/// A replica's step while it runs or waits at a collective (C2).
+struct step_in_progress {
+  uint64_t seq = 0;
+  replica_step_ptr step;
+  step_report report;
+  /// A coroutine step's root task (owns its frames).
+  step_task<void> root;
+  /// Where the step waits; null while it runs.
+  std::coroutine_handle<> resume_at;
+  step_collective waiting;
+  std::vector<tensor> result;
 };
 
 struct component {
@@ -108,6 +123,26 @@ public:
   caf::error update_scalar(const variable_info& v, update_op op,
                            double value) override;
 
+  void start_coroutine(step_task<void> root) override;
+
+  void suspend_at(step_collective request, std::coroutine_handle<> at) override;
+
+  std::vector<tensor> take_collective_result() override;
+
+  // -- coroutine steps (C2) ---------------------------------------------------
+
+  /// Step `seq` goes on from its collective with `result`.
+  caf::expected<step_report> resume_step(uint64_t seq,
+                                         std::vector<tensor> result);
+
+  /// The coordinator abandons step `seq` (waiting here, or not started).
+  void abort_step(uint64_t seq);
+
+  /// A step waits at a collective: the replica serves only the phases of
+  /// collectives (which the one it waits for may queue behind) until the
+  /// step goes on or is abandoned.
+  bool step_waiting() const { return step_ && step_->resume_at; }
+
 private:
   caf::expected<component*> find(uint64_t id, const std::string& name = {});
 
@@ -164,7 +199,7 @@ private:
     if (fault == fault_outcome::failed)
       return caf::result<T>{failed_error()};
     bool delayed = fault == fault_outcome::delay;
-    if (!quiesced_ && !delayed && deferred_.empty())
+    if (!held() && !delayed && deferred_.empty())
       return caf::result<T>{f()};
     if (delayed && !resume_pending_) {
       resume_pending_ = true;
@@ -227,7 +262,7 @@ private:
     if (fault == fault_outcome::failed)
       return;
     bool delayed = fault == fault_outcome::delay;
-    if (!quiesced_ && !delayed && deferred_.empty())
+    if (!held() && !delayed && deferred_.empty())
       return f();
     if (delayed && !resume_pending_) {
       resume_pending_ = true;
@@ -246,6 +281,20 @@ private:
 
   caf::expected<step_report> run_step(uint64_t seq,
                                       const replica_step_ptr& step);
+
+  /// Runs one segment of the current step (all of a plain step; a
+  /// coroutine step up to its next collective or its end).
+  template <class F>
+  caf::expected<step_report> run_segment(F&& segment);
+
+  /// The current step is over: its outcome, after releasing what it held.
+  /// `own` failures follow the replica's step-exception policy; an abandoned
+  /// step is not this replica's failure.
+  caf::expected<step_report> end_step(caf::error failure, bool own = true);
+
+  /// Other operations wait: a collective is in progress, or a step waits
+  /// at one.
+  bool held() const { return quiesced_ || step_waiting(); }
 
   // Enter: stop serving other requests and publish this replica's pointers.
   caf::expected<int64_t> enter(collective_run& run);
@@ -301,6 +350,14 @@ private:
   /// Host copies handed out by read() on devices that are not host
   /// accessible, kept until the step returns.
   std::vector<tensor> step_copies_;
+
+  /// The step running, or waiting at a collective (C2).
+  std::optional<step_in_progress> step_;
+  /// Steps abandoned by the coordinator before they started here.
+  std::set<uint64_t> aborted_steps_;
+  /// The context every step of this replica sees (a coroutine step keeps
+  /// a reference to it across its collectives).
+  replica_context ctx_{*this};
 };
 
 } // namespace varsync::replica_internal

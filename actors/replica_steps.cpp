@@ -2,6 +2,8 @@
 
 #include "actors/replica_state.hpp"
 
+#include "sync/step_collectives.hpp"
+
 namespace varsync::replica_internal {
 
 caf::expected<tensor_view> replica_state::read(const variable_info& v) {
@@ -249,28 +251,105 @@ caf::error replica_state::record_failure(caf::error err) {
   return err;
 }
 
+namespace {
+
+caf::error thrown(const replica_config& cfg, std::exception_ptr ex) {
+  const auto who = "replica " + std::to_string(cfg.rank) + " ("
+                   + to_string(cfg.device) + "): the step threw";
+  try {
+    std::rethrow_exception(ex);
+  } catch (const std::exception& e) {
+    return make_error(errc::replica_failed, who + ": " + e.what());
+  } catch (...) {
+    return make_error(errc::replica_failed,
+                      who + " a non-standard exception");
+  }
+}
+
+} // namespace
+
 caf::expected<step_report> replica_state::run_step(uint64_t seq,
                                     const replica_step_ptr& step) {
-  step_report report;
+  if (aborted_steps_.erase(seq) > 0)
+    return make_error(errc::timeout,
+                      "replica " + std::to_string(cfg_.rank)
+                        + ": the step was abandoned before it started here");
   current_step_ = seq;
-  recording_ = &report;
+  step_.emplace();
+  step_->seq = seq;
+  step_->step = step;
   step_error_ = caf::error{};
-  replica_context ctx{*this};
+  return run_segment([this, &step] { step->run(ctx_); });
+}
+
+template <class F>
+caf::expected<step_report> replica_state::run_segment(F&& segment) {
+  recording_ = &step_->report;
   caf::error failure;
   try {
-    step->run(ctx);
-  } catch (const std::exception& ex) {
-    failure = make_error(errc::replica_failed,
-                         "replica " + std::to_string(cfg_.rank) + " ("
-                           + to_string(cfg_.device)
-                           + "): the step threw: " + ex.what());
+    segment();
   } catch (...) {
-    failure = make_error(errc::replica_failed,
-                         "replica " + std::to_string(cfg_.rank) + " ("
-                           + to_string(cfg_.device)
-                           + "): the step threw a non-standard exception");
+    failure = thrown(cfg_, std::current_exception());
   }
   recording_ = nullptr;
+  auto& root = step_->root;
+  if (!failure && root.done() && root.error())
+    failure = thrown(cfg_, root.error());
+  if (!failure && !step_error_ && root.valid() && !root.done()
+      && !step_->resume_at)
+    failure = make_error(errc::invalid_argument,
+                         "replica " + std::to_string(cfg_.rank)
+                           + ": the step suspended without waiting at a "
+                             "collective");
+  if (!failure && step_->resume_at && !root.valid())
+    failure = make_error(errc::invalid_argument,
+                         "replica " + std::to_string(cfg_.rank)
+                           + ": the step awaited a collective outside a "
+                             "coroutine step (return step_task<> from the "
+                             "step function)");
+  if (!failure && !step_error_ && step_->resume_at) {
+    // Waits at a collective: the replica goes back to its mailbox.
+    step_report waiting;
+    waiting.suspended = true;
+    waiting.collective = std::move(step_->waiting);
+    return waiting;
+  }
+  return end_step(std::move(failure));
+}
+
+caf::expected<step_report>
+replica_state::resume_step(uint64_t seq, std::vector<tensor> result) {
+  if (!step_waiting() || step_->seq != seq)
+    return make_error(errc::invalid_argument,
+                      "replica " + std::to_string(cfg_.rank) + ": step "
+                        + std::to_string(seq)
+                        + " does not wait at a collective here");
+  step_->result = std::move(result);
+  auto at = std::exchange(step_->resume_at, {});
+  auto out = run_segment([at] { at.resume(); });
+  drain(); // what waited behind the step, if it ended
+  return out;
+}
+
+void replica_state::abort_step(uint64_t seq) {
+  if (step_waiting() && step_->seq == seq) {
+    end_step(make_error(errc::replica_failed, "abandoned"), false);
+    drain();
+    return;
+  }
+  // Not started yet (it waits in the mailbox or in deferred_).
+  if (seq > current_step_)
+    aborted_steps_.insert(seq);
+}
+
+caf::expected<step_report> replica_state::end_step(caf::error failure,
+                                                   bool own) {
+  const auto seq = step_->seq;
+  // The frames first: their locals may refer to the step.
+  step_->root = step_task<void>{};
+  step_->resume_at = {};
+  auto report = std::move(step_->report);
+  step_.reset();
   step_copies_.clear();
   // Work the step left on the device's stream (its own kernels, local
   // updates) completes before a collective touches the components: an
@@ -281,7 +360,7 @@ caf::expected<step_report> replica_state::run_step(uint64_t seq,
   // failed step's report never reaches a collective.
   release_step_buffers(seq, failure || step_error_);
   if (failure) {
-    if (cfg_.step_exception == on_step_exception::stop_replica) {
+    if (own && cfg_.step_exception == on_step_exception::stop_replica) {
       // Fail-stop: the reply below still goes out, then the replica
       // exits and the coordinator's monitor records why.
       log()->error("{}; the replica stops", message_of(failure));
@@ -292,6 +371,42 @@ caf::expected<step_report> replica_state::run_step(uint64_t seq,
   if (step_error_)
     return std::move(step_error_);
   return report;
+}
+
+void replica_state::start_coroutine(step_task<void> root) {
+  if (!step_ || step_->root.valid()) {
+    record_failure(make_error(errc::invalid_argument,
+                              "replica " + std::to_string(cfg_.rank)
+                                + ": a coroutine step started outside a "
+                                  "step, or twice"));
+    return;
+  }
+  step_->root = std::move(root);
+  step_->root.resume();
+}
+
+void replica_state::suspend_at(step_collective request,
+                               std::coroutine_handle<> at) {
+  if (!step_ || step_->resume_at) {
+    // Not awaited by this replica's running step: nothing will resume it.
+    record_failure(make_error(errc::invalid_argument,
+                              "replica " + std::to_string(cfg_.rank)
+                                + ": a collective was awaited outside the "
+                                  "step's own coroutine"));
+    return;
+  }
+  if (auto err = check_step_request(request, cfg_.num_replicas))
+    record_failure(make_error(code_of(err),
+                              "replica " + std::to_string(cfg_.rank) + ": "
+                                + message_of(err)));
+  step_->waiting = std::move(request);
+  step_->resume_at = at;
+}
+
+std::vector<tensor> replica_state::take_collective_result() {
+  if (!step_)
+    return {};
+  return std::move(step_->result);
 }
 
 } // namespace varsync::replica_internal

@@ -106,6 +106,13 @@ public:
     skip(uint64_t{seq()} * 8); // indices
   }
 
+  void step_report_value() {
+    vector_value([&] { recorded_update_value(); });
+    skip(1);                                 // suspended
+    skip(1 + 1 + 8 + 4);                     // kind, op, axis, root
+    vector_value([&] { tensor_value(); });   // the collective's values
+  }
+
   void sequenced_operation_value() {
     skip(8 + 4 + 8 + 1 + 8); // sequence, origin, ticket, kind, variable
     string_value();          // name
@@ -306,7 +313,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 0: w.tensor_value(); break;
       case 1: w.variable_spec_value(); break;
       case 2: w.variable_info_value(); break;
-      case 3: w.vector_value([&] { w.recorded_update_value(); }); break;
+      case 3: w.step_report_value(); break;
       case 4: w.vector_value([&] { w.tensor_value(); }); break;
       case 5: w.vector_value([&] { w.variable_info_value(); }); break;
       case 6: w.sequenced_operation_value(); break;
@@ -374,6 +381,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                      "staged update with a host value after deserialization");
           check_tensor(u.value);
         }
+        auto& c = report.collective;
+        FUZZ_CHECK(is_valid(c.kind),
+                   "step collective kind out of range after deserialization");
+        FUZZ_CHECK(is_valid(c.op),
+                   "step collective op out of range after deserialization");
+        FUZZ_CHECK(c.root >= 0, "negative broadcast root after deserialization");
+        FUZZ_CHECK(!report.suspended || report.updates.empty(),
+                   "a suspended step report with updates");
+        for (auto& x : c.values)
+          check_tensor(x);
+        (void) to_string(c.kind);
+        if (report.suspended)
+          check_rejects_corrupted(report, [pick](step_report& x) {
+            if (pick % 2 == 0)
+              x.collective.kind
+                = out_of_range(step_collective_kind::broadcast, pick);
+            else
+              x.collective.op = out_of_range(reduce_op::prod, pick);
+          });
         if (!report.updates.empty())
           check_rejects_corrupted(report, [pick](step_report& x) {
             auto& u = x.updates[pick % x.updates.size()];

@@ -201,6 +201,12 @@ void seeds_deserialize(caf::actor_system& sys) {
   rows.indices = {0, 4};
   sparse.updates.push_back(rows);
   write(t, "step_report_scatter", serialized(sys, 3, sparse));
+  step_report waiting;
+  waiting.suspended = true;
+  waiting.collective.kind = step_collective_kind::all_gather;
+  waiting.collective.axis = -1;
+  waiting.collective.values = {w, hits};
+  write(t, "step_report_waiting", serialized(sys, 3, waiting));
   write(t, "vector_tensor", serialized(sys, 4, std::vector<tensor>{w, hits, half}));
   write(t, "vector_info", serialized(sys, 5, std::vector<variable_info>{info, info}));
   auto update = make_sequenced(sequenced_kind::update, 7);

@@ -35,6 +35,12 @@ using step_apply_atom = caf::atom_constant<caf::atom("vs_sapply")>;
 /// The coordinator is done with step S (applied, failed or abandoned): the
 /// replica releases the staging buffers of S's device contributions.
 using step_release_atom = caf::atom_constant<caf::atom("vs_sfree")>;
+/// A coroutine step waiting at a collective inside the step (C2) goes on
+/// with the collective's result ...
+using step_resume_atom = caf::atom_constant<caf::atom("vs_sresume")>;
+/// ... or is abandoned (another replica failed, mismatched, or the step's
+/// deadline passed); also for a step that has not started here yet.
+using step_abort_atom = caf::atom_constant<caf::atom("vs_sabort")>;
 
 // Replica requests: the three phases of a host collective.
 using collective_enter_atom = caf::atom_constant<caf::atom("vs_center")>;

@@ -14,6 +14,7 @@
 #include "varsync/distributed_values.hpp"
 #include "varsync/replica_context.hpp"
 #include "varsync/step.hpp"
+#include "varsync/step_task.hpp"
 
 namespace varsync {
 
@@ -79,12 +80,73 @@ private:
   F fn_;
 };
 
+/// A coroutine step (C2): fn(ctx) returns step_task<R>, which may suspend
+/// at collectives inside the step; R is kept per replica as value_step does.
+namespace detail {
+
+struct no_step_results {
+  no_step_results(int, int) {}
+};
+
+template <class R>
+using step_results_of
+  = std::conditional_t<std::is_void_v<R>, no_step_results, step_results<R>>;
+
+} // namespace detail
+
+template <class R, class F>
+class coroutine_step final : public replica_step,
+                             public detail::step_results_of<R> {
+public:
+  coroutine_step(F fn, int num_replicas, int first = 0)
+    : detail::step_results_of<R>(num_replicas, first), fn_(std::move(fn)) {}
+  void run(replica_context& ctx) override {
+    ctx.impl_->start_coroutine(drive(ctx));
+  }
+
+private:
+  // ctx is the replica's own context and the step is kept alive by the
+  // replica until it ends: both outlive the frame.
+  step_task<void> drive(replica_context& ctx) {
+    if constexpr (std::is_void_v<R>) {
+      co_await fn_(ctx);
+    } else {
+      this->store(ctx.replica_id(), co_await fn_(ctx));
+    }
+  }
+
+  F fn_;
+};
+
 /// Any callable that a replica step can run.
 template <class F>
 concept step_function = std::invocable<F&, replica_context&>;
 
 template <step_function F>
-using step_result_t = std::invoke_result_t<F&, replica_context&>;
+using step_function_result_t = std::invoke_result_t<F&, replica_context&>;
+
+namespace detail {
+
+template <class T>
+struct step_value {
+  using type = T;
+};
+
+template <class R>
+struct step_value<step_task<R>> {
+  using type = R;
+};
+
+} // namespace detail
+
+/// What a step leaves per replica: fn's result, or R for a coroutine step
+/// returning step_task<R>.
+template <step_function F>
+using step_result_t = typename detail::step_value<step_function_result_t<F>>::type;
+
+template <step_function F>
+constexpr bool is_coroutine_step
+  = detail::is_step_task<step_function_result_t<F>>::value;
 
 /// A value-returning step and where to take its results from.
 template <class R>
@@ -105,7 +167,14 @@ struct step_with_results {
 template <step_function F>
 auto make_step(F fn, int num_replicas, int first = 0) {
   using R = step_result_t<F>;
-  if constexpr (std::is_void_v<R>) {
+  if constexpr (is_coroutine_step<F>) {
+    auto step = std::make_shared<coroutine_step<R, F>>(std::move(fn),
+                                                       num_replicas, first);
+    if constexpr (std::is_void_v<R>)
+      return replica_step_ptr{step};
+    else
+      return step_with_results<R>{step, step};
+  } else if constexpr (std::is_void_v<R>) {
     return replica_step_ptr{std::make_shared<void_step<F>>(std::move(fn))};
   } else {
     auto step = std::make_shared<value_step<R, F>>(std::move(fn),

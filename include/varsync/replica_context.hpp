@@ -4,6 +4,10 @@
 // variable's policy (ON_WRITE: recorded and applied collectively when the step
 // completes; ON_READ and NONE: applied to the local component at once).
 
+#include <coroutine>
+#include <type_traits>
+#include <vector>
+
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
@@ -12,6 +16,8 @@
 #include "varsync/synchronization.hpp"
 #include "varsync/device_view.hpp"
 #include "varsync/scatter.hpp"
+#include "varsync/step.hpp"
+#include "varsync/step_task.hpp"
 #include "varsync/variable.hpp"
 
 namespace varsync {
@@ -40,6 +46,40 @@ public:
                                         const void* data) = 0;
   virtual caf::expected<device_view>
   contribution_buffer(const variable_info& v) = 0;
+  /// Coroutine steps (C2): the root task of this replica's step, run until
+  /// it suspends or ends.
+  virtual void start_coroutine(step_task<void> root) = 0;
+  /// The step suspends at `request`; the replica resumes `at` once the
+  /// collective's result is in.
+  virtual void suspend_at(step_collective request,
+                          std::coroutine_handle<> at) = 0;
+  /// The result of the collective the step was resumed from.
+  virtual std::vector<tensor> take_collective_result() = 0;
+};
+
+/// What `co_await ctx.all_reduce(...)` and the other in-step collectives
+/// wait on: T is tensor (one value) or std::vector<tensor> (several, fused
+/// into one collective).
+template <class T>
+class [[nodiscard]] collective_awaiter : public step_awaitable {
+public:
+  collective_awaiter(replica_access& impl, step_collective request)
+    : impl_(&impl), request_(std::move(request)) {}
+  bool await_ready() const noexcept { return false; }
+  void await_suspend(std::coroutine_handle<> at) {
+    impl_->suspend_at(std::move(request_), at);
+  }
+  T await_resume() {
+    auto out = impl_->take_collective_result();
+    if constexpr (std::is_same_v<T, tensor>)
+      return out.empty() ? tensor{} : std::move(out.front());
+    else
+      return out;
+  }
+
+private:
+  replica_access* impl_;
+  step_collective request_;
 };
 
 } // namespace detail
@@ -142,7 +182,36 @@ public:
     return scatter(v, scatter_op::max, indices, values);
   }
 
+  /// Collectives inside a step (C2), for coroutine steps (step_task):
+  /// every replica's step must reach the same collective with values of
+  /// the same dtypes and shapes; the step suspends (its replica serves no
+  /// other operation of the strategy meanwhile, and holds no thread) and
+  /// resumes with the result. Replicas that reach different collectives,
+  /// or one that ends its step while another waits, fail the step with
+  /// mismatched_replica_updates; a failed collective fails the step. A
+  /// failed step applies none of its ON_WRITE updates.
+  ///
+  /// all_reduce: `op` over the replicas' values, element by element; every
+  /// replica gets the same result (mean of integers is refused).
+  detail::collective_awaiter<tensor> all_reduce(reduce_op op, tensor value);
+  /// Several values reduced in one collective (one round, not one each).
+  detail::collective_awaiter<std::vector<tensor>>
+  all_reduce(reduce_op op, std::vector<tensor> values);
+  /// The replicas' values joined along `axis` (negative: from the end) in
+  /// replica order: shape [d0, ..., N * d_axis, ...]; rank >= 1.
+  detail::collective_awaiter<tensor> all_gather(tensor value, int64_t axis = 0);
+  detail::collective_awaiter<std::vector<tensor>>
+  all_gather(std::vector<tensor> values, int64_t axis = 0);
+  /// Replica `root`'s value, on every replica (the others' values give only
+  /// the dtype and shape, which must match root's).
+  detail::collective_awaiter<tensor> broadcast(tensor value, int root = 0);
+  detail::collective_awaiter<std::vector<tensor>>
+  broadcast(std::vector<tensor> values, int root = 0);
+
 private:
+  template <class R, class F>
+  friend class coroutine_step;
+
   detail::replica_access* impl_;
 };
 

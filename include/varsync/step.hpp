@@ -3,6 +3,7 @@
 // each replica answers with the ON_WRITE updates it recorded, in issue order.
 
 #include <cstdint>
+#include <string_view>
 #include <memory>
 #include <vector>
 
@@ -53,8 +54,60 @@ inline std::string_view op_name(const recorded_update& u) {
   return u.scatter ? to_string(u.sop) : to_string(u.op);
 }
 
+/// The collectives a coroutine step can reach (C2).
+enum class step_collective_kind : uint8_t {
+  all_reduce = 0,
+  all_gather = 1,
+  broadcast = 2,
+};
+
+constexpr bool is_valid(step_collective_kind x) {
+  return static_cast<uint8_t>(x)
+         <= static_cast<uint8_t>(step_collective_kind::broadcast);
+}
+
+constexpr std::string_view to_string(step_collective_kind x) {
+  switch (x) {
+    case step_collective_kind::all_reduce: return "all_reduce";
+    case step_collective_kind::all_gather: return "all_gather";
+    case step_collective_kind::broadcast: return "broadcast";
+  }
+  return "?";
+}
+
+/// Where a replica's step waits: the collective and its contribution.
+struct step_collective {
+  step_collective_kind kind = step_collective_kind::all_reduce;
+  /// all_reduce: the reduction.
+  reduce_op op = reduce_op::sum;
+  /// all_gather: the axis along which the replicas' values are joined
+  /// (negative: from the end).
+  int64_t axis = 0;
+  /// broadcast: the replica whose values every replica receives.
+  int32_t root = 0;
+  /// The contribution: one or several tensors, combined tensor by tensor
+  /// in one collective.
+  std::vector<tensor> values;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_collective& x) {
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    if (!is_valid(x.kind) || !is_valid(x.op) || x.root < 0)
+      return caf::sec::invalid_argument;
+    return caf::none;
+  });
+  return f(caf::meta::type_name("varsync::step_collective"), x.kind, x.op,
+           x.axis, x.root, x.values, load);
+}
+
 struct step_report {
   std::vector<recorded_update> updates;
+  /// A coroutine step waits at `collective`: the replica resumes it with
+  /// the result (step_resume) or abandons it (step_abort); `updates` is
+  /// empty until the step ends.
+  bool suspended = false;
+  step_collective collective;
 };
 
 template <class Inspector>
@@ -79,7 +132,13 @@ typename Inspector::result_type inspect(Inspector& f, recorded_update& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_report& x) {
-  return f(caf::meta::type_name("varsync::step_report"), x.updates);
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    if (x.suspended && !x.updates.empty())
+      return caf::sec::invalid_argument;
+    return caf::none;
+  });
+  return f(caf::meta::type_name("varsync::step_report"), x.updates,
+           x.suspended, x.collective, load);
 }
 
 } // namespace varsync

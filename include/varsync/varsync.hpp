@@ -10,5 +10,6 @@
 #include "varsync/scatter.hpp"
 #include "varsync/distributed_values.hpp"
 #include "varsync/replica_context.hpp"
+#include "varsync/step_task.hpp"
 #include "varsync/strategy.hpp"
 #include "varsync/variable.hpp"

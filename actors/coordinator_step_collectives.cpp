@@ -1,0 +1,184 @@
+// The coordinator: collectives inside coroutine steps (C2). Replicas whose
+// step waits at a collective answer `suspended` with their contribution; the
+// coordinator checks that they wait at the same one, runs it, and sends each
+// replica the result; they answer again, until every replica has ended the
+// step. Across processes each collective is one round of the processes'
+// sequence (every process runs the step), so a failure at any point fails
+// the step on every process in the same round.
+
+#include "actors/coordinator_state.hpp"
+
+#include "actors/coordinator_gather.hpp"
+#include "varsync/error.hpp"
+#include "sync/step_collectives.hpp"
+
+namespace varsync {
+
+using namespace coordinator_helpers;
+
+void coordinator_state::step_answered(
+  step_round round, caf::expected<std::vector<step_report>> reports,
+  reply_fn<ok_atom> done) {
+  auto fail = [this, &round, &done](caf::error err) {
+    abandon_step(round.seq);
+    agree_outcome(round.timeout, "step", std::move(err), std::move(done));
+  };
+  if (!reports)
+    return fail(std::move(reports.error()));
+  auto left = round.timeout;
+  if (round.timeout != caf::timespan::max()) {
+    auto spent = std::chrono::duration_cast<caf::timespan>(
+      operation_deadlines::clock::now() - round.started);
+    left = round.timeout - spent;
+  }
+  bool waiting = false;
+  for (auto& r : *reports)
+    waiting = waiting || r.suspended;
+  if (!waiting)
+    return finish_step(left, *reports, std::move(done));
+  if (auto err = check_step_collectives(
+        *reports, processes ? processes->first_replica : 0))
+    return fail(std::move(err));
+  if (left <= caf::timespan::zero())
+    return fail(make_error(errc::timeout,
+                           "the step passed its deadline before "
+                             + varsync::describe(reports->front().collective)
+                             + "; it was abandoned on every replica, none "
+                               "of its on_write updates was applied"));
+  run_step_collective(
+    left, *reports,
+    [this, round, done = std::move(done)](
+      caf::expected<std::vector<tensor>> result) mutable {
+      if (!result) { // agreed already: the round ends the step everywhere
+        abandon_step(round.seq);
+        return done(std::move(result.error()));
+      }
+      auto left = round.timeout;
+      if (round.timeout != caf::timespan::max())
+        left = std::max(round.timeout
+                          - std::chrono::duration_cast<caf::timespan>(
+                            operation_deadlines::clock::now() - round.started),
+                        caf::timespan{1});
+      gather<step_report>(
+        replicas_.size(), left,
+        [this, seq = round.seq, result = std::move(*result)](size_t i) {
+          return self_->request(replicas_[i], caf::infinite,
+                                step_resume_atom::value, seq, result);
+        },
+        [this, round, done = std::move(done)](
+          caf::expected<std::vector<step_report>> reports) mutable {
+          step_answered(round, std::move(reports), std::move(done));
+        },
+        on_deadline::abandoned, fan_out::spread);
+    });
+}
+
+void coordinator_state::run_step_collective(
+  caf::timespan timeout, std::vector<step_report>& reports,
+  reply_fn<std::vector<tensor>> done) {
+  auto request = std::move(reports.front().collective);
+  const auto what = "the step's " + varsync::describe(request);
+  if (services())
+    return done(make_error(
+      errc::invalid_argument,
+      what + ": a collective inside a step needs the replicas of every "
+             "process, and in services mode a step runs on this process's "
+             "replicas only (use training mode); the step was abandoned, "
+             "none of its on_write updates was applied"));
+  // Replica r's values, in this process's replica order.
+  std::vector<std::vector<tensor>> local;
+  local.reserve(reports.size());
+  local.push_back(std::move(request.values));
+  for (size_t r = 1; r < reports.size(); ++r)
+    local.push_back(std::move(reports[r].collective.values));
+  if (request.kind == step_collective_kind::all_reduce) {
+    std::vector<std::vector<tensor>> by_value(local.front().size());
+    for (size_t k = 0; k < by_value.size(); ++k)
+      for (auto& values : local)
+        by_value[k].push_back(std::move(values[k]));
+    return all_reduce(timeout, request.op, std::move(by_value),
+                      std::move(done));
+  }
+  // all_gather and broadcast reduce nothing: by value in one process.
+  uint64_t bytes = 0;
+  for (auto& values : local)
+    for (auto& v : values)
+      bytes = saturating_add(bytes, v.nbytes());
+  if (request.kind == step_collective_kind::broadcast)
+    bytes = 0; // the root's values, shared
+  else if (processes)
+    bytes = saturating_mul(bytes / std::max<size_t>(local.size(), 1),
+                           static_cast<uint64_t>(total_replicas()));
+  if (auto err = budget_.check(bytes, what))
+    return processes ? fail_agreed(timeout, what, std::move(err),
+                                   std::move(done))
+                     : done(std::move(err));
+  request.values = local.front();
+  if (processes)
+    return gather_step_values(timeout, std::move(request), std::move(local),
+                              std::move(done));
+  done(combine_step_values(request, local));
+}
+
+void coordinator_state::gather_step_values(
+  caf::timespan timeout, step_collective request,
+  std::vector<std::vector<tensor>> local, reply_fn<std::vector<tensor>> done) {
+  auto plan = new_plan("step: " + varsync::describe(request));
+  // Every replica's values travel whole: the processes do not know each
+  // other's shapes, so they must be equal (the plans' fingerprints differ
+  // otherwise).
+  for (size_t k = 0; k < request.values.size(); ++k) {
+    auto& first = local.front()[k];
+    for (size_t r = 1; r < local.size(); ++r)
+      if (local[r][k].shape() != first.shape())
+        return fail_agreed(
+          timeout, plan->description,
+          make_error(errc::shape_mismatch,
+                     "the step's " + varsync::describe(request) + ": value "
+                       + std::to_string(k) + " has shape "
+                       + to_string(local[r][k].shape()) + " on replica "
+                       + std::to_string(processes->first_replica
+                                        + static_cast<int>(r))
+                       + " but " + to_string(first.shape()) + " on replica "
+                       + std::to_string(processes->first_replica)
+                       + "; across processes every replica's values must "
+                         "have equal shapes"),
+          std::move(done));
+    auto& item = plan->add_item();
+    item.type = first.type();
+    item.count = first.size();
+    item.gather = true;
+    item.source = collective_source::contributions;
+    item.target = collective_target::output;
+    for (auto& values : local)
+      item.contributions.push_back(values[k]);
+    item.result = tensor::empty(
+      item.type, tensor_shape{static_cast<int64_t>(total_replicas()), item.count});
+  }
+  run_collective(
+    timeout, plan,
+    [this, plan, request = std::move(request),
+     done = std::move(done)](caf::expected<ok_atom> r) {
+      if (!r)
+        return done(std::move(r.error()));
+      const auto n = static_cast<size_t>(total_replicas());
+      std::vector<std::vector<tensor>> parts(n);
+      for (size_t k = 0; k < plan->items.size(); ++k) {
+        auto& all = plan->items[k].result;
+        auto& like = request.values[k];
+        const auto size = like.nbytes();
+        for (size_t g = 0; g < n; ++g)
+          parts[g].push_back(tensor::from_bytes(
+            like.type(), like.shape(),
+            static_cast<const std::byte*>(all.raw()) + g * size, size));
+      }
+      done(combine_step_values(request, parts));
+    });
+}
+
+void coordinator_state::abandon_step(uint64_t seq) {
+  for (auto& replica : replicas_)
+    self_->send(replica, step_abort_atom::value, seq);
+}
+
+} // namespace varsync
