@@ -33,6 +33,7 @@
 #include "sync/collective_algorithm.hpp"
 #include "varsync/replica_context.hpp"
 #include "varsync/variable.hpp"
+#include "varsync/function_step.hpp"
 
 using namespace varsync;
 using varsync::test::actor_fixture;
@@ -1075,4 +1076,111 @@ TEST_CASE_METHOD(replica_fixture,
         != std::string::npos);
   self->send(r, collective_leave_atom::value);
   CHECK(read(r, 1).bitwise_equal(x));
+}
+
+// -- coroutine steps (C2) -------------------------------------------------------
+
+namespace {
+
+/// A coroutine step for one replica: adds 1 to `w`, waits at an all_reduce
+/// of 5, then adds the result to `w`.
+replica_step_ptr waiting_step(const variable_info& w, std::atomic<int>& live) {
+  variable v{w};
+  return make_step(
+    [v, &live](replica_context& ctx) -> step_task<> {
+      ++live;
+      struct leave {
+        std::atomic<int>* n;
+        ~leave() { --*n; }
+      } guard{&live};
+      if (auto err = ctx.assign_add(v, 1.0))
+        throw std::runtime_error(describe(err));
+      auto y = co_await ctx.all_reduce(reduce_op::sum, tensor::scalar<float>(5));
+      if (auto err = ctx.assign_add(v, y.as_double(0)))
+        throw std::runtime_error(describe(err));
+    },
+    2);
+}
+
+} // namespace
+
+TEST_CASE_METHOD(replica_fixture,
+                 "X2: replica actor: a coroutine step answers suspended with "
+                 "its contribution, holds other operations until it goes on, "
+                 "and then reports its updates",
+                 "[replica][step]") {
+  auto r = spawn(0, 2);
+  auto x = tensor::scalar<float>(1.f);
+  auto w = info_of(1, "w", x, synchronization::on_write, aggregation::sum);
+  create(r, w, x);
+  std::atomic<int> live{0};
+  auto report = ask<step_report>(r, step_atom::value, uint64_t{1},
+                                 waiting_step(w, live));
+  INFO(describe_result(report));
+  REQUIRE(report);
+  CHECK(report->suspended);
+  CHECK(report->updates.empty());
+  CHECK(report->collective.kind == step_collective_kind::all_reduce);
+  REQUIRE(report->collective.values.size() == 1);
+  CHECK(report->collective.values[0].as_double(0) == 5);
+  CHECK(live.load() == 1);
+  // A read waits while the step waits.
+  self->send(r, component_read_atom::value, uint64_t{1});
+  bool answered = false;
+  self->receive([&](tensor&) { answered = true; },
+                caf::after(std::chrono::milliseconds(200)) >> [] {});
+  CHECK_FALSE(answered);
+  // The coordinator's result: the step goes on and ends.
+  auto last = ask<step_report>(r, step_resume_atom::value, uint64_t{1},
+                               std::vector<tensor>{tensor::scalar<float>(10)});
+  INFO(describe_result(last));
+  REQUIRE(last);
+  CHECK_FALSE(last->suspended);
+  REQUIRE(last->updates.size() == 2);
+  CHECK(last->updates[0].value.as_double(0) == 1);
+  CHECK(last->updates[1].value.as_double(0) == 10);
+  CHECK(live.load() == 0);
+  // The held read ran after it, on the unchanged component.
+  self->receive([&](tensor& t) { answered = t.as_double(0) == 1; },
+                caf::after(std::chrono::seconds(10)) >> [] {});
+  CHECK(answered);
+}
+
+TEST_CASE_METHOD(replica_fixture,
+                 "X3: replica actor: step_abort ends a waiting step (its frame "
+                 "destroyed) or one not started; step_resume of a step that "
+                 "does not wait is refused",
+                 "[replica][step]") {
+  auto r = spawn(0, 2, on_step_exception::fail_step);
+  auto x = tensor::scalar<float>(1.f);
+  auto w = info_of(1, "w", x, synchronization::on_write, aggregation::sum);
+  create(r, w, x);
+  std::atomic<int> live{0};
+  auto refused = ask<step_report>(r, step_resume_atom::value, uint64_t{1},
+                                  std::vector<tensor>{});
+  REQUIRE_FALSE(refused);
+  CHECK(has_code(refused.error(), errc::invalid_argument));
+  REQUIRE(ask<step_report>(r, step_atom::value, uint64_t{1},
+                           waiting_step(w, live)));
+  CHECK(live.load() == 1);
+  self->send(r, step_abort_atom::value, uint64_t{1});
+  // Step 3 is abandoned before it reaches the replica.
+  self->send(r, step_abort_atom::value, uint64_t{3});
+  CHECK(read(r, 1).bitwise_equal(x)); // served: the step is gone
+  CHECK(live.load() == 0);
+  auto late = ask<step_report>(r, step_resume_atom::value, uint64_t{1},
+                               std::vector<tensor>{tensor::scalar<float>(1)});
+  CHECK_FALSE(late);
+  auto abandoned = ask<step_report>(r, step_atom::value, uint64_t{3},
+                                    waiting_step(w, live));
+  REQUIRE_FALSE(abandoned);
+  CHECK(live.load() == 0);
+  // The replica keeps serving steps.
+  auto next = ask<step_report>(r, step_atom::value, uint64_t{4},
+                               waiting_step(w, live));
+  REQUIRE(next);
+  CHECK(next->suspended);
+  self->send(r, step_abort_atom::value, uint64_t{4});
+  CHECK(read(r, 1).bitwise_equal(x));
+  CHECK(live.load() == 0); // before `live` goes out of scope
 }

@@ -495,6 +495,22 @@ int services(strategy& s, const std::string& path) {
                            tensor::scalar<float>(1));
   expect_code(s.all_reduce(reduce_op::sum, per_replica<tensor>{mine}).error(),
               errc::invalid_argument, "all_reduce in services mode");
+  // X5: so does a collective inside a step (this process's replicas only).
+  for (auto kind : {step_collective_kind::all_reduce,
+                    step_collective_kind::all_gather,
+                    step_collective_kind::broadcast}) {
+    err = s.run([kind](replica_context& ctx) -> step_task<> {
+      auto x = tensor::from_vector<float>({1}, {1});
+      if (kind == step_collective_kind::all_reduce)
+        co_await ctx.all_reduce(reduce_op::sum, x);
+      else if (kind == step_collective_kind::all_gather)
+        co_await ctx.all_gather(x);
+      else
+        co_await ctx.broadcast(x, 0);
+    });
+    expect_code(err, errc::invalid_argument,
+                std::string{to_string(kind)} + " inside a step in services mode");
+  }
   // S4 in services mode: each process scatters into its own row alone.
   must(s.scatter_add(emb, {{rank}, tensor::from_vector<int64_t>(
                                       {1, 2}, {rank + 1, 10 * (rank + 1)})}),
