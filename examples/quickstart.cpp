@@ -320,6 +320,56 @@ void caf_main(caf::actor_system& sys, const config& cfg) {
   expect("read(table) after the reset", must(s.read(table), "read table"),
          {-0.25, -0.25, -0.25, -0.25, -0.25, -0.25, -0.25, -0.25, 0, 0, 0, 0});
 
+  // -- collectives inside a step (X1): a coroutine step -----------------------
+  // Each replica's gradient is [r + 1, 1]; the step sums them, clips the sum
+  // to norm 1 and applies it: the same update from every replica (mean).
+  auto bias = must(s.create_variable("bias", tensor::zeros(dtype::float32, {2}),
+                                     synchronization::on_write,
+                                     aggregation::mean),
+                   "create bias");
+  auto gathered = must(s.run([&](replica_context& ctx) -> step_task<tensor> {
+                     const float r = static_cast<float>(ctx.replica_id());
+                     auto g = tensor::from_vector<float>({2}, {r + 1, 1});
+                     auto sum = co_await ctx.all_reduce(reduce_op::sum, g);
+                     auto v = sum.to_vector<float>();
+                     const float norm = std::sqrt(v[0] * v[0] + v[1] * v[1]);
+                     const float scale = norm > 1 ? 1 / norm : 1;
+                     auto step = tensor::from_vector<float>(
+                       {2}, {v[0] * scale, v[1] * scale});
+                     must(ctx.assign_sub(bias, step), "assign_sub bias");
+                     // Which replicas took part, in replica order.
+                     auto id = tensor::from_vector<int32_t>(
+                       {1}, {ctx.replica_id()});
+                     co_return co_await ctx.all_gather(id);
+                   }),
+                   "step with collectives");
+  const double a = n * (n + 1) / 2.0;
+  const double norm = std::sqrt(a * a + double(n) * n);
+  std::printf("\ncollectives inside a step: all_reduce of [r + 1, 1], "
+              "clipped to norm 1, then all_gather of the replica ids\n");
+  expect("read(bias)", must(s.read(bias), "read bias"), {-a / norm, -n / norm});
+  std::vector<double> ids;
+  for (int r = 0; r < n; ++r)
+    ids.push_back(r);
+  expect("replica 0's all_gather of the ids", gathered.values().front(), ids);
+  // Replicas that reach different collectives fail the step on every
+  // replica, nothing applied (TF's would wait for each other forever).
+  if (n > 1) {
+    expect_error("replica 0 broadcasts, the others all_reduce",
+                 s.run([&](replica_context& ctx) -> step_task<> {
+                   auto up = tensor::from_vector<float>({2}, {100, 100});
+                   must(ctx.assign_add(bias, up), "assign_add bias");
+                   auto x = tensor::scalar<float>(1);
+                   if (ctx.replica_id() == 0)
+                     co_await ctx.broadcast(x, 0);
+                   else
+                     co_await ctx.all_reduce(reduce_op::sum, x);
+                 }),
+                 errc::mismatched_replica_updates);
+    expect("read(bias) unchanged", must(s.read(bias), "read bias"),
+           {-a / norm, -n / norm});
+  }
+
   // -- many steps: local counters never communicate ---------------------------
   const int steps = smoke ? 20 : 1000;
   auto before = must(s.read(counter), "read").to_vector<int64_t>()[0];
