@@ -391,6 +391,18 @@ def build(t):
               fmt_time(v(de)), "scatter_sub of 1% of its rows",
               fmt_time(v(sp)), ratio_of(v(de), v(sp)))
 
+    # -- 5c. collectives inside a step --------------------------------------------------
+    t.section("5c. Collectives inside a step: a coroutine step with co_await "
+              "all_reduce against step + s.all_reduce + step (ratio = three "
+              "calls / coroutine step)")
+    for n in (2, 4, 8):
+        for size, text in (("1k", "1 KiB"), ("1m", "1 MiB")):
+            co = t.get("step_collectives.coroutine.r%d.%s" % (n, size))
+            three = t.get("step_collectives.three_calls.r%d.%s" % (n, size))
+            t.add("step + all_reduce + step, %s, %d rep" % (text, n),
+                  fmt_time(v(three)), "one step with co_await all_reduce",
+                  fmt_time(v(co)), ratio_of(v(three), v(co)))
+
     # -- 6. scale ----------------------------------------------------------------------
     t.section("6. Scale: create 10,000 variables on 4 replicas")
     for api in ("blocking", "async"):
