@@ -113,8 +113,9 @@ void coordinator_state::finish_step(caf::timespan timeout,
     item.type = (*e)->info->type;
     item.count = element_count((*e)->info->shape);
     item.rop = rule.op;
-    item.first_only = rule.first_only;
-    item.require_equal = rule.require_equal;
+    // An update made alike on every replica takes replica 0's value.
+    item.first_only = rule.first_only || first[k].alike;
+    item.require_equal = rule.require_equal && !first[k].alike;
     item.uop = first[k].op;
     item.source = collective_source::contributions;
     item.target = collective_target::components;
@@ -122,7 +123,8 @@ void coordinator_state::finish_step(caf::timespan timeout,
     if (processes) {
       item.name = (*e)->info->name;
       plan->description += (k == 0 ? "step: '" : ", '") + item.name + "' "
-                           + std::string{to_string(item.uop)};
+                           + std::string{to_string(item.uop)}
+                           + (first[k].alike ? " (update_mirrored)" : "");
     }
     for (auto& report : reports) {
       item.staged[item.contributions.size()] = report.updates[k].staged;

@@ -64,6 +64,13 @@ caf::error replica_context::update(const variable& v, update_op op,
   return impl_->update(v.info(), op, value);
 }
 
+caf::error replica_context::update_mirrored(const variable& v, update_op op,
+                                            const tensor& value) {
+  if (!v.valid())
+    return invalid_handle();
+  return impl_->update_mirrored(v.info(), op, value);
+}
+
 caf::error replica_context::scatter(const variable& v, scatter_op op,
                                     const std::vector<int64_t>& indices,
                                     const tensor& values) {

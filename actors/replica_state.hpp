@@ -123,6 +123,9 @@ public:
   caf::error update_scalar(const variable_info& v, update_op op,
                            double value) override;
 
+  caf::error update_mirrored(const variable_info& v, update_op op,
+                             const tensor& value) override;
+
   void start_coroutine(step_task<void> root) override;
 
   void suspend_at(step_collective request, std::coroutine_handle<> at) override;

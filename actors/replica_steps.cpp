@@ -106,6 +106,28 @@ caf::error replica_state::update(const variable_info& v, update_op op,
   return device_->apply(comp.data, op, value);
 }
 
+caf::error replica_state::update_mirrored(const variable_info& v,
+                                          update_op op, const tensor& value) {
+  auto c = find(v.id, v.name);
+  if (!c)
+    return record_failure(std::move(c.error()));
+  auto& comp = **c;
+  if (!comp.policy().collective_replica_updates() || recording_ == nullptr)
+    return record_failure(make_error(
+      errc::invalid_argument,
+      "variable '" + comp.info->name + "' is "
+        + std::string{to_string(comp.info->sync)}
+        + ": update_mirrored is for on_write variables in a replica step"));
+  if (auto err = check_update_op(op, comp.info->name))
+    return record_failure(std::move(err));
+  if (auto err = validate_value(*comp.info, value, to_string(op)))
+    return record_failure(std::move(err));
+  recorded_update u{comp.info->id, op, value};
+  u.alike = true;
+  recording_->updates.push_back(std::move(u));
+  return {};
+}
+
 caf::error replica_state::update_scalar(const variable_info& v, update_op op,
                          double value) {
   auto c = find(v.id, v.name);

@@ -104,6 +104,7 @@ public:
     skip(8);                   // staged buffer id
     skip(2);                   // scatter, scatter op
     skip(uint64_t{seq()} * 8); // indices
+    skip(1);                   // alike
   }
 
   void step_report_value() {
@@ -377,6 +378,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                      "scatter_op out of range after deserialization");
           FUZZ_CHECK(u.scatter || u.indices.empty(),
                      "rows on an update that is not a scatter");
+          FUZZ_CHECK(!(u.scatter && u.alike), "a scatter marked alike");
           FUZZ_CHECK(u.staged == 0 || u.value.size() == 0,
                      "staged update with a host value after deserialization");
           check_tensor(u.value);

@@ -188,6 +188,7 @@ void seeds_deserialize(caf::actor_system& sys) {
   step_report report;
   report.updates.push_back({7, update_op::assign_sub, w});
   report.updates.push_back({8, update_op::assign_add, hits});
+  report.updates.back().alike = true; // an update_mirrored
   write(t, "step_report_2_updates", serialized(sys, 3, report));
   step_report staged;
   staged.updates.push_back({7, update_op::assign_add, tensor{}, 3});

@@ -6,6 +6,14 @@
 
 namespace varsync {
 
+namespace {
+
+std::string issued(const recorded_update& u) {
+  return std::string{op_name(u)} + (u.alike ? " (update_mirrored)" : "");
+}
+
+} // namespace
+
 caf::error
 check_same_updates(const std::vector<step_report>& reports,
                    const std::function<std::string(uint64_t)>& name_of) {
@@ -18,15 +26,16 @@ check_same_updates(const std::vector<step_report>& reports,
     for (size_t k = 0; k < n; ++k)
       if (mine[k].variable_id != first[k].variable_id
           || mine[k].scatter != first[k].scatter
+          || mine[k].alike != first[k].alike
           || (mine[k].scatter ? mine[k].sop != first[k].sop
                               : mine[k].op != first[k].op))
         return make_error(
           errc::mismatched_replica_updates,
           "update " + std::to_string(k) + " of the step: replica 0 issued "
-            + std::string{op_name(first[k])} + " on "
+            + issued(first[k]) + " on "
             + name_of(first[k].variable_id) + " but replica "
             + std::to_string(r) + " issued "
-            + std::string{op_name(mine[k])} + " on "
+            + issued(mine[k]) + " on "
             + name_of(mine[k].variable_id)
             + "; no on_write update of the step was applied");
     if (mine.size() != first.size())

@@ -34,6 +34,9 @@ public:
   virtual caf::expected<tensor_view> read(const variable_info& v) = 0;
   virtual caf::error update(const variable_info& v, update_op op,
                             const tensor& value) = 0;
+  /// An ON_WRITE update whose value every replica computes alike.
+  virtual caf::error update_mirrored(const variable_info& v, update_op op,
+                                     const tensor& value) = 0;
   /// A scalar update without building a tensor where the policy allows.
   virtual caf::error update_scalar(const variable_info& v, update_op op,
                                    double value) = 0;
@@ -139,6 +142,16 @@ public:
   caf::error assign_sub(const variable& v, double value);
 
   caf::error update(const variable& v, update_op op, const tensor& value);
+
+  /// An ON_WRITE update whose value is the same on every replica by
+  /// construction (computed from all-reduced values, as an optimizer does):
+  /// replica 0's value is applied to every component whatever the
+  /// variable's aggregation (TensorFlow's `extended.update`), so a mean or
+  /// sum of N equal values never rounds or multiplies it. Recorded and
+  /// applied with the step's other updates (W6 compares this form too);
+  /// invalid_argument for variables that are not ON_WRITE.
+  caf::error update_mirrored(const variable& v, update_op op,
+                             const tensor& value);
 
   /// Sparse updates (S1-S5): `op` on the rows `indices` (along the first
   /// axis) with one row of `values` each ([k, d1, ...] for a variable of

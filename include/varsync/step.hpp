@@ -47,6 +47,10 @@ struct recorded_update {
   bool scatter = false;
   scatter_op sop = scatter_op::update;
   std::vector<int64_t> indices = {};
+  /// Every replica contributed the same value by construction
+  /// (replica_context::update_mirrored): replica 0's value is applied to
+  /// every component, whatever the variable's aggregation.
+  bool alike = false;
 };
 
 /// The name of u's operation ("assign_add", "scatter_sub", ...).
@@ -119,7 +123,7 @@ typename Inspector::result_type inspect(Inspector& f, recorded_update& x) {
     // Only a scatter names rows, and it always carries its rows' values.
     if (!x.scatter && !x.indices.empty())
       return caf::sec::invalid_argument;
-    if (x.scatter && x.staged != 0)
+    if (x.scatter && (x.staged != 0 || x.alike))
       return caf::sec::invalid_argument;
     // A staged contribution carries no host value.
     if (x.staged != 0 && x.value.size() != 0)
@@ -127,7 +131,8 @@ typename Inspector::result_type inspect(Inspector& f, recorded_update& x) {
     return caf::none;
   });
   return f(caf::meta::type_name("varsync::recorded_update"), x.variable_id,
-           x.op, x.value, x.staged, x.scatter, x.sop, x.indices, load);
+           x.op, x.value, x.staged, x.scatter, x.sop, x.indices, x.alike,
+           load);
 }
 
 template <class Inspector>

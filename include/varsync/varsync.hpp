@@ -11,5 +11,6 @@
 #include "varsync/distributed_values.hpp"
 #include "varsync/replica_context.hpp"
 #include "varsync/step_task.hpp"
+#include "varsync/optim.hpp"
 #include "varsync/strategy.hpp"
 #include "varsync/variable.hpp"

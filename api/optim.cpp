@@ -1,0 +1,304 @@
+// Optimizers (O1-O4): slot variables, apply_gradients and the update rules.
+
+#include "varsync/optim.hpp"
+
+#include <cmath>
+#include <unordered_set>
+
+#include "varsync/error.hpp"
+#include "varsync/strategy.hpp"
+
+namespace varsync::optim {
+
+namespace {
+
+std::vector<double> doubles_of(const void* data, dtype type, int64_t n) {
+  std::vector<double> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    out[static_cast<size_t>(i)] = load_double(type, data, i);
+  return out;
+}
+
+tensor tensor_of(const std::vector<double>& xs, dtype type,
+                 const tensor_shape& shape) {
+  auto t = tensor::empty(type, shape);
+  void* dst = t.mutable_raw();
+  for (size_t i = 0; i < xs.size(); ++i)
+    store_double(type, dst, static_cast<int64_t>(i), xs[i]);
+  return t;
+}
+
+std::string quoted(const variable& v) {
+  return "'" + v.name() + "'";
+}
+
+} // namespace
+
+optimizer::optimizer(std::string name, std::vector<std::string> slots,
+                     optimizer_options options)
+  : name_(options.name.empty() ? std::move(name) : options.name),
+    slot_names_(std::move(slots)), options_(std::move(options)) {
+}
+
+caf::error optimizer::build(const strategy& s,
+                            const std::vector<variable>& vars) {
+  const std::string who = "optimizer '" + name_ + "': build";
+  if (options_.reduction != reduce_op::sum
+      && options_.reduction != reduce_op::mean)
+    return make_error(errc::invalid_argument,
+                      who + ": gradients combine by sum or mean, not "
+                        + std::string{to_string(options_.reduction)});
+  if (!(options_.clip_global_norm >= 0)
+      || !std::isfinite(options_.clip_global_norm))
+    return make_error(errc::invalid_argument,
+                      who + ": clip_global_norm must be finite and >= 0 (0: "
+                            "no clipping)");
+  if (auto what = invalid_hyperparameters(); !what.empty())
+    return make_error(errc::invalid_argument, who + ": " + what);
+  // Every variable checked before anything is created.
+  std::unordered_set<uint64_t> seen;
+  for (auto& v : vars) {
+    if (!v.valid())
+      return make_error(errc::invalid_argument, who + ": an empty handle");
+    if (v.synchronization() != synchronization::on_write)
+      return make_error(errc::invalid_argument,
+                        who + ": variable " + quoted(v) + " is "
+                          + std::string{to_string(v.synchronization())}
+                          + "; an optimizer updates on_write variables");
+    if (!is_floating(v.type()))
+      return make_error(errc::invalid_argument,
+                        who + ": variable " + quoted(v) + " is "
+                          + std::string{to_string(v.type())}
+                          + "; an optimizer updates floating variables");
+    if (!seen.insert(v.info().id).second || built_.count(v.info().id) > 0)
+      return make_error(errc::already_exists,
+                        who + ": variable " + quoted(v)
+                          + " is built already");
+  }
+  std::vector<variable> made;
+  auto undo = [&](caf::error err) {
+    for (auto& v : made)
+      (void) s.destroy(v);
+    return err;
+  };
+  auto make = [&](std::string name, tensor initial) -> caf::expected<variable> {
+    variable_spec spec;
+    spec.name = std::move(name);
+    spec.initial_value = std::move(initial);
+    spec.sync = synchronization::on_write;
+    spec.agg = aggregation::only_first_replica;
+    spec.trainable = false;
+    auto v = s.create_variable(std::move(spec));
+    if (v)
+      made.push_back(*v);
+    return v;
+  };
+  variable iterations = iterations_;
+  if (!iterations.valid()) {
+    auto v = make(name_ + "/iterations", tensor::scalar<int64_t>(0));
+    if (!v)
+      return undo(std::move(v.error()));
+    iterations = *v;
+  }
+  std::unordered_map<uint64_t, built> added;
+  for (auto& v : vars) {
+    built b{v, {}};
+    for (auto& slot : slot_names_) {
+      auto sv = make(v.name() + "/" + slot, tensor::zeros(v.type(), v.shape()));
+      if (!sv)
+        return undo(std::move(sv.error()));
+      b.slots.push_back(*sv);
+    }
+    added.emplace(v.info().id, std::move(b));
+  }
+  iterations_ = iterations;
+  built_.merge(added);
+  return {};
+}
+
+caf::expected<variable> optimizer::slot(const variable& var,
+                                        const std::string& name) const {
+  auto i = var.valid() ? built_.find(var.info().id) : built_.end();
+  if (i != built_.end())
+    for (size_t k = 0; k < slot_names_.size(); ++k)
+      if (slot_names_[k] == name)
+        return i->second.slots[k];
+  return make_error(errc::invalid_argument,
+                    "optimizer '" + name_ + "': no slot '" + name + "' for "
+                      + (var.valid() ? quoted(var) : "an empty handle"));
+}
+
+step_task<caf::expected<double>>
+optimizer::apply_gradients(replica_context& ctx, std::vector<gradient> grads) {
+  const std::string who = "optimizer '" + name_ + "': apply_gradients";
+  // Checked alike on every replica, before the collective.
+  std::unordered_set<uint64_t> seen;
+  std::vector<const built*> entries;
+  std::vector<tensor> mine;
+  for (size_t k = 0; k < grads.size(); ++k) {
+    auto& [v, g] = grads[k];
+    auto i = v.valid() ? built_.find(v.info().id) : built_.end();
+    if (i == built_.end())
+      co_return make_error(errc::invalid_argument,
+                           who + ": gradient " + std::to_string(k) + " is for "
+                             + (v.valid() ? "variable " + quoted(v)
+                                          : std::string{"an empty handle"})
+                             + ", which build() did not prepare");
+    if (!seen.insert(v.info().id).second)
+      co_return make_error(errc::invalid_argument,
+                           who + ": variable " + quoted(v)
+                             + " has two gradients");
+    if (g.type() != v.type())
+      co_return make_error(errc::dtype_mismatch,
+                           who + ": the gradient of " + quoted(v) + " is "
+                             + std::string{to_string(g.type())}
+                             + " but the variable is "
+                             + std::string{to_string(v.type())});
+    if (g.shape() != v.shape())
+      co_return make_error(errc::shape_mismatch,
+                           who + ": the gradient of " + quoted(v)
+                             + " has shape " + to_string(g.shape())
+                             + " but the variable has "
+                             + to_string(v.shape()));
+    entries.push_back(&i->second);
+    mine.push_back(g);
+  }
+  // Every gradient of the step in one collective.
+  auto combined = co_await ctx.all_reduce(options_.reduction, std::move(mine));
+  std::vector<std::vector<double>> gs;
+  double squares = 0;
+  for (auto& g : combined) {
+    gs.push_back(doubles_of(g.raw(), g.type(), g.size()));
+    for (double x : gs.back())
+      squares += x * x;
+  }
+  const double norm = std::sqrt(squares);
+  if (options_.clip_global_norm > 0 && norm > options_.clip_global_norm) {
+    const double scale = options_.clip_global_norm / norm;
+    for (auto& g : gs)
+      for (auto& x : g)
+        x *= scale;
+  }
+  auto count = ctx.read(iterations_);
+  if (!count)
+    co_return std::move(count.error());
+  const int64_t t = static_cast<int64_t>(load_double(dtype::int64,
+                                                     count->data, 0)) + 1;
+  for (size_t k = 0; k < entries.size(); ++k) {
+    auto& e = *entries[k];
+    const auto type = e.weight.type();
+    const auto& shape = e.weight.shape();
+    const auto n = static_cast<int64_t>(gs[k].size());
+    auto w_view = ctx.read(e.weight);
+    if (!w_view)
+      co_return std::move(w_view.error());
+    auto w = doubles_of(w_view->data, type, n);
+    std::vector<std::vector<double>> slots;
+    std::vector<double*> slot_ptrs;
+    for (auto& sv : e.slots) {
+      auto view = ctx.read(sv);
+      if (!view)
+        co_return std::move(view.error());
+      slots.push_back(doubles_of(view->data, type, n));
+    }
+    for (auto& sl : slots)
+      slot_ptrs.push_back(sl.data());
+    update(w.data(), slot_ptrs.data(), gs[k].data(), n, t);
+    if (auto err = ctx.update_mirrored(e.weight, update_op::assign,
+                                       tensor_of(w, type, shape)))
+      co_return err;
+    for (size_t j = 0; j < slots.size(); ++j)
+      if (auto err = ctx.update_mirrored(e.slots[j], update_op::assign,
+                                         tensor_of(slots[j], type, shape)))
+        co_return err;
+  }
+  if (auto err = ctx.update_mirrored(iterations_, update_op::assign,
+                                     tensor::scalar<int64_t>(t)))
+    co_return err;
+  co_return norm;
+}
+
+// -- the update rules -----------------------------------------------------------
+
+sgd::sgd(double learning_rate, double momentum, bool nesterov,
+         optimizer_options options)
+  : optimizer("sgd",
+              momentum != 0 ? std::vector<std::string>{"momentum"}
+                            : std::vector<std::string>{},
+              std::move(options)),
+    lr_(learning_rate), momentum_(momentum), nesterov_(nesterov) {
+}
+
+void sgd::update(double* w, double* const* slots, const double* g, int64_t n,
+                 int64_t) const {
+  if (momentum_ == 0) {
+    for (int64_t i = 0; i < n; ++i)
+      w[i] -= lr_ * g[i];
+    return;
+  }
+  double* v = slots[0];
+  for (int64_t i = 0; i < n; ++i) {
+    v[i] = momentum_ * v[i] - lr_ * g[i];
+    w[i] += nesterov_ ? momentum_ * v[i] - lr_ * g[i] : v[i];
+  }
+}
+
+std::string sgd::invalid_hyperparameters() const {
+  if (!std::isfinite(lr_) || lr_ < 0)
+    return "the learning rate must be finite and >= 0";
+  if (!std::isfinite(momentum_) || momentum_ < 0)
+    return "the momentum must be finite and >= 0";
+  if (nesterov_ && momentum_ == 0)
+    return "Nesterov momentum needs a momentum > 0";
+  return {};
+}
+
+adam::adam(double learning_rate, double beta_1, double beta_2, double epsilon,
+           optimizer_options options)
+  : adam("adam", learning_rate, beta_1, beta_2, epsilon, 0,
+         std::move(options)) {
+}
+
+adam::adam(std::string name, double learning_rate, double beta_1,
+           double beta_2, double epsilon, double weight_decay,
+           optimizer_options options)
+  : optimizer(std::move(name), {"m", "v"}, std::move(options)),
+    lr_(learning_rate), beta_1_(beta_1), beta_2_(beta_2), epsilon_(epsilon),
+    weight_decay_(weight_decay) {
+}
+
+void adam::update(double* w, double* const* slots, const double* g, int64_t n,
+                  int64_t t) const {
+  double* m = slots[0];
+  double* v = slots[1];
+  const double td = static_cast<double>(t);
+  const double lr_t = lr_ * std::sqrt(1 - std::pow(beta_2_, td))
+                      / (1 - std::pow(beta_1_, td));
+  for (int64_t i = 0; i < n; ++i) {
+    if (weight_decay_ != 0)
+      w[i] -= w[i] * weight_decay_ * lr_;
+    m[i] += (g[i] - m[i]) * (1 - beta_1_);
+    v[i] += (g[i] * g[i] - v[i]) * (1 - beta_2_);
+    w[i] -= lr_t * m[i] / (std::sqrt(v[i]) + epsilon_);
+  }
+}
+
+std::string adam::invalid_hyperparameters() const {
+  if (!std::isfinite(lr_) || lr_ < 0)
+    return "the learning rate must be finite and >= 0";
+  if (!(beta_1_ >= 0 && beta_1_ < 1) || !(beta_2_ >= 0 && beta_2_ < 1))
+    return "beta_1 and beta_2 must be in [0, 1)";
+  if (!std::isfinite(epsilon_) || epsilon_ <= 0)
+    return "epsilon must be finite and > 0";
+  if (!std::isfinite(weight_decay_) || weight_decay_ < 0)
+    return "the weight decay must be finite and >= 0";
+  return {};
+}
+
+adamw::adamw(double learning_rate, double weight_decay, double beta_1,
+             double beta_2, double epsilon, optimizer_options options)
+  : adam("adamw", learning_rate, beta_1, beta_2, epsilon, weight_decay,
+         std::move(options)) {
+}
+
+} // namespace varsync::optim
