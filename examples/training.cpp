@@ -1,10 +1,13 @@
 // training: data-parallel linear regression on 4 host replicas, the way
 // tf.distribute.MirroredStrategy trains a model.
 //
-//  - weights w[8] and bias b: ON_WRITE + MEAN. Each replica computes the MSE
-//    gradient on its own minibatch and contributes assign_sub(lr * grad_r);
-//    the step applies the mean of the contributions to every component, so
-//    the replicas stay identical (mirrored).
+//  - weights w[8] and bias b: ON_WRITE + MEAN, trained by optim::sgd. Each
+//    replica computes the MSE gradient on its own minibatch; the step is a
+//    coroutine whose apply_gradients all-reduces the gradients (mean over
+//    the replicas, one collective for both) and records the same new
+//    weights on every replica, so the replicas stay identical (mirrored).
+//    The optimizer's step count "sgd/iterations" is a variable too, saved
+//    and restored with the rest.
 //  - examples_seen: ON_READ + SUM int64. Each replica counts locally, with no
 //    communication; the cross-replica read is the total.
 //  - loss: ON_READ + MEAN float32. Each replica stores its last batch loss;
@@ -52,6 +55,7 @@
 #include "example_main.hpp"
 #include "varsync/checkpoint.hpp"
 #include "varsync/config.hpp"
+#include "varsync/optim.hpp"
 #include "varsync/varsync.hpp"
 
 using namespace varsync;
@@ -231,6 +235,12 @@ void caf_main(caf::actor_system& sys, const config& opt) {
                                             aggregation::only_first_replica),
                           "create epochs_done");
 
+  // Plain SGD on the replicas' mean gradient.
+  optim::optimizer_options mean_of_replicas;
+  mean_of_replicas.reduction = reduce_op::mean;
+  optim::sgd sgd{learning_rate, 0, false, mean_of_replicas};
+  must(sgd.build(s, {w, b}), "build the optimizer");
+
   std::printf("linear regression: %d rows x %d features, shards", num_rows,
               num_features);
   for (int r = 0; r < n; ++r) {
@@ -258,7 +268,7 @@ void caf_main(caf::actor_system& sys, const config& opt) {
   }
 
   int step = 0; // the batch index every replica works on; run() blocks
-  auto train_step = [&](replica_context& ctx) {
+  auto train_step = [&](replica_context& ctx) -> step_task<> {
     auto batch = batch_of(shard_of(ctx.replica_id()), step);
     // Zero-copy views of this replica's components, valid during the step.
     auto wv = ctx.read(w);
@@ -281,15 +291,20 @@ void caf_main(caf::actor_system& sys, const config& opt) {
       grad_b += 2 * err;
     }
     const int count = batch.end - batch.begin;
-    std::vector<float> delta(num_features);
+    std::vector<float> gw(num_features);
     for (int j = 0; j < num_features; ++j)
-      delta[j] = float(learning_rate * grad[j] / count);
-    // ON_WRITE: contributions, averaged (MEAN) and applied after the step.
-    ctx.assign_sub(w, tensor::from_vector<float>({num_features}, delta));
-    ctx.assign_sub(b, double(learning_rate * grad_b / count));
+      gw[j] = float(grad[j] / count);
     // ON_READ: local to this replica, at once.
     ctx.assign_add(seen, double(count));
     ctx.assign(loss, sq / count);
+    // ON_WRITE: the replicas' gradients averaged in one collective, the new
+    // weights applied with the step.
+    std::vector<optim::gradient> grads{
+      {w, tensor::from_vector<float>({num_features}, gw)},
+      {b, tensor::scalar<float>(float(grad_b / count))}};
+    auto norm = co_await sgd.apply_gradients(ctx, std::move(grads));
+    if (!norm)
+      throw std::runtime_error(describe(norm.error()));
   };
 
   auto t0 = std::chrono::steady_clock::now();
