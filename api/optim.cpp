@@ -2,6 +2,7 @@
 
 #include "varsync/optim.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <unordered_set>
 
@@ -12,20 +13,50 @@ namespace varsync::optim {
 
 namespace {
 
-std::vector<double> doubles_of(const void* data, dtype type, int64_t n) {
-  std::vector<double> out(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    out[static_cast<size_t>(i)] = load_double(type, data, i);
-  return out;
+// The update runs in double over chunks of this many elements: no copy of
+// a whole variable in double, and the dtype switch once per chunk.
+constexpr int64_t chunk = 2048;
+
+void load_chunk(dtype type, const void* src, int64_t at, int64_t n,
+                double* out) {
+  switch (type) {
+    case dtype::float32: {
+      auto* p = static_cast<const float*>(src) + at;
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = p[i];
+      return;
+    }
+    case dtype::float64: {
+      auto* p = static_cast<const double*>(src) + at;
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = p[i];
+      return;
+    }
+    default:
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = load_double(type, src, at + i);
+  }
 }
 
-tensor tensor_of(const std::vector<double>& xs, dtype type,
-                 const tensor_shape& shape) {
-  auto t = tensor::empty(type, shape);
-  void* dst = t.mutable_raw();
-  for (size_t i = 0; i < xs.size(); ++i)
-    store_double(type, dst, static_cast<int64_t>(i), xs[i]);
-  return t;
+void store_chunk(dtype type, void* dst, int64_t at, int64_t n,
+                 const double* in) {
+  switch (type) {
+    case dtype::float32: {
+      auto* p = static_cast<float*>(dst) + at;
+      for (int64_t i = 0; i < n; ++i)
+        p[i] = static_cast<float>(in[i]);
+      return;
+    }
+    case dtype::float64: {
+      auto* p = static_cast<double*>(dst) + at;
+      for (int64_t i = 0; i < n; ++i)
+        p[i] = in[i];
+      return;
+    }
+    default:
+      for (int64_t i = 0; i < n; ++i)
+        store_double(type, dst, at + i, in[i]);
+  }
 }
 
 std::string quoted(const variable& v) {
@@ -165,51 +196,70 @@ optimizer::apply_gradients(replica_context& ctx, std::vector<gradient> grads) {
   }
   // Every gradient of the step in one collective.
   auto combined = co_await ctx.all_reduce(options_.reduction, std::move(mine));
-  std::vector<std::vector<double>> gs;
+  std::vector<double> buf(static_cast<size_t>(chunk) * (2 + slot_names_.size()));
   double squares = 0;
-  for (auto& g : combined) {
-    gs.push_back(doubles_of(g.raw(), g.type(), g.size()));
-    for (double x : gs.back())
-      squares += x * x;
-  }
+  for (auto& g : combined)
+    for (int64_t at = 0; at < g.size(); at += chunk) {
+      const auto len = std::min(chunk, g.size() - at);
+      load_chunk(g.type(), g.raw(), at, len, buf.data());
+      for (int64_t i = 0; i < len; ++i)
+        squares += buf[static_cast<size_t>(i)] * buf[static_cast<size_t>(i)];
+    }
   const double norm = std::sqrt(squares);
-  if (options_.clip_global_norm > 0 && norm > options_.clip_global_norm) {
-    const double scale = options_.clip_global_norm / norm;
-    for (auto& g : gs)
-      for (auto& x : g)
-        x *= scale;
-  }
+  const double scale = options_.clip_global_norm > 0
+                           && norm > options_.clip_global_norm
+                         ? options_.clip_global_norm / norm
+                         : 1.0;
   auto count = ctx.read(iterations_);
   if (!count)
     co_return std::move(count.error());
   const int64_t t = static_cast<int64_t>(load_double(dtype::int64,
                                                      count->data, 0)) + 1;
+  // Chunk buffers: the gradient, the weights, then each slot.
+  double* g = buf.data();
+  double* w = g + chunk;
+  std::vector<double*> slot_chunks;
+  for (size_t j = 0; j < slot_names_.size(); ++j)
+    slot_chunks.push_back(w + chunk * static_cast<int64_t>(j + 1));
   for (size_t k = 0; k < entries.size(); ++k) {
     auto& e = *entries[k];
     const auto type = e.weight.type();
     const auto& shape = e.weight.shape();
-    const auto n = static_cast<int64_t>(gs[k].size());
+    const auto n = combined[k].size();
     auto w_view = ctx.read(e.weight);
     if (!w_view)
       co_return std::move(w_view.error());
-    auto w = doubles_of(w_view->data, type, n);
-    std::vector<std::vector<double>> slots;
-    std::vector<double*> slot_ptrs;
+    std::vector<const void*> slot_in;
     for (auto& sv : e.slots) {
       auto view = ctx.read(sv);
       if (!view)
         co_return std::move(view.error());
-      slots.push_back(doubles_of(view->data, type, n));
+      slot_in.push_back(view->data);
     }
-    for (auto& sl : slots)
-      slot_ptrs.push_back(sl.data());
-    update(w.data(), slot_ptrs.data(), gs[k].data(), n, t);
+    auto w_out = tensor::empty(type, shape);
+    std::vector<tensor> slot_out;
+    for (size_t j = 0; j < e.slots.size(); ++j)
+      slot_out.push_back(tensor::empty(type, shape));
+    for (int64_t at = 0; at < n; at += chunk) {
+      const auto len = std::min(chunk, n - at);
+      load_chunk(combined[k].type(), combined[k].raw(), at, len, g);
+      if (scale != 1.0)
+        for (int64_t i = 0; i < len; ++i)
+          g[i] *= scale;
+      load_chunk(type, w_view->data, at, len, w);
+      for (size_t j = 0; j < slot_in.size(); ++j)
+        load_chunk(type, slot_in[j], at, len, slot_chunks[j]);
+      update(w, slot_chunks.data(), g, len, t);
+      store_chunk(type, w_out.mutable_raw(), at, len, w);
+      for (size_t j = 0; j < slot_out.size(); ++j)
+        store_chunk(type, slot_out[j].mutable_raw(), at, len, slot_chunks[j]);
+    }
     if (auto err = ctx.update_mirrored(e.weight, update_op::assign,
-                                       tensor_of(w, type, shape)))
+                                       std::move(w_out)))
       co_return err;
-    for (size_t j = 0; j < slots.size(); ++j)
+    for (size_t j = 0; j < slot_out.size(); ++j)
       if (auto err = ctx.update_mirrored(e.slots[j], update_op::assign,
-                                         tensor_of(slots[j], type, shape)))
+                                         std::move(slot_out[j])))
         co_return err;
   }
   if (auto err = ctx.update_mirrored(iterations_, update_op::assign,

@@ -403,6 +403,18 @@ def build(t):
                   fmt_time(v(three)), "one step with co_await all_reduce",
                   fmt_time(v(co)), ratio_of(v(three), v(co)))
 
+    # -- 5d. optimizers ----------------------------------------------------------------
+    t.section("5d. Optimizers: a training step with optim::adam against the "
+              "same Adam update as one hand-written fused loop "
+              "(ratio = optimizer step / loop)")
+    for n in (1, 4):
+        for size, text in (("1k", "1 Ki"), ("1m", "1 Mi")):
+            st = t.get("optimizer.adam_step.r%d.%s" % (n, size))
+            lp = t.get("optimizer.fused_loop.r%d.%s" % (n, size))
+            t.add("adam step, %s float32 params, %d rep" % (text, n),
+                  fmt_time(v(st)), "hand-written fused loop",
+                  fmt_time(v(lp)), ratio_of(v(st), v(lp)))
+
     # -- 6. scale ----------------------------------------------------------------------
     t.section("6. Scale: create 10,000 variables on 4 replicas")
     for api in ("blocking", "async"):

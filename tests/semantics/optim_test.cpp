@@ -4,6 +4,9 @@
 #include "fixture.hpp"
 
 #include <cmath>
+#include <filesystem>
+
+#include "varsync/checkpoint.hpp"
 
 #include "varsync/optim.hpp"
 
@@ -309,4 +312,36 @@ TEST_CASE("O4: apply_gradients refuses bad gradients before anything moves") {
   check_close(read_vec(s, w), {1, 2});
   CHECK(read_scalar(s, opt.iterations()) == 0);
   check_close(read_vec(s, VS_VALUE(opt.slot(w, "momentum"))), {0, 0});
+}
+
+TEST_CASE("O1: slots and the step count are checkpointed with the weights") {
+  namespace fs = std::filesystem;
+  auto s = make_strategy(2);
+  auto w = make_var(s, "w", vec_d({1, -1}), synchronization::on_write,
+                    aggregation::mean);
+  optim::adam opt{0.01};
+  VS_REQUIRE_OK(opt.build(s, {w}));
+  VS_REQUIRE_OK(train_step(s, opt, w));
+  VS_REQUIRE_OK(train_step(s, opt, w));
+  auto dir = fs::temp_directory_path() / ("varsync-optim-" + shared_run_id());
+  fs::create_directories(dir);
+  const auto path = local_file((dir / "adam.safetensors").string());
+  fs::create_directories(fs::path{path}.parent_path());
+  VS_REQUIRE_OK(save(s, path));
+  const auto saved = take_snapshot(s);
+  VS_REQUIRE_OK(train_step(s, opt, w));
+  CHECK_FALSE(same(saved, take_snapshot(s)));
+  VS_REQUIRE_OK(restore(s, path));
+  CHECK(same(saved, take_snapshot(s)));
+  CHECK(read_scalar(s, opt.iterations()) == 2);
+  // Training goes on from the restored moments and step count exactly as
+  // it did the first time.
+  VS_REQUIRE_OK(train_step(s, opt, w));
+  auto again = take_snapshot(s);
+  VS_REQUIRE_OK(restore(s, path));
+  VS_REQUIRE_OK(train_step(s, opt, w));
+  CHECK(same(again, take_snapshot(s)));
+  std::error_code ec;
+  if (!across_processes())
+    fs::remove_all(dir, ec);
 }
