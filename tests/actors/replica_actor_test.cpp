@@ -1148,7 +1148,7 @@ TEST_CASE_METHOD(replica_fixture,
 
 TEST_CASE_METHOD(replica_fixture,
                  "X3: replica actor: step_abort ends a waiting step (its frame "
-                 "destroyed) or one not started; step_resume of a step that "
+                 "destroyed) or one not started, and step_resume of a step that "
                  "does not wait is refused",
                  "[replica][step]") {
   auto r = spawn(0, 2, on_step_exception::fail_step);
