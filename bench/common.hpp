@@ -21,6 +21,7 @@
 #include <functional>
 #include <string>
 #include <utility>
+#include <optional>
 #include <vector>
 
 #include <time.h>
@@ -112,6 +113,27 @@ inline stats time_calls_us(int n, int warmup, const std::function<void()>& call)
   return summarize(std::move(us));
 }
 
+/// Calls `op` `warmup` times untimed, then `n` times timed (seconds). `op`
+/// returns an error-like value (true: failed): the first failure is printed
+/// with `what` and nothing is returned.
+template <class Op>
+std::optional<stats> time_ok_seconds(int n, int warmup, Op op,
+                                     const char* what) {
+  std::vector<double> secs;
+  for (int i = 0; i < warmup + n; ++i) {
+    auto t0 = clock_type::now();
+    auto err = op();
+    const double t = seconds_since(t0);
+    if (err) {
+      std::fprintf(stderr, "%s failed\n", what);
+      return std::nullopt;
+    }
+    if (i >= warmup)
+      secs.push_back(t);
+  }
+  return summarize(std::move(secs));
+}
+
 /// One JSON-lines record writer (appends; one object per line).
 class recorder {
 public:
@@ -140,6 +162,12 @@ public:
     line += "}\n";
     out_ << line;
     out_.flush();
+  }
+
+  /// A wall time in seconds: value = median, plus min/n.
+  void seconds(const std::string& key, const stats& s) {
+    record(key, s.median, "s",
+           {{"min", s.min}, {"n", static_cast<double>(s.n)}});
   }
 
   /// A latency sample in microseconds: value = median, plus p99/min/n.

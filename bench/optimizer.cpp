@@ -66,51 +66,43 @@ bool run_all(caf::actor_system& sys, bench::recorder& rec, bool quick) {
       for (int r = 0; r < replicas; ++r)
         grads.push_back(tensor::filled(dtype::float32, {params}, 1e-3 * (r + 1)));
       const int reps = quick ? 5 : (params > 4096 ? 15 : 200);
-      std::vector<double> secs;
-      for (int i = 0; i < reps + 2; ++i) {
-        auto t0 = clock_type::now();
-        auto err = s->run([&](replica_context& ctx) -> step_task<> {
-          std::vector<optim::gradient> mine{
-            {*w, grads[static_cast<size_t>(ctx.replica_id())]}};
-          auto norm = co_await opt.apply_gradients(ctx, std::move(mine));
-          if (!norm)
-            throw std::runtime_error(describe(norm.error()));
-        });
-        auto t = bench::seconds_since(t0);
-        if (err) {
-          std::fprintf(stderr, "optimizer step: %s\n", describe(err).c_str());
-          return false;
-        }
-        if (i >= 2)
-          secs.push_back(t);
-      }
-      auto step = bench::summarize(secs);
+      auto step = bench::time_ok_seconds(
+        reps, 2,
+        [&] {
+          return s->run([&](replica_context& ctx) -> step_task<> {
+            std::vector<optim::gradient> mine{
+              {*w, grads[static_cast<size_t>(ctx.replica_id())]}};
+            auto norm = co_await opt.apply_gradients(ctx, std::move(mine));
+            if (!norm)
+              throw std::runtime_error(describe(norm.error()));
+          });
+        },
+        "optimizer step");
       std::vector<float> ww(static_cast<size_t>(params)), m(ww.size()),
         v(ww.size());
       std::vector<const float*> gp;
       for (auto& g : grads)
         gp.push_back(g.data<float>());
-      secs.clear();
-      for (int i = 0; i < reps + 2; ++i) {
-        auto t0 = clock_type::now();
-        fused_adam(ww.data(), m.data(), v.data(), gp.data(), replicas, params,
-                   i + 1);
-        auto t = bench::seconds_since(t0);
-        if (i >= 2)
-          secs.push_back(t);
-      }
-      auto loop = bench::summarize(secs);
+      int64_t t = 0;
+      auto loop = bench::time_ok_seconds(
+        reps, 2,
+        [&] {
+          fused_adam(ww.data(), m.data(), v.data(), gp.data(), replicas,
+                     params, ++t);
+          return false;
+        },
+        "fused loop");
+      if (!step || !loop)
+        return false;
       std::printf("optimizer %d replica(s), %8lld params: adam step %10.1f us, "
                   "hand-written fused loop %9.1f us (checksum %g), ratio %6.1f\n",
-                  replicas, static_cast<long long>(params), step.median * 1e6,
-                  loop.median * 1e6, double(ww[0]), step.median / loop.median);
+                  replicas, static_cast<long long>(params), step->median * 1e6,
+                  loop->median * 1e6, double(ww[0]), step->median / loop->median);
       std::fflush(stdout);
       auto tag = ".r" + std::to_string(replicas) + "."
                  + (params > 4096 ? "1m" : "1k");
-      rec.record("optimizer.adam_step" + tag, step.median, "s",
-                 {{"min", step.min}, {"n", static_cast<double>(step.n)}});
-      rec.record("optimizer.fused_loop" + tag, loop.median, "s",
-                 {{"min", loop.min}, {"n", static_cast<double>(loop.n)}});
+      rec.seconds("optimizer.adam_step" + tag, *step);
+      rec.seconds("optimizer.fused_loop" + tag, *loop);
       s->shutdown();
     }
   }

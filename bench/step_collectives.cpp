@@ -22,24 +22,6 @@ using bench::clock_type;
 
 namespace {
 
-template <class F>
-bool time_it(F f, int reps, bench::stats& out, const char* what) {
-  std::vector<double> secs;
-  for (int i = 0; i < reps + 3; ++i) {
-    auto t0 = clock_type::now();
-    auto err = f();
-    auto t = bench::seconds_since(t0);
-    if (err) {
-      std::fprintf(stderr, "%s failed: %s\n", what, describe(err).c_str());
-      return false;
-    }
-    if (i >= 3) // warm-up
-      secs.push_back(t);
-  }
-  out = bench::summarize(secs);
-  return true;
-}
-
 bool run_all(caf::actor_system& sys, bench::recorder& rec, bool quick) {
   for (int replicas : {2, 4, 8}) {
     for (int64_t bytes : {int64_t{1} << 10, int64_t{1} << 20}) {
@@ -84,22 +66,21 @@ bool run_all(caf::actor_system& sys, bench::recorder& rec, bool quick) {
         return s->run([&](replica_context& ctx) { (void) ctx.assign(*acc, y); });
       };
       const int reps = quick ? 20 : (bytes > 4096 ? 60 : 300);
-      bench::stats co, three;
-      if (!time_it(coroutine, reps, co, "coroutine step")
-          || !time_it(three_calls, reps, three, "step + all_reduce + step"))
+      auto co = bench::time_ok_seconds(reps, 3, coroutine, "coroutine step");
+      auto three = bench::time_ok_seconds(reps, 3, three_calls,
+                                          "step + all_reduce + step");
+      if (!co || !three)
         return false;
       std::printf("step_collectives %d replicas, %7lld B: coroutine step with "
                   "co_await all_reduce %9.1f us, step + s.all_reduce + step "
                   "%9.1f us, ratio %5.2f\n",
-                  replicas, static_cast<long long>(bytes), co.median * 1e6,
-                  three.median * 1e6, three.median / co.median);
+                  replicas, static_cast<long long>(bytes), co->median * 1e6,
+                  three->median * 1e6, three->median / co->median);
       std::fflush(stdout);
       auto tag = ".r" + std::to_string(replicas) + "."
                  + (bytes > 4096 ? "1m" : "1k");
-      rec.record("step_collectives.coroutine" + tag, co.median, "s",
-                 {{"min", co.min}, {"n", static_cast<double>(co.n)}});
-      rec.record("step_collectives.three_calls" + tag, three.median, "s",
-                 {{"min", three.min}, {"n", static_cast<double>(three.n)}});
+      rec.seconds("step_collectives.coroutine" + tag, *co);
+      rec.seconds("step_collectives.three_calls" + tag, *three);
       s->shutdown();
     }
   }
