@@ -417,6 +417,13 @@ private:
     uint64_t seq = 0;
     caf::timespan timeout{};
     operation_deadlines::clock::time_point started{};
+    /// What is left of the step's deadline (negative once past it).
+    caf::timespan left() const {
+      if (timeout == caf::timespan::max())
+        return timeout;
+      return timeout - std::chrono::duration_cast<caf::timespan>(
+                         operation_deadlines::clock::now() - started);
+    }
   };
   /// The replicas answered step `round.seq` (or its last collective): the
   /// step ends, or its collective runs and the replicas go on.

@@ -25,12 +25,7 @@ void coordinator_state::step_answered(
   };
   if (!reports)
     return fail(std::move(reports.error()));
-  auto left = round.timeout;
-  if (round.timeout != caf::timespan::max()) {
-    auto spent = std::chrono::duration_cast<caf::timespan>(
-      operation_deadlines::clock::now() - round.started);
-    left = round.timeout - spent;
-  }
+  const auto left = round.left();
   bool waiting = false;
   for (auto& r : *reports)
     waiting = waiting || r.suspended;
@@ -53,14 +48,8 @@ void coordinator_state::step_answered(
         abandon_step(round.seq);
         return done(std::move(result.error()));
       }
-      auto left = round.timeout;
-      if (round.timeout != caf::timespan::max())
-        left = std::max(round.timeout
-                          - std::chrono::duration_cast<caf::timespan>(
-                            operation_deadlines::clock::now() - round.started),
-                        caf::timespan{1});
       gather<step_report>(
-        replicas_.size(), left,
+        replicas_.size(), std::max(round.left(), caf::timespan{1}),
         [this, seq = round.seq, result = std::move(*result)](size_t i) {
           return self_->request(replicas_[i], caf::infinite,
                                 step_resume_atom::value, seq, result);
@@ -100,15 +89,16 @@ void coordinator_state::run_step_collective(
                       std::move(done));
   }
   // all_gather and broadcast reduce nothing: by value in one process.
+  // The all_gather result (a broadcast shares the root's values).
   uint64_t bytes = 0;
-  for (auto& values : local)
-    for (auto& v : values)
-      bytes = saturating_add(bytes, v.nbytes());
-  if (request.kind == step_collective_kind::broadcast)
-    bytes = 0; // the root's values, shared
-  else if (processes)
-    bytes = saturating_mul(bytes / std::max<size_t>(local.size(), 1),
-                           static_cast<uint64_t>(total_replicas()));
+  if (request.kind == step_collective_kind::all_gather) {
+    for (auto& values : local)
+      for (auto& v : values)
+        bytes = saturating_add(bytes, v.nbytes());
+    if (processes)
+      bytes = saturating_mul(bytes / std::max<size_t>(local.size(), 1),
+                             static_cast<uint64_t>(total_replicas()));
+  }
   if (auto err = budget_.check(bytes, what))
     return processes ? fail_agreed(timeout, what, std::move(err),
                                    std::move(done))

@@ -184,15 +184,4 @@ combine_step_values(const step_collective& request,
   return out;
 }
 
-caf::expected<std::vector<tensor>>
-combine_step_collective(const std::vector<step_report>& reports) {
-  if (reports.empty())
-    return std::vector<tensor>{};
-  std::vector<std::vector<tensor>> parts;
-  parts.reserve(reports.size());
-  for (auto& r : reports)
-    parts.push_back(r.collective.values);
-  return combine_step_values(reports[0].collective, parts);
-}
-
 } // namespace varsync

@@ -31,11 +31,6 @@ caf::error check_step_request(const step_collective& c, int num_replicas);
 caf::error check_step_collectives(const std::vector<step_report>& reports,
                                   int first_replica);
 
-/// The result of an all_gather or broadcast whose contributions are all in
-/// `reports` (one process), the same for every replica.
-caf::expected<std::vector<tensor>>
-combine_step_collective(const std::vector<step_report>& reports);
-
 /// The result of an all_gather or broadcast from every replica's values in
 /// global replica order: parts[r][k] is replica r's value k.
 caf::expected<std::vector<tensor>>
