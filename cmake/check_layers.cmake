@@ -20,6 +20,7 @@ set(owner_actor_protocol messages)
 set(owner_step messages)
 set(owner_config messages)
 set(owner_replica_context actors)
+set(owner_sync_advice sync)
 foreach(h strategy actor_api checkpoint checkpoint_actor testing varsync optim
        function_step)
   set(owner_${h} api)

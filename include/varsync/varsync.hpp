@@ -13,4 +13,6 @@
 #include "varsync/step_task.hpp"
 #include "varsync/optim.hpp"
 #include "varsync/strategy.hpp"
+#include "varsync/metrics.hpp"
+#include "varsync/sync_advice.hpp"
 #include "varsync/variable.hpp"
