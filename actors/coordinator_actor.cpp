@@ -72,6 +72,7 @@ coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
   auto deliver = [this](auto rp) {
     return [this, rp](auto result) mutable {
       release_slot();
+      record_.outcome(result ? caf::error{} : result.error());
       if (result)
         rp.deliver(std::move(*result));
       else
@@ -185,6 +186,22 @@ coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
     [this](describe_atom) -> caf::result<strategy_description> {
       return describe();
     },
+    // Never queued behind operations: a snapshot is most wanted when they
+    // pile up.
+    [this](metrics_atom) -> caf::result<strategy_metrics> {
+      auto rp = self_->make_response_promise<strategy_metrics>();
+      metrics(default_timeout_,
+              [rp](caf::expected<strategy_metrics> r) mutable {
+                if (r)
+                  rp.deliver(std::move(*r));
+                else
+                  rp.deliver(std::move(r.error()));
+              });
+      return rp;
+    },
+    [this](client_now_atom, const client_call_ptr& call) {
+      call->invoke(*this);
+    },
     [this](replicas_atom) -> caf::result<std::vector<replica_actor>> {
       return replicas_;
     },
@@ -217,13 +234,15 @@ public:
                          std::shared_ptr<std::atomic<uint64_t>> dropped,
                          size_t small_step_bytes,
                          std::optional<coordinator_state::process_layout>
-                           processes)
+                           processes,
+                         bool collect_metrics, caf::timespan stall_threshold)
     : coordinator_internal_actor::base(cfg),
       state_(this, std::move(devices), std::move(replicas), timeout,
              std::move(collective), std::move(budget),
              max_queued_operations, max_queued_bytes, std::move(dropped)) {
     state_.small_step_bytes = small_step_bytes;
     state_.processes = processes;
+    state_.configure_metrics(collect_metrics, stall_threshold);
   }
 
   behavior_type make_behavior() override { return state_.make_behavior(); }
@@ -277,12 +296,16 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
                         "the process group does not match this process's "
                         "devices");
     layout = coordinator_state::process_layout{
-      m.group->rank(), m.group->size(), m.first_replica, m.total_replicas, {}};
+      m.group->rank(), m.group->size(), m.first_replica, m.total_replicas, {},
+      {}};
     if (m.mode == cluster_mode::services)
       layout->submit_sequenced = [group = m.group](sequenced_operation op) {
         group->submit(std::move(op));
       };
     sequencing_group = m.group;
+    m.group->rounds().configure(cfg.stall_threshold);
+    layout->rounds = std::shared_ptr<process_rounds>(m.group,
+                                                     &m.group->rounds());
   }
   const int first = layout ? layout->first_replica : 0;
   const int total = layout ? layout->total_replicas
@@ -329,7 +352,8 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
   auto coordinator = sys.spawn<coordinator_actor_impl>(
     cfg.devices, replicas, cfg.default_timeout, std::move(*selected),
     memory_budget{cfg.memory_budget_bytes}, cfg.max_queued_operations,
-    cfg.max_queued_bytes, dropped, cfg.small_step_bytes, layout);
+    cfg.max_queued_bytes, dropped, cfg.small_step_bytes, layout,
+    cfg.collect_metrics, cfg.stall_threshold);
   // The replicas (and the device collective driver) go down with their
   // coordinator.
   coordinator->attach_functor([replicas, driver](const caf::error&) {

@@ -34,6 +34,10 @@ struct coordinator_config {
   /// Steps up to this many contribution bytes per replica take the small
   /// path (sync/small_step.hpp); 0: never.
   size_t small_step_bytes = 4096;
+  /// Metrics (M1-M4): timing on or off, and the stall warning's threshold
+  /// (0: no warnings).
+  bool collect_metrics = true;
+  caf::timespan stall_threshold = std::chrono::seconds(1);
   /// A strategy over several processes: the joined group, and where this
   /// process's replicas stand in it (sync/process_group.hpp).
   std::optional<process_membership> processes;

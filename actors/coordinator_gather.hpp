@@ -48,7 +48,8 @@ inline bool is_timeout(const caf::error& err) {
 template <class T, class Send>
 void coordinator_state::gather(size_t count, caf::timespan timeout, Send send,
                                reply_fn<std::vector<T>> done,
-                               on_deadline late, fan_out how) {
+                               on_deadline late, fan_out how,
+                               std::shared_ptr<reply_times> times) {
   struct state final : expirable {
     coordinator_state* owner = nullptr;
     on_deadline late = on_deadline::abandoned;
@@ -117,7 +118,9 @@ void coordinator_state::gather(size_t count, caf::timespan timeout, Send send,
     spread.emplace(self_);
   for (size_t i = 0; i < count; ++i) {
     send(i).then(
-      [st, i](T value) {
+      [st, i, times](T value) {
+        if (times)
+          times->at[i] = reply_times::clock::now();
         st->values[i] = std::move(value);
         st->finish_one();
       },

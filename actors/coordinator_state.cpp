@@ -182,7 +182,10 @@ void coordinator_state::flush_reads(entry& e) {
       }
       left -= waited;
     }
+    auto saved = rerunning_;
+    rerunning_ = true;
     w->rerun(left);
+    rerunning_ = saved;
   }
 }
 
@@ -222,14 +225,17 @@ void coordinator_state::on_deadline_tick() {
 caf::error coordinator_state::refuse_if_full(size_t bytes) const {
   if (in_flight_ < in_flight_limit() && waiting_.empty())
     return {}; // runs at once
-  if (waiting_.size() >= max_queued_operations_)
+  if (waiting_.size() >= max_queued_operations_) {
+    record_.refused();
     return make_error(errc::overloaded,
                       "refused: " + std::to_string(waiting_.size())
                         + " requests already wait for the coordinator "
                           "(max_queued_operations); nothing was changed, "
                           "retry later");
+  }
   // A request larger than the bound alone still waits in an empty queue.
-  if (!waiting_.empty() && queued_bytes_ + bytes > max_queued_bytes_)
+  if (!waiting_.empty() && queued_bytes_ + bytes > max_queued_bytes_) {
+    record_.refused();
     return make_error(errc::overloaded,
                       "refused: the requests waiting for the coordinator "
                       "hold "
@@ -237,6 +243,7 @@ caf::error coordinator_state::refuse_if_full(size_t bytes) const {
                         + " bytes of tensors (max_queued_bytes "
                         + std::to_string(max_queued_bytes_)
                         + "); nothing was changed, retry later");
+  }
   return {};
 }
 

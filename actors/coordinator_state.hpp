@@ -24,6 +24,7 @@
 #include <caf/timespan.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/coordinator_metrics.hpp"
 #include "actors/operation_deadlines.hpp"
 #include "devices/memory_budget.hpp"
 #include "sync/scatter_update.hpp"
@@ -33,6 +34,8 @@
 #include "messages/coordinator_interface.hpp"
 #include "messages/sequenced_operation.hpp"
 #include "sync/collective_plan.hpp"
+#include "sync/process_rounds.hpp"
+#include "varsync/metrics.hpp"
 #include "sync/sync_policy.hpp"
 
 namespace varsync {
@@ -79,6 +82,8 @@ public:
     /// ordered operations come back through on_sequenced). Empty in
     /// training mode.
     std::function<void(sequenced_operation)> submit_sequenced;
+    /// Who kept whom waiting at the processes' rounds (the group's).
+    std::shared_ptr<process_rounds> rounds;
   };
   std::optional<process_layout> processes;
 
@@ -133,6 +138,11 @@ public:
   /// bytes would pass max_queued_bytes (V3): refused at once, not queued.
   caf::error refuse_if_full(size_t bytes) const;
   void release_slot();
+  /// A blocking caller gave up on an operation before it started (its
+  /// deadline passed): counted as a deadline hit.
+  void note_abandoned() {
+    record_.outcome(make_error(errc::timeout, "abandoned"));
+  }
   /// Runs `op`, an operation requested at `since` (a client call), so that
   /// its deadline counts from the request: time spent in the mailbox or the
   /// admission queue is not granted twice.
@@ -150,6 +160,7 @@ public:
   reply_fn<T> releasing(reply_fn<T> done) {
     return [this, done = std::move(done)](caf::expected<T> r) {
       release_slot();
+      record_.outcome(r ? caf::error{} : r.error());
       done(std::move(r));
     };
   }
@@ -204,6 +215,15 @@ public:
   void all_values(caf::timespan timeout, uint64_t id,
                   reply_fn<std::vector<tensor>> done);
   strategy_description describe() const;
+  /// Metrics (M1-M4): collection on or off (clock reads and step timing;
+  /// counts stay), and the stall warning's threshold (0: off). Set once
+  /// after construction.
+  void configure_metrics(bool enabled, caf::timespan stall_threshold) {
+    record_ = coordinator_record{replicas_.size(), stall_threshold, enabled};
+  }
+  /// A snapshot: the coordinator's counts and every replica's
+  /// (actors/coordinator_metrics.cpp).
+  void metrics(caf::timespan timeout, reply_fn<strategy_metrics> done);
   void describe(reply_fn<strategy_description> done) { done(describe()); }
   const std::vector<replica_actor>& replicas() const { return replicas_; }
   /// Stops the replicas and the coordinator.
@@ -286,7 +306,31 @@ private:
     size_t writes_in_flight = 0;
     // A vector: an empty std::deque allocates ~600 bytes, per variable.
     std::vector<std::shared_ptr<pending_read>> waiting_reads;
+    variable_usage usage;
   };
+  /// A cross-replica read or update of `e` starts (not when a read runs
+  /// again after the writes it waited for).
+  void count_cross_read(entry& e) {
+    if (!rerunning_)
+      ++e.usage.cross_reads;
+  }
+  void count_cross_update(entry& e) {
+    if (!rerunning_)
+      ++e.usage.cross_updates;
+  }
+  /// A step round's replies came in: the wait for the slowest replica is
+  /// added to `round`.
+  void note_step_round(const reply_times& times, caf::timespan& waited,
+                       uint64_t seq);
+  /// A step applies ON_WRITE updates `ys` (each variable counted once).
+  void count_step_updates(const std::vector<recorded_update>& ys,
+                          caf::timespan waited);
+  /// Each variable of a plan and the bytes its item reads here.
+  static std::vector<std::pair<uint64_t, uint64_t>>
+  collective_bytes(const collective_plan& plan);
+  /// A collective started at `started` (epoch: not timed) completed.
+  void count_collective(const std::vector<std::pair<uint64_t, uint64_t>>& moved,
+                        reply_times::clock::time_point started);
 
   /// `timeout` less the time the operation now starting waited for
   /// admission; `timeout` (nothing dispatched, nothing changed) if none is
@@ -369,11 +413,13 @@ private:
   /// takes a while (a step, a collective's slices) runs in parallel.
   enum class fan_out { local, spread };
 
+  /// `times`: records when each reply arrived (step rounds, M4).
   template <class T, class Send>
   void gather(size_t count, caf::timespan timeout, Send send,
               reply_fn<std::vector<T>> done,
               on_deadline late = on_deadline::abandoned,
-              fan_out how = fan_out::local);
+              fan_out how = fan_out::local,
+              std::shared_ptr<reply_times> times = nullptr);
 
   template <class Send>
   void gather_ok(size_t count, caf::timespan timeout, Send send,
@@ -399,15 +445,18 @@ private:
                         std::shared_ptr<collective_plan> plan,
                         reply_fn<ok_atom> done);
   void finish_collective();
-  /// `done` wrapped to count a completed collective and start the next one.
-  reply_fn<ok_atom> finishing_collective(reply_fn<ok_atom> done);
+  /// `done` wrapped to count a completed collective (its time and bytes,
+  /// for each variable of `plan`) and start the next one.
+  reply_fn<ok_atom> finishing_collective(const collective_plan& plan,
+                                         reply_fn<ok_atom> done);
 
   /// S1: the plan item of a step's scatter updates (update k of every
   /// report), combined row by row; an error before anything is applied.
   caf::error add_step_scatter(collective_plan& plan, size_t k,
                               std::vector<step_report>& reports);
-  void finish_step(caf::timespan timeout,
-                   std::vector<step_report>& reports, reply_fn<ok_atom> done);
+  /// `waited`: the step's wait for its slowest replica (M2).
+  void finish_step(caf::timespan timeout, std::vector<step_report>& reports,
+                   caf::timespan waited, reply_fn<ok_atom> done);
 
   // -- collectives inside coroutine steps (C2) ---------------------------------
 
@@ -417,6 +466,9 @@ private:
     uint64_t seq = 0;
     caf::timespan timeout{};
     operation_deadlines::clock::time_point started{};
+    /// How long the first replica to answer waited for the last, over the
+    /// step's rounds so far (M2).
+    caf::timespan waited{0};
     /// What is left of the step's deadline (negative once past it).
     caf::timespan left() const {
       if (timeout == caf::timespan::max())
@@ -474,6 +526,13 @@ private:
   /// The number of the last step sent to the replicas.
   uint64_t steps_started_ = 0;
   std::deque<std::function<void()>> pending_collectives_;
+  /// Metrics (actors/coordinator_metrics.hpp); refusals are counted by
+  /// const checks.
+  mutable coordinator_record record_{0, caf::timespan{0}, true};
+  /// Each replica's counts at the last snapshot it answered.
+  std::vector<replica_usage> last_usage_;
+  /// A read runs again after the writes it waited for (not counted twice).
+  bool rerunning_ = false;
 };
 
 } // namespace varsync

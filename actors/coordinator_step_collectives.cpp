@@ -30,7 +30,7 @@ void coordinator_state::step_answered(
   for (auto& r : *reports)
     waiting = waiting || r.suspended;
   if (!waiting)
-    return finish_step(left, *reports, std::move(done));
+    return finish_step(left, *reports, round.waited, std::move(done));
   if (auto err = check_step_collectives(
         *reports, processes ? processes->first_replica : 0))
     return fail(std::move(err));
@@ -48,17 +48,22 @@ void coordinator_state::step_answered(
         abandon_step(round.seq);
         return done(std::move(result.error()));
       }
+      auto times = record_.enabled()
+                     ? std::make_shared<reply_times>(replicas_.size())
+                     : nullptr;
       gather<step_report>(
         replicas_.size(), std::max(round.left(), caf::timespan{1}),
         [this, seq = round.seq, result = std::move(*result)](size_t i) {
           return self_->request(replicas_[i], caf::infinite,
                                 step_resume_atom::value, seq, result);
         },
-        [this, round, done = std::move(done)](
+        [this, round, times, done = std::move(done)](
           caf::expected<std::vector<step_report>> reports) mutable {
+          if (times && reports)
+            note_step_round(*times, round.waited, round.seq);
           step_answered(round, std::move(reports), std::move(done));
         },
-        on_deadline::abandoned, fan_out::spread);
+        on_deadline::abandoned, fan_out::spread, times);
     });
 }
 

@@ -101,7 +101,7 @@ void coordinator_state::create_here(caf::timespan timeout, variable_spec spec,
   auto id = info->id;
   names_.emplace(info->name, id);
   auto shared = std::make_shared<const variable_info>(std::move(*info));
-  entries_.emplace(id, entry{shared, &policy_for(shared->sync), false, 0, {}});
+  entries_.emplace(id, entry{shared, &policy_for(shared->sync), false, 0, {}, {}});
   auto initial = std::move(spec.initial_value);
   gather_ok(
     replicas_.size(), timeout,
@@ -198,7 +198,10 @@ void coordinator_state::destroy(caf::timespan timeout, uint64_t id,
       w->finished = true;
       if (w->watched)
         unwatch(w->deadline);
+      auto saved = rerunning_;
+      rerunning_ = true;
       w->rerun(w->timeout);
+      rerunning_ = saved;
     }
   gather_ok(
     replicas_.size(), timeout,

@@ -127,7 +127,16 @@ replica_actor::behavior_type replica_state::make_behavior() {
     [this](local_read_atom, uint64_t id) -> caf::result<tensor> {
       if (auto err = refuse_if_full())
         return err;
-      return run_or_defer<tensor>([this, id] { return download(id); });
+      return run_or_defer<tensor>([this, id] {
+        if (auto c = find(id))
+          ++(*c)->reads;
+        return download(id);
+      });
+    },
+    [this](usage_atom) -> caf::result<replica_usage> {
+      if (auto err = refuse_unless_coordinator("usage"))
+        return err;
+      return usage();
     },
     [this](local_update_atom, uint64_t id, update_op op,
            const tensor& x) -> caf::result<ok_atom> {

@@ -151,6 +151,7 @@ caf::error replica_state::local_add(uint64_t id, double value) {
   if (!c)
     return std::move(c.error());
   auto& comp = **c;
+  ++comp.updates;
   if (comp.policy().collective_replica_updates())
     return make_error(errc::invalid_argument,
                       "variable '" + comp.info->name
@@ -241,12 +242,28 @@ std::chrono::milliseconds replica_state::injected_delay() const {
 caf::error replica_state::refuse_if_full() const {
   if (deferred_.size() < cfg_.max_deferred)
     return {};
+  ++refusals_;
   return make_error(errc::overloaded,
                     "replica " + std::to_string(cfg_.rank) + " ("
                       + to_string(cfg_.device) + "): refused, "
                       + std::to_string(deferred_.size())
                       + " operations already wait (max_queued_operations); "
                         "nothing was changed, retry later");
+}
+
+replica_usage replica_state::usage() const {
+  replica_usage out;
+  out.ids.reserve(components_.size());
+  out.reads.reserve(components_.size());
+  out.updates.reserve(components_.size());
+  for (auto& [id, c] : components_) {
+    out.ids.push_back(id);
+    out.reads.push_back(c.reads);
+    out.updates.push_back(c.updates);
+  }
+  out.deferred = deferred_.size();
+  out.refusals = refusals_;
+  return out;
 }
 
 } // namespace varsync::replica_internal

@@ -26,6 +26,7 @@ caf::error replica_state::scatter(const variable_info& v, scatter_op op,
   if (!c)
     return record_failure(std::move(c.error()));
   auto& comp = **c;
+  ++comp.updates;
   auto& info = *comp.info;
   if (auto err = validate_scatter(info, op, indices, values, to_string(op)))
     return record_failure(std::move(err));

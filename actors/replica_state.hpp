@@ -67,6 +67,9 @@ struct component {
   /// Shared with the coordinator and the other replicas of the process.
   shared_variable_info info;
   void* data = nullptr;
+  /// Replica-context reads and updates that found this component (M1).
+  uint64_t reads = 0;
+  uint64_t updates = 0;
   /// Derived, not stored: thousands of components per replica are common.
   const sync_policy& policy() const { return policy_for(info->sync); }
 };
@@ -193,6 +196,8 @@ private:
   // refused (V3): a bound actor cannot grow the replica's queue without
   // limit, and its caller learns at once instead of by a timeout.
   caf::error refuse_if_full() const;
+  /// The counts of a metrics snapshot.
+  replica_usage usage() const;
 
   // Runs `f` now, or after the current collective if one is in progress (or
   // after an injected delay).
@@ -339,6 +344,8 @@ private:
   bool resume_pending_ = false;
   uint64_t operations_ = 0;
   std::deque<std::function<void()>> deferred_;
+  /// Local requests refused as overloaded (M3).
+  mutable uint64_t refusals_ = 0;
   /// Variables whose dropped local adds were logged.
   std::unordered_set<uint64_t> warned_local_add_;
   step_report* recording_ = nullptr;

@@ -11,6 +11,7 @@ caf::expected<tensor_view> replica_state::read(const variable_info& v) {
   if (!c)
     return std::move(c.error());
   auto& comp = **c;
+  ++comp.reads;
   if (!host_memory_) {
     // A host copy that lives until the step returns (device_pointer is the
     // zero-copy access on such devices).
@@ -40,6 +41,7 @@ caf::error replica_state::update_from_device(const variable_info& v, update_op o
   if (!c)
     return record_failure(std::move(c.error()));
   auto& comp = **c;
+  ++comp.updates;
   if (auto err = check_update_op(op, comp.info->name))
     return record_failure(std::move(err));
   if (comp.policy().collective_replica_updates())
@@ -88,6 +90,7 @@ caf::error replica_state::update(const variable_info& v, update_op op,
   if (!c)
     return record_failure(std::move(c.error()));
   auto& comp = **c;
+  ++comp.updates;
   if (auto err = check_update_op(op, comp.info->name))
     return record_failure(std::move(err));
   if (auto err = validate_value(*comp.info, value, to_string(op)))
@@ -112,6 +115,7 @@ caf::error replica_state::update_mirrored(const variable_info& v,
   if (!c)
     return record_failure(std::move(c.error()));
   auto& comp = **c;
+  ++comp.updates;
   if (!comp.policy().collective_replica_updates() || recording_ == nullptr)
     return record_failure(make_error(
       errc::invalid_argument,
@@ -134,6 +138,7 @@ caf::error replica_state::update_scalar(const variable_info& v, update_op op,
   if (!c)
     return record_failure(std::move(c.error()));
   auto& comp = **c;
+  ++comp.updates;
   if (auto err = check_update_op(op, comp.info->name))
     return record_failure(std::move(err));
   if (auto err = validate_scalar(*comp.info, value))

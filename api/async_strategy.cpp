@@ -92,6 +92,10 @@ void async_strategy::stats(callback<strategy_description> done) const {
     std::move(done));
 }
 
+void async_strategy::metrics(callback<strategy_metrics> done) const {
+  s_.core_->metrics(std::move(done));
+}
+
 void async_strategy::create_variable(variable_spec spec,
                                      callback<variable> done) const {
   auto ts = to_timespan(s_.timeout_);

@@ -89,6 +89,9 @@ caf::error check_options(const strategy_options& options) {
     return make_error(errc::invalid_argument,
                       "max_queued_bytes must be positive (there is no "
                       "unbounded queue)");
+  if (options.stall_warning.count() < 0)
+    return make_error(errc::invalid_argument,
+                      "stall_warning must not be negative (0: no warnings)");
   return {};
 }
 
@@ -156,6 +159,16 @@ make_strategy(std::shared_ptr<detail::system_host> owned,
   cc.max_queued_bytes
     = options.max_queued_bytes.value_or(settings->max_queued_bytes);
   cc.small_step_bytes = options.small_step_bytes;
+  cc.collect_metrics = options.collect_metrics;
+  cc.stall_threshold = to_timespan(options.stall_warning);
+  // The port first: a port in use fails before anything is spawned.
+  std::unique_ptr<detail::metrics_server> metrics_server;
+  if (options.metrics_port) {
+    auto server = detail::metrics_server::open(*options.metrics_port);
+    if (!server)
+      return fail(std::move(server.error()));
+    metrics_server = std::move(*server);
+  }
   detail::strategy_core::process_place place;
   if (options.cluster && options.cluster->world_size > 1) {
     // Blocks until every process has joined (or the join timeout).
@@ -217,6 +230,8 @@ make_strategy(std::shared_ptr<detail::system_host> owned,
     memory_budget{cc.memory_budget_bytes}, cc.max_queued_operations,
     cc.max_queued_bytes);
   core->place = place;
+  if (metrics_server)
+    core->serve_metrics(std::move(metrics_server));
   return strategy::from_core(std::move(core), options.timeout);
 }
 
@@ -289,6 +304,18 @@ caf::expected<strategy_description> strategy::stats() const {
   return blocking<strategy_description>(*this, [](auto& api, auto done) {
     api.stats(std::move(done));
   });
+}
+
+caf::expected<strategy_metrics> strategy::metrics() const {
+  return blocking<strategy_metrics>(*this, [](auto& api, auto done) {
+    api.metrics(std::move(done));
+  });
+}
+
+std::string strategy::metrics_endpoint() const {
+  auto port = core_->metrics_port();
+  return port == 0 ? std::string{}
+                   : "http://127.0.0.1:" + std::to_string(port);
 }
 
 async_strategy strategy::async() const {

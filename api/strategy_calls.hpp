@@ -69,6 +69,7 @@ public:
     if (!state_->compare_exchange_strong(expected, call_started)) {
       done_ = nullptr; // the caller has its answer: timeout, nothing changed
       coordinator.release_slot();
+      coordinator.note_abandoned();
       return;
     }
     auto once = std::make_shared<reply_once<T>>();
@@ -111,6 +112,7 @@ void strategy_core::submit(
       || (queued > max_queued_bytes_ && queued != bytes)) {
     counts->operations.fetch_sub(1);
     counts->bytes.fetch_sub(bytes);
+    counts->refused.fetch_add(1);
     done(make_error(
       errc::overloaded,
       ops > max_queued_operations_
@@ -148,6 +150,46 @@ void strategy_core::submit(
   client_call_ptr call = std::make_shared<call_impl<T>>(std::move(op),
                                                         std::move(counted));
   caf::anon_send(coordinator_, client_atom::value, std::move(call));
+}
+
+// A call the coordinator runs as it arrives (client_now_atom): no slot, no
+// admission queue.
+template <class T>
+class now_call final : public client_call {
+public:
+  using op_type = std::function<void(coordinator_state&, reply_fn<T>)>;
+
+  now_call(op_type op, reply_fn<T> done)
+    : op_(std::move(op)), done_(std::move(done)) {
+  }
+
+  ~now_call() override {
+    if (done_)
+      done_(make_error(errc::shut_down, "the strategy has shut down"));
+  }
+
+  void invoke(coordinator_state& coordinator) override {
+    auto once = std::make_shared<reply_once<T>>();
+    once->fn = std::move(done_);
+    done_ = nullptr;
+    op_(coordinator, [once](caf::expected<T> r) { (*once)(std::move(r)); });
+  }
+
+private:
+  op_type op_;
+  reply_fn<T> done_;
+};
+
+template <class T>
+void strategy_core::submit_now(
+  std::function<void(coordinator_state&, reply_fn<T>)> op, reply_fn<T> done) {
+  if (stopped_.load()) {
+    done(make_error(errc::shut_down, "the strategy has shut down"));
+    return;
+  }
+  client_call_ptr call = std::make_shared<now_call<T>>(std::move(op),
+                                                       std::move(done));
+  caf::anon_send(coordinator_, client_now_atom::value, std::move(call));
 }
 
 // Where a blocking caller waits for its outcome. No spinning: on 2 cores a

@@ -17,6 +17,7 @@
 #include <caf/expected.hpp>
 
 #include "actors/coordinator_state.hpp"
+#include "api/metrics_http.hpp"
 #include "devices/memory_budget.hpp"
 #include "messages/coordinator_interface.hpp"
 #include "sync/process_group.hpp"
@@ -92,6 +93,23 @@ public:
   void submit(std::function<void(coordinator_state&, reply_fn<T>)> op,
               reply_fn<T> done, size_t bytes = 0);
 
+  /// Runs `op` on the coordinator's thread at once, never queued behind
+  /// operations nor refused (metrics snapshots: small and read-only).
+  template <class T>
+  void submit_now(std::function<void(coordinator_state&, reply_fn<T>)> op,
+                  reply_fn<T> done);
+
+  /// A metrics snapshot, with the API's own counts (calls outstanding,
+  /// calls refused) added.
+  void metrics(reply_fn<strategy_metrics> done);
+
+  /// Serves metrics through `server` until shutdown.
+  void serve_metrics(std::unique_ptr<metrics_server> server);
+  /// The port metrics are served on; 0 if none.
+  uint16_t metrics_port() const {
+    return metrics_server_ ? metrics_server_->port() : 0;
+  }
+
   /// Calls start(done) and waits up to `timeout` for done's outcome: a
   /// blocking call made of an asynchronous one.
   template <class T, class Start>
@@ -131,8 +149,11 @@ private:
   struct outstanding {
     std::atomic<size_t> operations{0};
     std::atomic<size_t> bytes{0};
+    /// Calls refused as overloaded (metrics).
+    std::atomic<uint64_t> refused{0};
   };
   std::shared_ptr<outstanding> outstanding_ = std::make_shared<outstanding>();
+  std::unique_ptr<metrics_server> metrics_server_;
 };
 
 } // namespace varsync::detail

@@ -11,6 +11,7 @@ namespace varsync {
 // Coordinator: internal requests.
 using replicas_atom = caf::atom_constant<caf::atom("vs_replica")>;
 using client_atom = caf::atom_constant<caf::atom("vs_client")>;
+using client_now_atom = caf::atom_constant<caf::atom("vs_cnow")>;
 using shutdown_atom = caf::atom_constant<caf::atom("vs_stop")>;
 /// Services mode: an operation process 0 ordered, and the sequencer lost.
 using sequenced_atom = caf::atom_constant<caf::atom("vs_seqd")>;
@@ -46,6 +47,9 @@ using step_abort_atom = caf::atom_constant<caf::atom("vs_sabort")>;
 using collective_enter_atom = caf::atom_constant<caf::atom("vs_center")>;
 using collective_work_atom = caf::atom_constant<caf::atom("vs_cwork")>;
 using collective_leave_atom = caf::atom_constant<caf::atom("vs_cleave")>;
+
+/// A replica's counts for a metrics snapshot (messages/replica_usage.hpp).
+using usage_atom = caf::atom_constant<caf::atom("vs_usage")>;
 
 /// A delayed replica resumes its next deferred operation (fault injection).
 using resume_atom = caf::atom_constant<caf::atom("vs_resume")>;

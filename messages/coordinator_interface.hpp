@@ -19,6 +19,8 @@ namespace varsync {
 using coordinator_internal_actor = coordinator_actor::extend<
   caf::replies_to<replicas_atom>::with<std::vector<replica_actor>>,
   caf::reacts_to<client_atom, client_call_ptr>,
+  // A client call run at once, never queued (metrics snapshots).
+  caf::reacts_to<client_now_atom, client_call_ptr>,
   caf::reacts_to<shutdown_atom>,
   caf::reacts_to<sequenced_atom, sequenced_operation>,
   caf::reacts_to<sequencer_down_atom, caf::error>,

@@ -12,6 +12,7 @@
 
 #include "messages/atoms.hpp"
 #include "messages/collective.hpp"
+#include "messages/replica_usage.hpp"
 #include "messages/shared_variable_info.hpp"
 #include "varsync/actor_protocol.hpp"
 
@@ -48,6 +49,7 @@ using replica_actor = replica_local_actor::extend<
   caf::replies_to<collective_enter_atom, collective_run_ptr>::with<int64_t>,
   caf::replies_to<collective_work_atom, collective_run_ptr>::with<ok_atom>,
   caf::reacts_to<collective_leave_atom>,
+  caf::replies_to<usage_atom>::with<replica_usage>,
   // Fault injection (delayed operations).
   caf::reacts_to<resume_atom>>;
 

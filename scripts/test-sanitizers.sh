@@ -50,7 +50,7 @@ case "$what" in
 esac
 
 jobs="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
-tsan_tests="${VARSYNC_TSAN_TESTS:-W8|load|concurren|admission|replica failure|deadlines|V2:|V3:|X2:|X3:|shutdown:|blocking calls|local_add}"
+tsan_tests="${VARSYNC_TSAN_TESTS:-W8|load|concurren|admission|replica failure|deadlines|V2:|V3:|X2:|X3:|M3:|M6: the HTTP|shutdown:|blocking calls|local_add}"
 read -r -a tsan_targets <<<"${VARSYNC_TSAN_TARGETS:-semantics_tests reliability_tests actor_tests}"
 asan_exclude="${VARSYNC_ASAN_EXCLUDE:-^interop\.}"
 san_cxx_flags="${SAN_CXX_FLAGS:--O1 -g1 -DNDEBUG}"

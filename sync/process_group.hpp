@@ -19,6 +19,7 @@
 #include <caf/expected.hpp>
 
 #include "messages/sequenced_operation.hpp"
+#include "sync/process_rounds.hpp"
 #include "varsync/cluster_spec.hpp"
 #include "varsync/dtype.hpp"
 #include "varsync/synchronization.hpp"
@@ -72,6 +73,12 @@ public:
   /// others' last operations need process 0 to order them. Elsewhere:
   /// true at once.
   virtual bool await_others_left(std::chrono::milliseconds) { return true; }
+
+  /// Who kept whom waiting at the agreement rounds (M4).
+  process_rounds& rounds() { return rounds_; }
+
+private:
+  process_rounds rounds_;
 };
 
 /// A joined group and where this process's replicas stand in it.

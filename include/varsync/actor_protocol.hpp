@@ -13,6 +13,7 @@
 #include <caf/typed_actor.hpp>
 
 #include "varsync/atoms.hpp"
+#include "varsync/metrics.hpp"
 #include "varsync/scatter.hpp"
 #include "varsync/step.hpp"
 #include "varsync/strategy_description.hpp"
@@ -42,7 +43,9 @@ using coordinator_actor = caf::typed_actor<
   // Batch all-reduce of per-replica values: inner vectors hold N values.
   caf::replies_to<allreduce_atom, reduce_op,
                   std::vector<std::vector<tensor>>>::with<std::vector<tensor>>,
-  caf::replies_to<describe_atom>::with<strategy_description>>;
+  caf::replies_to<describe_atom>::with<strategy_description>,
+  // A metrics snapshot (varsync/metrics.hpp).
+  caf::replies_to<metrics_atom>::with<strategy_metrics>>;
 
 /// One replica as seen by an actor bound to it: replica-context reads and
 /// updates of that replica's components outside a step (R1, N1; ON_WRITE

@@ -18,6 +18,7 @@ using values_atom = caf::atom_constant<caf::atom("vs_values")>;
 using run_atom = caf::atom_constant<caf::atom("vs_run")>;
 using allreduce_atom = caf::atom_constant<caf::atom("vs_allred")>;
 using describe_atom = caf::atom_constant<caf::atom("vs_desc")>;
+using metrics_atom = caf::atom_constant<caf::atom("vs_metrics")>;
 
 // Requests of actors bound to one replica (replica context outside a step).
 using local_read_atom = caf::atom_constant<caf::atom("vs_lread")>;

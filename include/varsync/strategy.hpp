@@ -20,6 +20,7 @@
 #include "varsync/cluster_spec.hpp"
 #include "varsync/error.hpp"
 #include "varsync/function_step.hpp"
+#include "varsync/metrics.hpp"
 #include "varsync/replica_fault.hpp"
 #include "varsync/tensor.hpp"
 #include "varsync/step.hpp"
@@ -81,6 +82,19 @@ struct strategy_options {
   /// processes in rank order. Unset: this process only. Needs the
   /// cross-process transport (varsync::distributed).
   std::optional<cluster_spec> cluster;
+  /// Metrics (docs/metrics.md): counts are always kept; false also skips
+  /// the timing (a clock read per collective and per step reply).
+  bool collect_metrics = true;
+  /// A replica (or process) that keeps the others waiting longer than this
+  /// in a step round (or collective round) is named in a warning in the
+  /// log, at most once per replica every 10 s, and counted as a stall.
+  /// Zero: no warnings; negative: invalid_argument.
+  std::chrono::milliseconds stall_warning{1000};
+  /// Serves metrics over HTTP on 127.0.0.1 at this port (0: a free port,
+  /// see strategy::metrics_endpoint): GET /metrics (Prometheus text),
+  /// /metrics.json, /advice. Unset (the default): no server. A port that
+  /// cannot be bound fails create with invalid_argument.
+  std::optional<uint16_t> metrics_port;
 };
 
 namespace detail {
@@ -138,6 +152,13 @@ public:
   std::chrono::milliseconds timeout() const { return timeout_; }
   /// What the coordinator reports now: devices, collective, counters.
   caf::expected<strategy_description> stats() const;
+  /// A metrics snapshot (M1-M4, varsync/metrics.hpp): never queued behind
+  /// operations nor refused as overloaded. varsync::advise(snapshot) gives
+  /// the synchronization advisor's suggestions (varsync/sync_advice.hpp).
+  caf::expected<strategy_metrics> metrics() const;
+  /// "http://127.0.0.1:PORT" when strategy_options::metrics_port is set,
+  /// else empty.
+  std::string metrics_endpoint() const;
 
   /// The callback API (callbacks run on the coordinator's thread: keep them
   /// short and never block in them). The blocking calls of this class fail
@@ -316,6 +337,8 @@ public:
   int first_local_replica() const { return s_.first_local_replica(); }
   /// See strategy::stats.
   void stats(callback<strategy_description> done) const;
+  /// See strategy::metrics.
+  void metrics(callback<strategy_metrics> done) const;
 
   // -- variables ---------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 #include "sync/collectives/across_processes.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <span>
 #include <vector>
@@ -52,6 +53,7 @@ caf::error agree(const collective_plan& plan, process_group& group,
     std::memcpy(mine_msg.payload, payload.data(),
                 std::min(payload.size(), small_payload_limit));
   mine.fingerprint = fingerprint_of(plan);
+  mine.busy_micros = group.rounds().busy_micros();
   if (plan.local_error) {
     auto code = code_of(plan.local_error);
     mine.code = static_cast<uint32_t>(code == errc::none ? errc::replica_failed
@@ -62,8 +64,15 @@ caf::error agree(const collective_plan& plan, process_group& group,
     put_text(mine, plan.description);
   }
   std::vector<agreement_message> msgs(static_cast<size_t>(group.size()));
+  const auto arrived = std::chrono::steady_clock::now();
   if (auto err = group.all_gather(&mine_msg, msgs.data(), sizeof(mine_msg)))
     return err;
+  std::vector<uint32_t> busy;
+  for (auto& m : msgs)
+    busy.push_back(m.record.busy_micros);
+  group.rounds().record(busy, group.rank(),
+                        std::chrono::steady_clock::now() - arrived,
+                        plan.description);
   all = std::move(msgs);
   std::vector<agreement_record*> recs;
   for (auto& m : all) {

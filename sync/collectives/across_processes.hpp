@@ -32,7 +32,8 @@ namespace cross_process_wire {
 struct agreement_record {
   uint64_t fingerprint = 0;
   uint32_t code = 0; // errc of a local failure, 0: ready
-  uint32_t reserved = 0;
+  /// Microseconds since this process's previous round ended (M4).
+  uint32_t busy_micros = 0;
   char text[240] = {}; // the local error's message, else the description
 };
 static_assert(sizeof(agreement_record) == 256);

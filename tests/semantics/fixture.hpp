@@ -111,6 +111,21 @@ inline std::optional<cluster_spec> test_cluster(int replicas,
   return spec;
 }
 
+/// A strategy of `replicas` made with `options` (devices, cluster and
+/// scheduler threads filled in as make_strategy does).
+inline strategy make_strategy_with(int replicas, strategy_options options) {
+  int local = replicas;
+  options.cluster = test_cluster(replicas, local);
+  options.devices = test_devices(local);
+  options.scheduler_threads = 2;
+  if (options.timeout.count() == 0)
+    options.timeout = 20s;
+  auto s = strategy::create(options);
+  if (!s)
+    FAIL("strategy::create failed: " << describe(s.error()));
+  return std::move(*s);
+}
+
 inline strategy make_strategy(int replicas,
                               std::chrono::milliseconds timeout = 20s,
                               on_step_exception step_exception

@@ -1,0 +1,263 @@
+// The coordinator's metrics (M1-M4): what it counts as operations run, and
+// the snapshot it assembles from its counts and its replicas'.
+
+#include "actors/coordinator_metrics.hpp"
+
+#include <algorithm>
+#include <optional>
+#include <unordered_map>
+
+#include "actors/coordinator_state.hpp"
+#include "core/logging.hpp"
+#include "varsync/error.hpp"
+
+namespace varsync {
+
+namespace {
+
+double seconds_of(caf::timespan t) {
+  return std::chrono::duration<double>(t).count();
+}
+
+// A replica busy in a long step answers late: its counts are then those of
+// the previous snapshot.
+constexpr auto usage_wait = std::chrono::milliseconds(500);
+
+} // namespace
+
+void coordinator_record::outcome(const caf::error& err) {
+  if (!err) {
+    ++completed_;
+    return;
+  }
+  switch (err.category() == error_category ? static_cast<errc>(err.code())
+                                           : errc::none) {
+    case errc::overloaded:
+      ++refusals_;
+      break;
+    case errc::timeout:
+    case errc::committed_late:
+      ++deadlines_;
+      break;
+    default:
+      ++errors_;
+  }
+}
+
+caf::timespan coordinator_record::step_round(
+  const reply_times& t, const std::vector<device_id>& devices,
+  int first_replica, uint64_t seq) {
+  const size_t n = t.at.size();
+  if (replicas_.size() < n)
+    replicas_.resize(n);
+  for (size_t i = 0; i < n; ++i)
+    ++replicas_[i].rounds;
+  if (n < 2)
+    return caf::timespan{0};
+  size_t last = 0;
+  for (size_t i = 1; i < n; ++i)
+    if (t.at[i] > t.at[last])
+      last = i;
+  auto first = *std::min_element(t.at.begin(), t.at.end());
+  clock::time_point second{};
+  for (size_t i = 0; i < n; ++i)
+    if (i != last)
+      second = std::max(second, t.at[i]);
+  const auto lag = std::chrono::duration_cast<caf::timespan>(t.at[last]
+                                                             - second);
+  auto& r = replicas_[last];
+  ++r.slowest;
+  r.kept_waiting += lag;
+  if (stall_threshold_ > caf::timespan{0} && lag > stall_threshold_) {
+    ++r.stalls;
+    ++r.unwarned_stalls;
+    const auto now = t.at[last];
+    if (r.last_warning == clock::time_point{}
+        || now - r.last_warning >= warning_interval) {
+      log()->warn("stall: replica {} ({}) kept the other replicas waiting "
+                  "{:.3f} s in step {} (it answered last; threshold {:.3f} "
+                  "s; {} stalls of it since the last warning)",
+                  first_replica + static_cast<int>(last),
+                  last < devices.size() ? to_string(devices[last])
+                                        : std::string{"?"},
+                  seconds_of(lag), seq, seconds_of(stall_threshold_),
+                  r.unwarned_stalls);
+      r.last_warning = now;
+      r.unwarned_stalls = 0;
+    }
+  }
+  return std::chrono::duration_cast<caf::timespan>(t.at[last] - first);
+}
+
+void coordinator_state::note_step_round(const reply_times& times,
+                                        caf::timespan& waited, uint64_t seq) {
+  waited += record_.step_round(
+    times, devices_, processes ? processes->first_replica : 0, seq);
+}
+
+void coordinator_state::count_step_updates(
+  const std::vector<recorded_update>& ys, caf::timespan waited) {
+  for (size_t k = 0; k < ys.size(); ++k) {
+    bool seen = false;
+    for (size_t j = 0; j < k && !seen; ++j)
+      seen = ys[j].variable_id == ys[k].variable_id;
+    if (seen)
+      continue;
+    auto i = entries_.find(ys[k].variable_id);
+    if (i == entries_.end())
+      continue;
+    ++i->second.usage.steps_updated;
+    i->second.usage.waiting += waited;
+  }
+}
+
+std::vector<std::pair<uint64_t, uint64_t>>
+coordinator_state::collective_bytes(const collective_plan& plan) {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  out.reserve(plan.items.size());
+  for (auto& item : plan.items)
+    out.emplace_back(item.variable_id,
+                     static_cast<uint64_t>(item.count) * size_of(item.type)
+                       * static_cast<uint64_t>(plan.num_replicas));
+  return out;
+}
+
+void coordinator_state::count_collective(
+  const std::vector<std::pair<uint64_t, uint64_t>>& moved,
+  reply_times::clock::time_point started) {
+  caf::timespan took{0};
+  if (started != reply_times::clock::time_point{})
+    took = std::chrono::duration_cast<caf::timespan>(
+      reply_times::clock::now() - started);
+  ++record_.collectives;
+  record_.collective_time += took;
+  for (auto& [id, bytes] : moved) {
+    record_.bytes_moved += bytes;
+    auto i = entries_.find(id);
+    if (i == entries_.end())
+      continue;
+    auto& u = i->second.usage;
+    ++u.collectives;
+    u.bytes_moved += bytes;
+    u.collective_time += took;
+  }
+}
+
+void coordinator_state::metrics(caf::timespan timeout,
+                                reply_fn<strategy_metrics> done) {
+  struct pending {
+    std::vector<std::optional<replica_usage>> got;
+    size_t left = 0;
+    reply_fn<strategy_metrics> done;
+  };
+  auto st = std::make_shared<pending>();
+  st->got.resize(replicas_.size());
+  st->done = std::move(done);
+  auto finish = [this, st] {
+    strategy_metrics m;
+    m.process_rank = processes ? processes->rank : 0;
+    m.processes = processes ? processes->processes : 1;
+    m.uptime_seconds = std::chrono::duration<double>(
+                         coordinator_record::clock::now() - record_.created)
+                         .count();
+    m.steps = record_.steps;
+    m.collectives = record_.collectives;
+    m.collective_seconds = seconds_of(record_.collective_time);
+    m.bytes_moved = record_.bytes_moved;
+    m.in_flight = in_flight_;
+    m.queued_operations = waiting_.size();
+    m.queued_bytes = queued_bytes_;
+    m.completed = record_.completed();
+    m.refusals = record_.refusals();
+    m.deadlines_hit = record_.deadlines();
+    m.errors = record_.errors();
+    m.local_adds_dropped = local_adds_dropped_->load();
+    m.stall_threshold_seconds = seconds_of(record_.stall_threshold());
+    if (processes && processes->rounds) {
+      m.process_rounds = processes->rounds->snapshot();
+      m.waiting_for_processes_seconds = processes->rounds->waited_seconds();
+    }
+    std::unordered_map<uint64_t, size_t> at;
+    for (auto& [id, e] : entries_) {
+      if (!e.ready)
+        continue;
+      auto& info = *e.info;
+      variable_metrics v;
+      v.id = id;
+      v.name = info.name;
+      v.sync = info.sync;
+      v.agg = info.agg;
+      v.bytes = static_cast<uint64_t>(element_count(info.shape))
+                * size_of(info.type);
+      v.cross_replica_reads = e.usage.cross_reads;
+      v.cross_replica_updates = e.usage.cross_updates;
+      v.steps_updated = e.usage.steps_updated;
+      v.collectives = e.usage.collectives;
+      v.bytes_moved = e.usage.bytes_moved;
+      v.collective_seconds = seconds_of(e.usage.collective_time);
+      v.waiting_seconds = seconds_of(e.usage.waiting);
+      m.variables.push_back(std::move(v));
+    }
+    std::sort(m.variables.begin(), m.variables.end(),
+              [](auto& a, auto& b) { return a.name < b.name; });
+    for (size_t k = 0; k < m.variables.size(); ++k)
+      at.emplace(m.variables[k].id, k);
+    const int first = processes ? processes->first_replica : 0;
+    for (size_t i = 0; i < replicas_.size(); ++i) {
+      replica_metrics r;
+      r.replica = first + static_cast<int>(i);
+      r.device = to_string(devices_[i]);
+      r.failed = static_cast<bool>(replica_failures_[i]);
+      if (i < record_.replicas().size()) {
+        auto& t = record_.replicas()[i];
+        r.step_rounds = t.rounds;
+        r.slowest = t.slowest;
+        r.stalls = t.stalls;
+        r.kept_waiting_seconds = seconds_of(t.kept_waiting);
+      }
+      if (st->got[i])
+        last_usage_[i] = std::move(*st->got[i]);
+      else
+        r.counts_stale = true;
+      auto& u = last_usage_[i];
+      r.deferred = st->got[i] ? u.deferred : 0;
+      r.refusals = u.refusals;
+      m.deferred_on_replicas += r.deferred;
+      m.refusals += u.refusals;
+      for (size_t k = 0; k < u.ids.size(); ++k) {
+        auto j = at.find(u.ids[k]);
+        if (j == at.end())
+          continue;
+        m.variables[j->second].replica_reads += u.reads[k];
+        m.variables[j->second].replica_updates += u.updates[k];
+      }
+      m.replicas.push_back(std::move(r));
+    }
+    st->done(std::move(m));
+  };
+  last_usage_.resize(replicas_.size());
+  const auto wait = std::min<caf::timespan>(
+    timeout, std::chrono::duration_cast<caf::timespan>(usage_wait));
+  for (size_t i = 0; i < replicas_.size(); ++i)
+    if (!replica_failures_[i])
+      ++st->left;
+  if (st->left == 0)
+    return finish();
+  for (size_t i = 0; i < replicas_.size(); ++i) {
+    if (replica_failures_[i])
+      continue;
+    self_->request(replicas_[i], wait, usage_atom::value)
+      .then(
+        [st, i, finish](replica_usage& u) {
+          st->got[i] = std::move(u);
+          if (--st->left == 0)
+            finish();
+        },
+        [st, finish](caf::error&) {
+          if (--st->left == 0)
+            finish();
+        });
+  }
+}
+
+} // namespace varsync

@@ -1,0 +1,461 @@
+// M1-M6: what synchronization costs (varsync/metrics.hpp), the advisor
+// (varsync/sync_advice.hpp), the stall warning and the HTTP endpoint.
+// docs/semantics.md, docs/metrics.md.
+
+#include "fixture.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <future>
+#include <regex>
+#include <thread>
+
+#include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/sinks/ringbuffer_sink.h>
+
+#include "api/strategy_core.hpp"
+#include "core/logging.hpp"
+#include "varsync/actor_api.hpp"
+#include "varsync/sync_advice.hpp"
+
+using namespace vs_test;
+
+namespace {
+
+const variable_metrics& of(const strategy_metrics& m, const std::string& name) {
+  for (auto& v : m.variables)
+    if (v.name == name)
+      return v;
+  FAIL("no metrics for variable '" << name << "'");
+  throw std::logic_error("unreachable");
+}
+
+/// The rank that holds replica `id` when `replicas` are split as the
+/// fixture splits them over the strategy's processes.
+int owner_of(const strategy& s, int replicas, int id) {
+  const int p = s.num_processes();
+  int first = 0;
+  for (int r = 0; r < p; ++r) {
+    const int local = replicas / p + (r < replicas % p ? 1 : 0);
+    if (id < first + local)
+      return r;
+    first += local;
+  }
+  return -1;
+}
+
+bool holds(const strategy& s, int id) {
+  return id >= s.first_local_replica()
+         && id < s.first_local_replica() + s.num_local_replicas();
+}
+
+/// GET `path` from 127.0.0.1:`port`: the whole response.
+std::string http(uint16_t port, const std::string& request_line) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr))
+          == 0);
+  auto req = request_line + "\r\nHost: localhost\r\n\r\n";
+  REQUIRE(::send(fd, req.data(), req.size(), 0)
+          == static_cast<ssize_t>(req.size()));
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0)
+    out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return out;
+}
+
+uint16_t port_of(const strategy& s) {
+  auto endpoint = s.metrics_endpoint();
+  auto colon = endpoint.rfind(':');
+  REQUIRE(colon != std::string::npos);
+  return static_cast<uint16_t>(std::stoi(endpoint.substr(colon + 1)));
+}
+
+} // namespace
+
+TEST_CASE("M1: per variable, reads and updates are counted by context, with "
+          "the steps, collectives and bytes of its synchronization") {
+  auto s = make_strategy(3);
+  const auto local = static_cast<uint64_t>(s.num_local_replicas());
+  auto w = make_var(s, "w", tensor::from_vector<float>({4}, {0, 0, 0, 0}),
+                    synchronization::on_write, aggregation::sum);
+  auto r = make_var(s, "r", tensor::scalar<float>(0),
+                    synchronization::on_read, aggregation::sum);
+  auto n = make_var(s, "n", tensor::scalar<float>(0), synchronization::none,
+                    aggregation::none);
+  for (int step = 0; step < 3; ++step)
+    VS_REQUIRE_OK(s.run([&](replica_context& ctx) {
+      VS_VALUE_IN_STEP(ctx.read(w));
+      VS_STEP_OK(ctx.assign_add(w, tensor::from_vector<float>(
+                                     {4}, {1, 1, 1, 1})));
+      VS_STEP_OK(ctx.assign_add(r, tensor::scalar<float>(1)));
+    }));
+  VS_VALUE(s.read(w));
+  VS_VALUE(s.read(w));
+  VS_REQUIRE_OK(s.assign(w, tensor::from_vector<float>({4}, {1, 2, 3, 4})));
+  VS_VALUE(s.read(r));
+  // NONE has no cross-replica value: the read fails, and is counted.
+  VS_CHECK_CODE(error_of(s.read(n)), no_cross_replica_value);
+  VS_VALUE(s.local_values(n));
+  auto m = VS_VALUE(s.metrics());
+  auto& mw = of(m, "w");
+  CHECK(mw.sync == synchronization::on_write);
+  CHECK(mw.agg == aggregation::sum);
+  CHECK(mw.bytes == 16);
+  CHECK(mw.replica_reads == 3 * local);
+  CHECK(mw.replica_updates == 3 * local);
+  CHECK(mw.cross_replica_reads == 2);
+  CHECK(mw.cross_replica_updates == 1);
+  CHECK(mw.steps_updated == 3);
+  // One fused collective per step, reading one value per replica here.
+  CHECK(mw.collectives == 3);
+  CHECK(mw.bytes_moved == 3 * 16 * local);
+  auto& mr = of(m, "r");
+  CHECK(mr.replica_updates == 3 * local);
+  CHECK(mr.replica_reads == 0);
+  CHECK(mr.cross_replica_reads == 1);
+  CHECK(mr.steps_updated == 0); // ON_READ updates stay local
+  auto& mn = of(m, "n");
+  CHECK(mn.cross_replica_reads == 2);
+  CHECK(mn.cross_replica_updates == 0);
+  // Sorted by name; the strategy's own counts.
+  REQUIRE(m.variables.size() == 3);
+  CHECK(m.variables[0].name == "n");
+  CHECK(m.steps == 3);
+  CHECK(m.collectives >= 3);
+  CHECK(m.bytes_moved >= 3 * 16 * local);
+  CHECK(m.replicas.size() == local);
+  CHECK(m.process_rank == s.process_rank());
+  CHECK(m.processes == s.num_processes());
+  // A variable that does not exist is counted nowhere; a destroyed one is
+  // gone from the snapshot.
+  VS_REQUIRE_OK(s.destroy(n));
+  auto after = VS_VALUE(s.metrics());
+  CHECK(after.variables.size() == 2);
+}
+
+TEST_CASE("M2: the time in collectives and the wait for the slowest replica "
+          "are measured unless collect_metrics is off, while counts stay") {
+  for (bool collect : {true, false}) {
+    INFO("collect_metrics " << collect);
+    strategy_options options;
+    options.collect_metrics = collect;
+    auto s = make_strategy_with(2, options);
+    auto w = make_var(s, "w", tensor::scalar<float>(0),
+                      synchronization::on_write, aggregation::mean);
+    for (int step = 0; step < 4; ++step)
+      VS_REQUIRE_OK(s.run([&](replica_context& ctx) {
+        if (ctx.replica_id() == 0)
+          std::this_thread::sleep_for(5ms);
+        VS_STEP_OK(ctx.assign_add(w, tensor::scalar<float>(1)));
+      }));
+    auto m = VS_VALUE(s.metrics());
+    auto& mw = of(m, "w");
+    CHECK(mw.steps_updated == 4);
+    CHECK(mw.collectives == 4);
+    if (collect) {
+      CHECK(mw.collective_seconds > 0);
+      CHECK(m.collective_seconds >= mw.collective_seconds);
+      for (auto& rep : m.replicas)
+        CHECK(rep.step_rounds == 4);
+      if (s.num_local_replicas() == 2) {
+        // Replica 0 slept: it answered last, the other waited >= 5 ms.
+        CHECK(mw.waiting_seconds >= 4 * 0.004);
+        CHECK(m.replicas[0].slowest >= 3);
+        CHECK(m.replicas[0].kept_waiting_seconds >= 3 * 0.004);
+      }
+    } else {
+      CHECK(mw.collective_seconds == 0);
+      CHECK(mw.waiting_seconds == 0);
+      for (auto& rep : m.replicas)
+        CHECK(rep.step_rounds == 0);
+    }
+  }
+}
+
+TEST_CASE("M3: per strategy, outcomes, refusals, deadlines and what is "
+          "queued now", "[one-process]") {
+  strategy_options options;
+  options.max_queued_operations = 1;
+  options.timeout = 5s;
+  auto s = make_strategy_with(2, options);
+  auto w = make_var(s, "w", tensor::scalar<float>(0),
+                    synchronization::on_write, aggregation::sum);
+  VS_CHECK_CODE(error_of(s.read(make_var(s, "x", tensor::scalar<float>(0),
+                                         synchronization::none,
+                                         aggregation::none))),
+                no_cross_replica_value);
+  // A step that holds replica 0: the call stays outstanding, the next is
+  // refused at once (the bound is one call), and a snapshot still comes.
+  std::promise<void> release;
+  auto released = release.get_future().share();
+  std::promise<caf::error> first_done;
+  s.async().run(
+    [released](replica_context& ctx) {
+      if (ctx.replica_id() == 0)
+        released.wait();
+    },
+    [&first_done](caf::error err) { first_done.set_value(std::move(err)); });
+  std::promise<caf::error> refused;
+  s.async().assign(w, tensor::scalar<float>(1),
+                   [&refused](caf::error err) {
+                     refused.set_value(std::move(err));
+                   });
+  VS_CHECK_CODE(refused.get_future().get(), overloaded);
+  auto busy = VS_VALUE(s.metrics());
+  CHECK(busy.outstanding_calls == 1);
+  CHECK(busy.in_flight >= 1);
+  CHECK(busy.refusals >= 1);
+  // Replica 0 cannot answer while its step runs: its counts are stale.
+  CHECK(busy.replicas[0].counts_stale);
+  CHECK_FALSE(busy.replicas[1].counts_stale);
+  release.set_value();
+  VS_REQUIRE_OK(first_done.get_future().get());
+  // A deadline hit: a step that outlives its call's deadline.
+  auto quick = s.with_timeout(50ms);
+  VS_CHECK_CODE(quick.run([](replica_context&) {
+    std::this_thread::sleep_for(200ms);
+  }),
+                timeout);
+  std::this_thread::sleep_for(250ms);
+  auto m = VS_VALUE(s.metrics());
+  CHECK(m.deadlines_hit >= 1);
+  CHECK(m.errors >= 1);      // the read of a NONE variable
+  CHECK(m.completed >= 3);   // two creations and a step at least
+  CHECK(m.outstanding_calls == 0);
+  CHECK(m.in_flight == 0);
+  CHECK(m.queued_operations == 0);
+  CHECK(m.steps == 2);
+  CHECK(m.uptime_seconds > 0);
+}
+
+TEST_CASE("M3: actors ask the coordinator for a snapshot (metrics_atom)",
+          "[one-process]") {
+  auto s = make_strategy(2);
+  auto w = make_var(s, "w", tensor::scalar<float>(0),
+                    synchronization::on_write, aggregation::sum);
+  VS_VALUE(s.read(w));
+  caf::scoped_actor self{s.core()->system()};
+  std::optional<strategy_metrics> got;
+  self->request(coordinator_of(s), 5s, metrics_atom::value)
+    .receive([&](strategy_metrics& m) { got = std::move(m); },
+             [&](caf::error& err) { FAIL(describe(err)); });
+  REQUIRE(got);
+  CHECK(of(*got, "w").cross_replica_reads == 1);
+}
+
+TEST_CASE("M4: a replica that keeps the others waiting past the stall "
+          "threshold is counted and named in a warning (across processes, "
+          "the process that holds it)") {
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
+  log()->sinks().push_back(sink);
+  strategy_options options;
+  options.stall_warning = 100ms;
+  auto s = make_strategy_with(3, options);
+  auto w = make_var(s, "w", tensor::scalar<float>(0),
+                    synchronization::on_write, aggregation::sum);
+  VS_REQUIRE_OK(s.run([&](replica_context& ctx) {
+    if (ctx.replica_id() == 1)
+      std::this_thread::sleep_for(400ms);
+    VS_STEP_OK(ctx.assign_add(w, tensor::scalar<float>(1)));
+  }));
+  auto m = VS_VALUE(s.metrics());
+  log()->sinks().pop_back();
+  std::string logged;
+  for (auto& line : sink->last_formatted())
+    logged += line;
+  INFO("log: " << logged);
+  CHECK(m.stall_threshold_seconds == Approx(0.1));
+  if (holds(s, 1) && s.num_local_replicas() > 1) {
+    auto& slow = m.replicas[static_cast<size_t>(1 - s.first_local_replica())];
+    CHECK(slow.stalls == 1);
+    CHECK(slow.slowest == 1);
+    CHECK(slow.kept_waiting_seconds >= 0.3);
+    for (auto& rep : m.replicas)
+      if (rep.replica != 1)
+        CHECK(rep.stalls == 0);
+    CHECK(logged.find("stall: replica 1 (") != std::string::npos);
+    CHECK(logged.find("kept the other replicas waiting") != std::string::npos);
+  }
+  if (s.num_processes() > 1) {
+    const int owner = owner_of(s, 3, 1);
+    REQUIRE(m.process_rounds.size() == static_cast<size_t>(s.num_processes()));
+    CHECK(m.process_rounds[static_cast<size_t>(owner)].stalls >= 1);
+    CHECK(m.process_rounds[static_cast<size_t>(owner)].kept_waiting_seconds
+          >= 0.3);
+    for (auto& p : m.process_rounds)
+      if (p.rank != owner)
+        CHECK(p.stalls == 0);
+    CHECK(logged.find("stall: process " + std::to_string(owner))
+          != std::string::npos);
+    if (s.process_rank() != owner)
+      CHECK(m.waiting_for_processes_seconds >= 0.3);
+  } else {
+    CHECK(m.process_rounds.empty());
+  }
+}
+
+TEST_CASE("M4: stall_warning 0 turns warnings off, a negative one is refused") {
+  strategy_options options;
+  options.stall_warning = -1ms;
+  options.devices = {"cpu:0"};
+  auto bad = strategy::create(options);
+  REQUIRE_FALSE(bad);
+  CHECK(has_code(bad.error(), errc::invalid_argument));
+  options.stall_warning = 0ms;
+  auto s = make_strategy_with(2, options);
+  auto w = make_var(s, "w", tensor::scalar<float>(0),
+                    synchronization::on_write, aggregation::sum);
+  VS_REQUIRE_OK(s.run([&](replica_context& ctx) {
+    if (ctx.replica_id() == 0)
+      std::this_thread::sleep_for(50ms);
+    VS_STEP_OK(ctx.assign_add(w, tensor::scalar<float>(1)));
+  }));
+  auto m = VS_VALUE(s.metrics());
+  CHECK(m.stall_threshold_seconds == 0);
+  for (auto& rep : m.replicas)
+    CHECK(rep.stalls == 0);
+}
+
+TEST_CASE("M5: the advisor suggests a mode from the access pattern, with "
+          "its figures") {
+  auto s = make_strategy(2);
+  auto rarely_read = make_var(s, "rarely_read", tensor::scalar<float>(0),
+                              synchronization::on_write, aggregation::sum);
+  auto read_always = make_var(s, "read_always", tensor::scalar<float>(0),
+                              synchronization::on_read, aggregation::mean);
+  auto none_read = make_var(s, "none_read", tensor::scalar<float>(0),
+                            synchronization::none, aggregation::none);
+  auto balanced = make_var(s, "balanced", tensor::scalar<float>(0),
+                           synchronization::on_write, aggregation::mean);
+  for (int step = 0; step < 25; ++step) {
+    VS_REQUIRE_OK(s.run([&](replica_context& ctx) {
+      VS_STEP_OK(ctx.assign_add(rarely_read, tensor::scalar<float>(1)));
+      VS_STEP_OK(ctx.assign_add(read_always, tensor::scalar<float>(1)));
+      VS_STEP_OK(ctx.assign_add(balanced, tensor::scalar<float>(1)));
+      VS_VALUE_IN_STEP(ctx.read(balanced));
+    }));
+    VS_VALUE(s.read(read_always));
+    VS_VALUE(s.local_values(none_read));
+  }
+  auto m = VS_VALUE(s.metrics());
+  auto advice = advise(m);
+  auto find = [&](const std::string& name) -> const sync_advice* {
+    for (auto& a : advice)
+      if (a.variable == name)
+        return &a;
+    return nullptr;
+  };
+  REQUIRE(find("rarely_read"));
+  CHECK(find("rarely_read")->suggested == synchronization::on_read);
+  CHECK(find("rarely_read")->agg == aggregation::sum);
+  CHECK(find("rarely_read")->steps_updated == 25);
+  CHECK(find("rarely_read")->reason.find("updated in 25 steps")
+        != std::string::npos);
+  REQUIRE(find("read_always"));
+  CHECK(find("read_always")->suggested == synchronization::on_write);
+  CHECK(find("read_always")->cross_replica_reads == 25);
+  REQUIRE(find("none_read"));
+  CHECK(find("none_read")->suggested == synchronization::on_read);
+  CHECK(find("none_read")->agg == aggregation::sum);
+  // Read in every step by every replica: nothing to suggest.
+  CHECK(find("balanced") == nullptr);
+  CHECK(advice.size() == 3);
+  // Below min_observations nothing is judged.
+  advisor_options strict;
+  strict.min_observations = 1000;
+  CHECK(advise(m, strict).empty());
+  auto json = nlohmann::json::parse(to_json(advice));
+  REQUIRE(json.is_array());
+  CHECK(json.size() == 3);
+  CHECK(json[0].contains("reason"));
+}
+
+TEST_CASE("M6: snapshots render as JSON and in the Prometheus text format") {
+  auto s = make_strategy(2);
+  auto w = make_var(s, "odd \"name\"\\x", tensor::scalar<float>(0),
+                    synchronization::on_write, aggregation::sum);
+  VS_REQUIRE_OK(s.run([&](replica_context& ctx) {
+    VS_STEP_OK(ctx.assign_add(w, tensor::scalar<float>(1)));
+  }));
+  auto m = VS_VALUE(s.metrics());
+  auto json = nlohmann::json::parse(to_json(m));
+  CHECK(json["steps"] == 1);
+  CHECK(json["variables"][0]["name"] == "odd \"name\"\\x");
+  CHECK(json["variables"][0]["steps_updated"] == 1);
+  CHECK(json["replicas"].size() == m.replicas.size());
+  auto text = to_prometheus(m);
+  // Every line: a comment, or name{labels} value.
+  std::regex sample{R"(^varsync_[a-z_]+(\{([a-z_]+="([^"\\]|\\.)*",?)*\})? [-+0-9.eEInfNa]+$)"};
+  std::istringstream lines{text};
+  std::string line;
+  size_t samples = 0;
+  while (std::getline(lines, line)) {
+    if (line.rfind("# HELP varsync_", 0) == 0
+        || line.rfind("# TYPE varsync_", 0) == 0)
+      continue;
+    INFO(line);
+    CHECK(std::regex_match(line, sample));
+    ++samples;
+  }
+  CHECK(samples > 20);
+  CHECK(text.find("varsync_steps_total{process=\"" + std::to_string(
+                    s.process_rank()) + "\"} 1\n")
+        != std::string::npos);
+  CHECK(text.find("variable=\"odd \\\"name\\\"\\\\x\"") != std::string::npos);
+  CHECK(text.find("# TYPE varsync_variable_reads_total counter")
+        != std::string::npos);
+}
+
+TEST_CASE("M6: the HTTP endpoint serves metrics on loopback when asked to",
+          "[one-process]") {
+  {
+    auto off = make_strategy(1);
+    CHECK(off.metrics_endpoint().empty());
+  }
+  strategy_options options;
+  options.metrics_port = 0;
+  auto s = make_strategy_with(2, options);
+  auto w = make_var(s, "w", tensor::scalar<float>(0),
+                    synchronization::on_write, aggregation::sum);
+  VS_VALUE(s.read(w));
+  CHECK(s.metrics_endpoint().rfind("http://127.0.0.1:", 0) == 0);
+  const auto port = port_of(s);
+  auto text = http(port, "GET /metrics HTTP/1.0");
+  CHECK(text.rfind("HTTP/1.0 200 OK\r\n", 0) == 0);
+  CHECK(text.find("Content-Type: text/plain; version=0.0.4")
+        != std::string::npos);
+  CHECK(text.find("varsync_variable_reads_total{") != std::string::npos);
+  auto json = http(port, "GET /metrics.json HTTP/1.1");
+  auto body = json.substr(json.find("\r\n\r\n") + 4);
+  CHECK(nlohmann::json::parse(body)["variables"][0]["name"] == "w");
+  auto advice = http(port, "GET /advice HTTP/1.0");
+  CHECK(advice.find("200 OK") != std::string::npos);
+  CHECK(http(port, "GET /nope HTTP/1.0").rfind("HTTP/1.0 404", 0) == 0);
+  CHECK(http(port, "POST /metrics HTTP/1.0").rfind("HTTP/1.0 405", 0) == 0);
+  // The port is taken now: a second strategy on it is refused.
+  strategy_options same = options;
+  same.metrics_port = port;
+  same.devices = {"cpu:0"};
+  auto clash = strategy::create(same);
+  REQUIRE_FALSE(clash);
+  CHECK(has_code(clash.error(), errc::invalid_argument));
+  CHECK(message_of(clash.error()).find(std::to_string(port))
+        != std::string::npos);
+  // Shut down: the port is free again.
+  s.shutdown();
+  auto again = strategy::create(same);
+  CHECK(again);
+}
