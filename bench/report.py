@@ -415,6 +415,24 @@ def build(t):
                   fmt_time(v(st)), "hand-written fused loop",
                   fmt_time(v(lp)), ratio_of(v(st), v(lp)))
 
+    # -- 5e. metrics --------------------------------------------------------------------
+    t.section("5e. Metrics: the control-plane rows with collect_metrics on "
+              "(the default) against off, alternating rounds in one run "
+              "(ratio = on / off; 1.0: free)")
+    for n in (2, 8):
+        for key, text in (("assign", "blocking cross-replica scalar assign"),
+                          ("step", "step with one scalar ON_WRITE update"),
+                          ("async", "async assigns, 16 in flight, per op")):
+            on = t.get("metrics.%s.r%d.on" % (key, n))
+            off = t.get("metrics.%s.r%d.off" % (key, n))
+            t.add("%s, %d rep, metrics on" % (text, n), fmt_us(on),
+                  "metrics off", fmt_us(off), ratio_of(v(on), v(off)))
+    snap = t.get("metrics.snapshot.v1000.r4")
+    read = t.get("metrics.read_scalar.r4")
+    t.add("s.metrics() with 1,000 variables, 4 rep", fmt_us(snap),
+          "one cross-replica scalar read", fmt_us(read),
+          ratio_of(v(snap), v(read)))
+
     # -- 6. scale ----------------------------------------------------------------------
     t.section("6. Scale: create 10,000 variables on 4 replicas")
     for api in ("blocking", "async"):

@@ -75,7 +75,7 @@ fi
 
 # -- build ------------------------------------------------------------------------
 targets=(api_latency local_updates bulk scale copy_bandwidth overload sparse
-         step_collectives optimizer)
+         step_collectives optimizer metrics_overhead)
 say "building ${targets[*]} in ${build_dir} (Release)"
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DVARSYNC_BUILD_BENCH=ON -DVARSYNC_BUILD_TESTS=OFF \
@@ -200,6 +200,8 @@ run step_collectives 240 "$bin/step_collectives" "${quick_flag[@]}" \
   --json "$json/step_collectives.jsonl"
 run optimizer 240 "$bin/optimizer" "${quick_flag[@]}" \
   --json "$json/optimizer.jsonl"
+run metrics_overhead 300 "$bin/metrics_overhead" "${quick_flag[@]}" \
+  --json "$json/metrics.jsonl"
 run overload 120 "$bin/overload" "${quick_flag[@]}" \
   --json "$json/overload.jsonl"
 # Across processes (built with Gloo): 2 and 4 processes on loopback.
