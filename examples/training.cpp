@@ -369,6 +369,25 @@ void caf_main(caf::actor_system& sys, const config& opt) {
     ++failures;
   }
 
+  // What synchronization cost (docs/metrics.md), and what the advisor
+  // makes of each variable's access pattern.
+  auto m = must(s.metrics(), "metrics");
+  std::printf("\nmetrics (this process): %llu steps, %llu collectives, "
+              "%.3f s in collectives\n",
+              (unsigned long long)m.steps, (unsigned long long)m.collectives,
+              m.collective_seconds);
+  for (auto& v : m.variables)
+    std::printf("  %-18s %-9s reads %llu+%llu updates %llu+%llu "
+                "(replica+cross) bytes moved %llu wait %.4f s\n",
+                v.name.c_str(), std::string{varsync::to_string(v.sync)}.c_str(),
+                (unsigned long long)v.replica_reads,
+                (unsigned long long)v.cross_replica_reads,
+                (unsigned long long)v.replica_updates,
+                (unsigned long long)v.cross_replica_updates,
+                (unsigned long long)v.bytes_moved, v.waiting_seconds);
+  for (auto& a : varsync::advise(m))
+    std::printf("advice: %s\n", a.reason.c_str());
+
   s.shutdown();
   std::printf(failures ? "training: FAILED\n" : "training: converged, all checks passed\n");
   examples::exit_status = failures ? 1 : 0;
