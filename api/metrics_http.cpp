@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <exception>
 
 #include "core/logging.hpp"
 #include "varsync/error.hpp"
@@ -148,7 +149,14 @@ void metrics_server::answer(int client) {
                                      : sp2 - sp1 - 1);
   if (auto q = path.find('?'); q != std::string::npos)
     path.resize(q);
-  auto r = handler_(path);
+  caf::expected<response> r = caf::error{};
+  try {
+    r = handler_(path);
+  } catch (const std::exception& e) { // never out of the server's thread
+    send_all(client, reply(500, "Internal Server Error", "text/plain",
+                           std::string{e.what()} + "\n"));
+    return;
+  }
   if (!r) {
     const bool unknown = r.error().category() == error_category
                          && r.error().code()

@@ -149,7 +149,8 @@ std::string to_json(const strategy_metrics& m) {
               {"replicas", std::move(replicas)},
               {"process_rounds", std::move(processes)},
               {"variables", std::move(variables)}};
-  return out.dump();
+  // Names are bytes: invalid UTF-8 is replaced, never thrown about.
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string to_prometheus(const strategy_metrics& m) {

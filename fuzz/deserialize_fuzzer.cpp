@@ -1,9 +1,10 @@
 // Fuzzes the deserialization of varsync's messages as replicas in other
 // processes would receive them: CAF 0.17's caf::binary_deserializer over the
 // input bytes into varsync::tensor, variable_spec, variable_info,
-// step_report, std::vector<tensor>, std::vector<variable_info> and
+// step_report, std::vector<tensor>, std::vector<variable_info>,
 // sequenced_operation (services mode's operations, which cross processes
-// over caf::io: the inspect functions of messages/*.hpp).
+// over caf::io: the inspect functions of messages/*.hpp), strategy_metrics
+// (the answer to metrics_atom) and replica_usage (a replica's counts).
 //
 // Input layout: byte 0 selects the type, the rest is the serialized value.
 //
@@ -31,6 +32,7 @@
 // and step_report is serialized again with one enum field set out of range
 // (serializing checks nothing), and that message must be rejected.
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -50,7 +52,10 @@
 #include "varsync/step.hpp"
 #include "varsync/tensor_inspect.hpp"
 #include "varsync/variable_info.hpp"
+#include "messages/replica_usage.hpp"
 #include "messages/sequenced_operation.hpp"
+#include "varsync/metrics.hpp"
+#include "varsync/sync_advice.hpp"
 #include "sync/sync_policy.hpp"
 
 using namespace varsync;
@@ -112,6 +117,27 @@ public:
     skip(1);                                 // suspended
     skip(1 + 1 + 8 + 4);                     // kind, op, axis, root
     vector_value([&] { tensor_value(); });   // the collective's values
+  }
+
+  void strategy_metrics_value() {
+    skip(2 * 4 + 17 * 8); // the strategy's figures
+    vector_value([&] {    // replicas
+      skip(4);
+      string_value(); // device
+      skip(6 * 8 + 2);
+    });
+    vector_value([&] { skip(4 + 3 * 8); }); // process rounds
+    vector_value([&] {                      // variables
+      skip(8);
+      string_value(); // name
+      skip(2 + 10 * 8);
+    });
+  }
+
+  void replica_usage_value() {
+    for (int k = 0; k < 3; ++k)
+      skip(uint64_t{seq()} * 8); // ids, reads, updates
+    skip(2 * 8);
   }
 
   void sequenced_operation_value() {
@@ -302,7 +328,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1)
     return 0;
-  auto selector = data[0] % 7;
+  auto selector = data[0] % 9;
   // Which enum a corruption check sets out of range, and to what.
   const uint8_t pick = data[size - 1];
   ++data;
@@ -318,6 +344,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 4: w.vector_value([&] { w.tensor_value(); }); break;
       case 5: w.vector_value([&] { w.variable_info_value(); }); break;
       case 6: w.sequenced_operation_value(); break;
+      case 7: w.strategy_metrics_value(); break;
+      case 8: w.replica_usage_value(); break;
     }
     if (w.bad())
       return -1; // never handed to CAF, not added to the corpus
@@ -453,6 +481,45 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                                pick);
           }
         });
+      }
+      break;
+    }
+    case 7: {
+      strategy_metrics m;
+      if (deserialize(data, size, m)) {
+        for (auto& v : m.variables) {
+          check_enums(v.sync, v.agg);
+          FUZZ_CHECK(std::isfinite(v.collective_seconds)
+                       && std::isfinite(v.waiting_seconds),
+                     "seconds that are not finite after deserialization");
+        }
+        FUZZ_CHECK(std::isfinite(m.uptime_seconds)
+                     && std::isfinite(m.stall_threshold_seconds),
+                   "seconds that are not finite after deserialization");
+        (void) to_json(m);
+        (void) to_prometheus(m);
+        (void) advise(m);
+        if (!m.variables.empty())
+          check_rejects_corrupted(m, [pick](strategy_metrics& x) {
+            auto& v = x.variables[pick % x.variables.size()];
+            if (pick % 2 == 0)
+              v.sync = out_of_range(synchronization::on_read, pick);
+            else
+              v.agg = out_of_range(aggregation::only_first_replica, pick);
+          });
+      }
+      break;
+    }
+    case 8: {
+      replica_usage u;
+      if (deserialize(data, size, u)) {
+        FUZZ_CHECK(u.reads.size() == u.ids.size()
+                     && u.updates.size() == u.ids.size(),
+                   "replica_usage with unequal counts after deserialization");
+        if (!u.ids.empty())
+          check_rejects_corrupted(u, [](replica_usage& x) {
+            x.reads.pop_back();
+          });
       }
       break;
     }

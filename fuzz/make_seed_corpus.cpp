@@ -20,7 +20,9 @@
 #include <caf/binary_serializer.hpp>
 
 #include "varsync/tensor.hpp"
+#include "messages/replica_usage.hpp"
 #include "messages/sequenced_operation.hpp"
+#include "varsync/metrics.hpp"
 #include "varsync/config.hpp"
 #include "varsync/step.hpp"
 #include "varsync/tensor_inspect.hpp"
@@ -168,7 +170,7 @@ void seeds_deserialize(caf::actor_system& sys) {
   const std::string t = "deserialize";
   // Selector 0: tensor, 1: variable_spec, 2: variable_info, 3: step_report,
   // 4: std::vector<tensor>, 5: std::vector<variable_info>,
-  // 6: sequenced_operation.
+  // 6: sequenced_operation, 7: strategy_metrics, 8: replica_usage.
   auto w = tensor::from_vector<float>({2, 3}, {1, 2, 3, 4, 5, 6});
   auto hits = tensor::scalar<int64_t>(42);
   auto half = tensor::zeros(dtype::float16, {4});
@@ -209,6 +211,21 @@ void seeds_deserialize(caf::actor_system& sys) {
   waiting.collective.values = {w, hits};
   write(t, "step_report_waiting", serialized(sys, 3, waiting));
   write(t, "vector_tensor", serialized(sys, 4, std::vector<tensor>{w, hits, half}));
+  strategy_metrics metrics;
+  metrics.steps = 3;
+  metrics.collective_seconds = 0.25;
+  metrics.replicas.push_back({0, "cpu:0", 3, 1, 0.1, 0, 2, 1, false, true});
+  metrics.process_rounds.push_back({1, 2, 0.5, 1});
+  variable_metrics vm;
+  vm.id = 7;
+  vm.name = "w";
+  vm.sync = synchronization::on_read;
+  vm.agg = aggregation::sum;
+  vm.replica_updates = 6;
+  metrics.variables.push_back(vm);
+  write(t, "strategy_metrics", serialized(sys, 7, metrics));
+  replica_usage usage{{7, 8}, {1, 2}, {3, 4}, 1, 0};
+  write(t, "replica_usage", serialized(sys, 8, usage));
   write(t, "vector_info", serialized(sys, 5, std::vector<variable_info>{info, info}));
   auto update = make_sequenced(sequenced_kind::update, 7);
   update.sequence = 12;
@@ -257,6 +274,18 @@ void seeds_deserialize(caf::actor_system& sys) {
                     20});
   write(t, "deserialize-tensor-byte-count-overflow",
         std::string{"\x00\x02\x01\x40\x00\x00\x00\x00\x00\x00\x00\x00", 12});
+  // A metrics snapshot whose seconds unpack to infinity: CAF 0.17 cannot
+  // serialize an infinity again (its IEEE 754 packing never ends), so the
+  // load callbacks reject seconds that are not finite.
+  strategy_metrics infinite;
+  infinite.replicas.push_back({0, "cpu:0", 1, 1, 0.5, 0, 0, 0, false, false});
+  auto inf_bytes = serialized(sys, 7, infinite);
+  const std::string packed_half{"\x3f\xe0\x00\x00\x00\x00\x00\x00", 8};
+  if (auto at = inf_bytes.find(packed_half); at != std::string::npos) {
+    inf_bytes.replace(at, 8,
+                      std::string{"\x7f\xf0\x00\x00\x00\x00\x00\x00", 8});
+    write(t, "deserialize-metrics-infinite-seconds", inf_bytes);
+  }
   // Enum fields out of range (V4): the inspect load callbacks must reject
   // them. Serializing checks nothing, so a cast gives the bytes; the first
   // value past the range and the largest byte.

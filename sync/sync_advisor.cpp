@@ -135,7 +135,8 @@ std::string to_json(const std::vector<sync_advice>& advice) {
                    {"cross_replica_reads", a.cross_replica_reads},
                    {"bytes_moved", a.bytes_moved},
                    {"collective_seconds", a.collective_seconds}});
-  return out.dump();
+  return out.dump(-1, ' ', false,
+                  nlohmann::ordered_json::error_handler_t::replace);
 }
 
 } // namespace varsync

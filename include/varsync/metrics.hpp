@@ -133,11 +133,21 @@ std::string to_json(const strategy_metrics& m);
 /// variable, sync, aggregation, context, replica, device, process.
 std::string to_prometheus(const strategy_metrics& m);
 
+namespace detail {
+/// Seconds in a snapshot: finite and not negative (CAF 0.17 cannot even
+/// serialize an infinity: its IEEE 754 packing never ends).
+inline bool is_seconds(double x) {
+  return x >= 0 && x <= 1e18;
+}
+} // namespace detail
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, variable_metrics& x) {
   // V4: enums out of range never leave deserialization.
   auto load = caf::meta::load_callback([&]() -> caf::error {
-    if (!is_valid(x.sync) || !is_valid(x.agg))
+    if (!is_valid(x.sync) || !is_valid(x.agg)
+        || !detail::is_seconds(x.collective_seconds)
+        || !detail::is_seconds(x.waiting_seconds))
       return caf::sec::invalid_argument;
     return caf::none;
   });
@@ -150,19 +160,37 @@ typename Inspector::result_type inspect(Inspector& f, variable_metrics& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, replica_metrics& x) {
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    if (!detail::is_seconds(x.kept_waiting_seconds))
+      return caf::sec::invalid_argument;
+    return caf::none;
+  });
   return f(caf::meta::type_name("varsync::replica_metrics"), x.replica,
            x.device, x.step_rounds, x.slowest, x.kept_waiting_seconds,
-           x.stalls, x.deferred, x.refusals, x.failed, x.counts_stale);
+           x.stalls, x.deferred, x.refusals, x.failed, x.counts_stale, load);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, process_metrics& x) {
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    if (!detail::is_seconds(x.kept_waiting_seconds))
+      return caf::sec::invalid_argument;
+    return caf::none;
+  });
   return f(caf::meta::type_name("varsync::process_metrics"), x.rank,
-           x.slowest, x.kept_waiting_seconds, x.stalls);
+           x.slowest, x.kept_waiting_seconds, x.stalls, load);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, strategy_metrics& x) {
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    for (double s : {x.uptime_seconds, x.collective_seconds,
+                     x.waiting_for_processes_seconds,
+                     x.stall_threshold_seconds})
+      if (!detail::is_seconds(s))
+        return caf::sec::invalid_argument;
+    return caf::none;
+  });
   return f(caf::meta::type_name("varsync::strategy_metrics"), x.process_rank,
            x.processes, x.uptime_seconds, x.steps, x.collectives,
            x.collective_seconds, x.bytes_moved,
@@ -170,7 +198,7 @@ typename Inspector::result_type inspect(Inspector& f, strategy_metrics& x) {
            x.queued_bytes, x.outstanding_calls, x.deferred_on_replicas,
            x.completed, x.refusals, x.deadlines_hit, x.errors,
            x.local_adds_dropped, x.stall_threshold_seconds, x.replicas,
-           x.process_rounds, x.variables);
+           x.process_rounds, x.variables, load);
 }
 
 } // namespace varsync

@@ -106,4 +106,10 @@ TEST_CASE("M6: an empty snapshot renders, and numbers keep their precision") {
   CHECK(text.find("varsync_variable_") == std::string::npos);
   CHECK(text.find("varsync_replica_") == std::string::npos);
   CHECK(to_json(std::vector<sync_advice>{}) == "[]");
+  // Names are bytes: invalid UTF-8 is replaced, never thrown about.
+  m.variables.push_back(var("bad\xff\xfe", synchronization::none,
+                            aggregation::none));
+  std::string out;
+  CHECK_NOTHROW(out = to_json(m));
+  CHECK(nlohmann::json::parse(out)["variables"][0]["name"] == "bad\uFFFD\uFFFD");
 }
