@@ -158,7 +158,7 @@ TEST_CASE("M2: the time in collectives and the wait for the slowest replica "
     for (int step = 0; step < 4; ++step)
       VS_REQUIRE_OK(s.run([&](replica_context& ctx) {
         if (ctx.replica_id() == 0)
-          std::this_thread::sleep_for(5ms);
+          std::this_thread::sleep_for(30ms);
         VS_STEP_OK(ctx.assign_add(w, tensor::scalar<float>(1)));
       }));
     auto m = VS_VALUE(s.metrics());
@@ -171,10 +171,11 @@ TEST_CASE("M2: the time in collectives and the wait for the slowest replica "
       for (auto& rep : m.replicas)
         CHECK(rep.step_rounds == 4);
       if (s.num_local_replicas() == 2) {
-        // Replica 0 slept: it answered last, the other waited >= 5 ms.
-        CHECK(mw.waiting_seconds >= 4 * 0.004);
-        CHECK(m.replicas[0].slowest >= 3);
-        CHECK(m.replicas[0].kept_waiting_seconds >= 3 * 0.004);
+        // Replica 0 slept 30 ms: it answered last (nearly always, on a
+        // busy machine), the other waited.
+        CHECK(mw.waiting_seconds >= 0.06);
+        CHECK(m.replicas[0].slowest >= 2);
+        CHECK(m.replicas[0].kept_waiting_seconds >= 0.03);
       }
     } else {
       CHECK(mw.collective_seconds == 0);
