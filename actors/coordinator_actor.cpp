@@ -72,7 +72,7 @@ coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
   auto deliver = [this](auto rp) {
     return [this, rp](auto result) mutable {
       release_slot();
-      record_.outcome(result ? caf::error{} : result.error());
+      record_.outcome(result);
       if (result)
         rp.deliver(std::move(*result));
       else

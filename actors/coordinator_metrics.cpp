@@ -25,11 +25,7 @@ constexpr auto usage_wait = std::chrono::milliseconds(500);
 
 } // namespace
 
-void coordinator_record::outcome(const caf::error& err) {
-  if (!err) {
-    ++completed_;
-    return;
-  }
+void coordinator_record::failed(const caf::error& err) {
   switch (err.category() == error_category ? static_cast<errc>(err.code())
                                            : errc::none) {
     case errc::overloaded:
@@ -96,44 +92,30 @@ void coordinator_state::note_step_round(const reply_times& times,
 }
 
 void coordinator_state::count_step_updates(
-  const std::vector<recorded_update>& ys, caf::timespan waited) {
-  for (size_t k = 0; k < ys.size(); ++k) {
-    bool seen = false;
-    for (size_t j = 0; j < k && !seen; ++j)
-      seen = ys[j].variable_id == ys[k].variable_id;
-    if (seen)
+  const std::vector<recorded_update>& ys, uint64_t seq, caf::timespan waited) {
+  for (auto& y : ys) {
+    auto i = entries_.find(y.variable_id);
+    if (i == entries_.end() || i->second.usage.last_step == seq)
       continue;
-    auto i = entries_.find(ys[k].variable_id);
-    if (i == entries_.end())
-      continue;
-    ++i->second.usage.steps_updated;
-    i->second.usage.waiting += waited;
+    auto& u = i->second.usage;
+    u.last_step = seq;
+    ++u.steps_updated;
+    u.waiting += waited;
   }
 }
 
-std::vector<std::pair<uint64_t, uint64_t>>
-coordinator_state::collective_bytes(const collective_plan& plan) {
-  std::vector<std::pair<uint64_t, uint64_t>> out;
-  out.reserve(plan.items.size());
-  for (auto& item : plan.items)
-    out.emplace_back(item.variable_id,
-                     static_cast<uint64_t>(item.count) * size_of(item.type)
-                       * static_cast<uint64_t>(plan.num_replicas));
-  return out;
-}
-
 void coordinator_state::count_collective(
-  const std::vector<std::pair<uint64_t, uint64_t>>& moved,
-  reply_times::clock::time_point started) {
+  const collective_plan& plan, reply_times::clock::time_point started) {
   caf::timespan took{0};
   if (started != reply_times::clock::time_point{})
     took = std::chrono::duration_cast<caf::timespan>(
       reply_times::clock::now() - started);
-  ++record_.collectives;
   record_.collective_time += took;
-  for (auto& [id, bytes] : moved) {
+  for (auto& item : plan.items) {
+    const auto bytes = static_cast<uint64_t>(item.count) * size_of(item.type)
+                       * static_cast<uint64_t>(plan.num_replicas);
     record_.bytes_moved += bytes;
-    auto i = entries_.find(id);
+    auto i = entries_.find(item.variable_id);
     if (i == entries_.end())
       continue;
     auto& u = i->second.usage;
@@ -160,8 +142,8 @@ void coordinator_state::metrics(caf::timespan timeout,
     m.uptime_seconds = std::chrono::duration<double>(
                          coordinator_record::clock::now() - record_.created)
                          .count();
-    m.steps = record_.steps;
-    m.collectives = record_.collectives;
+    m.steps = steps_started_;
+    m.collectives = collectives_run_;
     m.collective_seconds = seconds_of(record_.collective_time);
     m.bytes_moved = record_.bytes_moved;
     m.in_flight = in_flight_;

@@ -23,12 +23,14 @@ struct variable_usage {
   uint64_t bytes_moved = 0;
   caf::timespan collective_time{0};
   caf::timespan waiting{0};
+  /// The last step counted in steps_updated (a step may update a variable
+  /// more than once).
+  uint64_t last_step = 0;
 };
 
-/// When a round's requests went out and when each replica answered.
+/// When each replica answered a round.
 struct reply_times {
   using clock = std::chrono::steady_clock;
-  clock::time_point sent = clock::now();
   std::vector<clock::time_point> at;
   explicit reply_times(size_t replicas) : at(replicas) {}
 };
@@ -47,8 +49,16 @@ public:
   caf::timespan stall_threshold() const { return stall_threshold_; }
 
   /// An operation answered its caller.
-  void outcome(const caf::error& err);
+  template <class T>
+  void outcome(const caf::expected<T>& r) {
+    if (r)
+      ++completed_;
+    else
+      failed(r.error());
+  }
   void refused() { ++refusals_; }
+  /// A blocking caller gave up before the operation started.
+  void deadline_missed() { ++deadlines_; }
 
   /// A round of step replies (`first_replica`: the global id of replica
   /// 0 here): returns how long the first to answer waited for the last,
@@ -69,8 +79,6 @@ public:
   };
 
   clock::time_point created = clock::now();
-  uint64_t steps = 0;
-  uint64_t collectives = 0;
   caf::timespan collective_time{0};
   uint64_t bytes_moved = 0;
   uint64_t completed() const { return completed_; }
@@ -82,6 +90,8 @@ public:
   static constexpr std::chrono::seconds warning_interval{10};
 
 private:
+  void failed(const caf::error& err);
+
   bool enabled_;
   caf::timespan stall_threshold_;
   uint64_t completed_ = 0;

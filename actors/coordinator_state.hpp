@@ -140,9 +140,7 @@ public:
   void release_slot();
   /// A blocking caller gave up on an operation before it started (its
   /// deadline passed): counted as a deadline hit.
-  void note_abandoned() {
-    record_.outcome(make_error(errc::timeout, "abandoned"));
-  }
+  void note_abandoned() { record_.deadline_missed(); }
   /// Runs `op`, an operation requested at `since` (a client call), so that
   /// its deadline counts from the request: time spent in the mailbox or the
   /// admission queue is not granted twice.
@@ -160,7 +158,7 @@ public:
   reply_fn<T> releasing(reply_fn<T> done) {
     return [this, done = std::move(done)](caf::expected<T> r) {
       release_slot();
-      record_.outcome(r ? caf::error{} : r.error());
+      record_.outcome(r);
       done(std::move(r));
     };
   }
@@ -322,14 +320,13 @@ private:
   /// added to `round`.
   void note_step_round(const reply_times& times, caf::timespan& waited,
                        uint64_t seq);
-  /// A step applies ON_WRITE updates `ys` (each variable counted once).
+  /// Step `seq` applies ON_WRITE updates `ys` (each variable counted
+  /// once).
   void count_step_updates(const std::vector<recorded_update>& ys,
-                          caf::timespan waited);
-  /// Each variable of a plan and the bytes its item reads here.
-  static std::vector<std::pair<uint64_t, uint64_t>>
-  collective_bytes(const collective_plan& plan);
-  /// A collective started at `started` (epoch: not timed) completed.
-  void count_collective(const std::vector<std::pair<uint64_t, uint64_t>>& moved,
+                          uint64_t seq, caf::timespan waited);
+  /// `plan`, started at `started` (epoch: not timed), completed: its time
+  /// and the bytes of each item.
+  void count_collective(const collective_plan& plan,
                         reply_times::clock::time_point started);
 
   /// `timeout` less the time the operation now starting waited for
@@ -447,16 +444,16 @@ private:
   void finish_collective();
   /// `done` wrapped to count a completed collective (its time and bytes,
   /// for each variable of `plan`) and start the next one.
-  reply_fn<ok_atom> finishing_collective(const collective_plan& plan,
+  reply_fn<ok_atom> finishing_collective(std::shared_ptr<collective_plan> plan,
                                          reply_fn<ok_atom> done);
 
   /// S1: the plan item of a step's scatter updates (update k of every
   /// report), combined row by row; an error before anything is applied.
   caf::error add_step_scatter(collective_plan& plan, size_t k,
                               std::vector<step_report>& reports);
-  /// `waited`: the step's wait for its slowest replica (M2).
+  /// Step `seq` waited `waited` for its slowest replica (M2).
   void finish_step(caf::timespan timeout, std::vector<step_report>& reports,
-                   caf::timespan waited, reply_fn<ok_atom> done);
+                   uint64_t seq, caf::timespan waited, reply_fn<ok_atom> done);
 
   // -- collectives inside coroutine steps (C2) ---------------------------------
 

@@ -30,7 +30,8 @@ void coordinator_state::step_answered(
   for (auto& r : *reports)
     waiting = waiting || r.suspended;
   if (!waiting)
-    return finish_step(left, *reports, round.waited, std::move(done));
+    return finish_step(left, *reports, round.seq, round.waited,
+                       std::move(done));
   if (auto err = check_step_collectives(
         *reports, processes ? processes->first_replica : 0))
     return fail(std::move(err));

@@ -52,7 +52,6 @@ void coordinator_state::run(caf::timespan timeout, replica_step_ptr step,
       done(std::move(r));
     };
   }
-  ++record_.steps;
   step_round round{seq, timeout, operation_deadlines::clock::now()};
   auto times = record_.enabled()
                  ? std::make_shared<reply_times>(replicas_.size())
@@ -74,7 +73,7 @@ void coordinator_state::run(caf::timespan timeout, replica_step_ptr step,
 
 void coordinator_state::finish_step(caf::timespan timeout,
                                     std::vector<step_report>& reports,
-                                    caf::timespan waited,
+                                    uint64_t seq, caf::timespan waited,
                                     reply_fn<ok_atom> done) {
   auto fail = [this, timeout, &done](caf::error err) {
     agree_outcome(timeout, "step", std::move(err), std::move(done));
@@ -103,7 +102,7 @@ void coordinator_state::finish_step(caf::timespan timeout,
         u.op, i == entries_.end() ? "#" + std::to_string(u.variable_id)
                                   : i->second.info->name));
     }
-  count_step_updates(first, waited);
+  count_step_updates(first, seq, waited);
   // One fused collective applies every update of the step, in issue order.
   auto plan = new_plan();
   for (size_t k = 0; k < first.size(); ++k) {
@@ -277,7 +276,7 @@ void coordinator_state::start_small_step(caf::timespan timeout,
                                          std::shared_ptr<collective_plan> plan,
                                          reply_fn<ok_atom> done) {
   collective_running_ = true;
-  auto finish = finishing_collective(*plan, std::move(done));
+  auto finish = finishing_collective(plan, std::move(done));
   if (auto err = check_replicas())
     return finish(std::move(err));
   auto name_of = [this](uint64_t id) { return quoted_name_of(id); };
@@ -299,7 +298,7 @@ void coordinator_state::start_collective(caf::timespan timeout,
                                          std::shared_ptr<collective_plan> plan,
                                          reply_fn<ok_atom> done) {
   collective_running_ = true;
-  auto finish = finishing_collective(*plan, std::move(done));
+  auto finish = finishing_collective(plan, std::move(done));
   auto leave_and_finish = [this, finish](caf::expected<ok_atom> r) {
     for (auto& replica : replicas_)
       self_->send(replica, collective_leave_atom::value);
@@ -386,16 +385,15 @@ void coordinator_state::start_collective(caf::timespan timeout,
 }
 
 reply_fn<ok_atom>
-coordinator_state::finishing_collective(const collective_plan& plan,
+coordinator_state::finishing_collective(std::shared_ptr<collective_plan> plan,
                                         reply_fn<ok_atom> done) {
-  auto moved = collective_bytes(plan);
   auto started = record_.enabled() ? reply_times::clock::now()
                                    : reply_times::clock::time_point{};
-  return [this, moved = std::move(moved), started,
+  return [this, plan = std::move(plan), started,
           done = std::move(done)](caf::expected<ok_atom> r) {
     if (r) {
       ++collectives_run_;
-      count_collective(moved, started);
+      count_collective(*plan, started);
     }
     done(std::move(r));
     finish_collective();
