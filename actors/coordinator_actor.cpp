@@ -216,6 +216,7 @@ coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
       on_sequencer_down(std::move(reason));
     },
     [this](deadline_atom) { on_deadline_tick(); },
+    [this](flush_writes_atom) { on_flush_writes(); },
   };
 }
 

@@ -207,14 +207,29 @@ void coordinator_state::dispatch_update(caf::timespan timeout, uint64_t id,
   // Dispatch is the commit point (V2): from here the update reaches every
   // live component, and reads of the variable wait for its confirmation (W8).
   ++(*e)->writes_in_flight;
+  const auto target = (*e)->policy->cross_replica_update(info, op);
+  // In one process the write joins the group commit, unless it needs the
+  // collective's overflow check below.
+  const bool checked_collective = target == update_target::every_component
+                                  && !is_floating(info.type)
+                                  && op != update_op::assign
+                                  && total_replicas() > 1;
+  if (!processes && !checked_collective) {
+    component_write w;
+    w.variable = id;
+    w.op = op;
+    w.split = target == update_target::split;
+    w.first_only = target == update_target::first_component;
+    w.value = std::move(value);
+    return queue_write(std::move(w), timeout, std::move(done));
+  }
   done = [this, id, done = std::move(done)](caf::expected<ok_atom> r) {
     write_done(id);
     done(std::move(r));
   };
-  switch ((*e)->policy->cross_replica_update(info, op)) {
+  switch (target) {
     case update_target::every_component:
-      if (!is_floating(info.type) && op != update_op::assign
-          && total_replicas() > 1) {
+      if (checked_collective) {
         // V4: components may differ (on_read, none), so one may overflow
         // where the others do not. A collective checks every component at
         // enter, before any is written: all change or none.

@@ -50,6 +50,9 @@ void coordinator_state::gather(size_t count, caf::timespan timeout, Send send,
                                reply_fn<std::vector<T>> done,
                                on_deadline late, fan_out how,
                                std::shared_ptr<reply_times> times) {
+  // Queued writes reach the replicas before this request (W8).
+  if (filling_writes_)
+    flush_writes();
   struct state final : expirable {
     coordinator_state* owner = nullptr;
     on_deadline late = on_deadline::abandoned;

@@ -154,6 +154,8 @@ void coordinator_state::metrics(caf::timespan timeout,
     m.deadlines_hit = record_.deadlines();
     m.errors = record_.errors();
     m.local_adds_dropped = local_adds_dropped_->load();
+    m.writes_sent = writes_sent_;
+    m.write_groups = write_groups_;
     m.stall_threshold_seconds = seconds_of(record_.stall_threshold());
     if (processes && processes->rounds) {
       m.process_rounds = processes->rounds->snapshot();

@@ -191,9 +191,14 @@ void coordinator_state::flush_reads(entry& e) {
 
 operation_deadlines::handle coordinator_state::watch(caf::timespan timeout,
                                                      expirable* op) {
-  auto deadline = operation_deadlines::clock::now()
-                  + std::chrono::duration_cast<
-                    operation_deadlines::clock::duration>(timeout);
+  return watch_until(operation_deadlines::clock::now()
+                       + std::chrono::duration_cast<
+                         operation_deadlines::clock::duration>(timeout),
+                     op);
+}
+
+operation_deadlines::handle coordinator_state::watch_until(
+  operation_deadlines::clock::time_point deadline, expirable* op) {
   auto h = deadlines_.add(deadline, op);
   if (!tick_at_ || deadline < *tick_at_) {
     tick_at_ = deadline;

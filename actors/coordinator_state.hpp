@@ -31,6 +31,7 @@
 #include "varsync/device_id.hpp"
 #include "varsync/error.hpp"
 #include "actors/collective_selection.hpp"
+#include "messages/component_writes.hpp"
 #include "messages/coordinator_interface.hpp"
 #include "messages/sequenced_operation.hpp"
 #include "sync/collective_plan.hpp"
@@ -378,6 +379,40 @@ private:
   /// A new plan for this strategy's collectives (marked across processes
   /// with `what` as its description when the strategy spans processes).
   std::shared_ptr<collective_plan> new_plan(std::string what = {});
+  // -- group commit (actors/coordinator_writes.cpp) --------------------------
+
+  /// Writes sent (or to be sent) to the replicas as one message each.
+  struct write_run;
+  /// Queues write `w`, committed (its checks passed): it leaves at once if
+  /// no earlier writes wait for their confirmation, else with the writes
+  /// that queue behind them when those are confirmed. `done` gets its
+  /// outcome, or committed_late once `timeout` passed.
+  void queue_write(component_write w, caf::timespan timeout,
+                   reply_fn<ok_atom> done);
+  /// Sends the queued writes; every other message to the replicas goes
+  /// after them (W8: the order the coordinator decided).
+  void flush_writes();
+  void watch_writes(write_run& run);
+  void answer_write(write_run& run, size_t k, caf::error err);
+  void confirm_writes(write_run& run);
+  void expire_writes(write_run& run);
+  /// A sent run has every write answered: the queue may leave.
+  void writes_confirmed();
+  /// A write that finds nothing in flight but messages waiting in the
+  /// mailbox leaves after them (a message to self), with their writes.
+  bool flush_scheduled_ = false;
+
+public:
+  void on_flush_writes();
+
+private:
+  std::shared_ptr<write_run> filling_writes_;
+  /// Sent runs with writes not yet answered.
+  size_t write_runs_unconfirmed_ = 0;
+  /// Metrics: writes and runs sent.
+  uint64_t writes_sent_ = 0;
+  uint64_t write_groups_ = 0;
+
   /// The update after its checks (and, across processes, agreement).
   void dispatch_update(caf::timespan timeout, uint64_t id, update_op op,
                        tensor value, reply_fn<ok_atom> done);
@@ -425,6 +460,8 @@ private:
                  fan_out how = fan_out::local);
 
   operation_deadlines::handle watch(caf::timespan timeout, expirable* op);
+  operation_deadlines::handle watch_until(
+    operation_deadlines::clock::time_point deadline, expirable* op);
   void unwatch(operation_deadlines::handle h) { deadlines_.remove(h); }
   void on_deadline_tick();
 

@@ -50,6 +50,15 @@ replica_actor::behavior_type replica_state::make_behavior() {
       return run_or_defer<ok_atom>(
         [this, id, op, x] { return apply(id, op, x); });
     },
+    [this](component_writes_atom,
+           const component_writes_ptr& batch) -> caf::result<write_outcomes> {
+      if (auto err = refuse_unless_coordinator("component_writes"))
+        return err;
+      return run_or_defer<write_outcomes>(
+        [this, batch] { return caf::expected<write_outcomes>{
+                          apply_writes(*batch)}; },
+        batch->writes.size());
+    },
     [this](component_split_atom, uint64_t id,
            const tensor& x) -> caf::result<ok_atom> {
       if (auto err = refuse_unless_coordinator("component_split"))

@@ -126,6 +126,24 @@ caf::expected<ok_atom> replica_state::split(uint64_t id, const tensor& x) {
   return ok_atom::value;
 }
 
+write_outcomes replica_state::apply_writes(const component_writes& batch) {
+  write_outcomes out;
+  const bool first = slot() == 0;
+  for (size_t k = 0; k < batch.writes.size(); ++k) {
+    auto& w = batch.writes[k];
+    if (w.first_only && !first)
+      continue;
+    auto r = w.split ? split(w.variable, w.value)
+                     : apply(w.variable, w.op, w.value);
+    if (r)
+      continue;
+    if (out.empty())
+      out.resize(batch.writes.size());
+    out[k] = std::move(r.error());
+  }
+  return out;
+}
+
 caf::expected<ok_atom> replica_state::local_update(uint64_t id, update_op op,
                                     const tensor& x) {
   auto c = find(id);
@@ -204,10 +222,11 @@ void replica_state::drop_local_add(uint64_t id, const caf::error& err) {
                 cfg_.rank, to_string(cfg_.device), id, describe(err));
 }
 
-replica_state::fault_outcome replica_state::inject_faults() {
+replica_state::fault_outcome
+replica_state::inject_faults(uint64_t operations) {
   if (cfg_.faults.empty())
     return fault_outcome::none;
-  ++operations_;
+  operations_ += operations;
   auto outcome = fault_outcome::none;
   for (auto& f : cfg_.faults) {
     if (operations_ < f.at_operation)

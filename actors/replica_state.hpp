@@ -186,7 +186,9 @@ private:
   enum class fault_outcome { none, delay, failed };
 
   // Test support: counts operations and applies injected faults.
-  fault_outcome inject_faults();
+  /// `operations`: what the message counts as (a batch of writes: one
+  /// per write).
+  fault_outcome inject_faults(uint64_t operations = 1);
 
   caf::error failed_error() const;
 
@@ -202,8 +204,8 @@ private:
   // Runs `f` now, or after the current collective if one is in progress (or
   // after an injected delay).
   template <class T, class F>
-  caf::result<T> run_or_defer(F f) {
-    auto fault = inject_faults();
+  caf::result<T> run_or_defer(F f, uint64_t operations = 1) {
+    auto fault = inject_faults(operations);
     if (fault == fault_outcome::failed)
       return caf::result<T>{failed_error()};
     bool delayed = fault == fault_outcome::delay;
@@ -239,6 +241,10 @@ private:
   caf::expected<ok_atom> apply_step(const std::vector<recorded_update>& ys);
 
   caf::expected<ok_atom> split(uint64_t id, const tensor& x);
+
+  /// Cross-replica writes in their order (group commit); each one that
+  /// fails changes nothing and leaves the others to apply.
+  write_outcomes apply_writes(const component_writes& batch);
 
   // -- sparse updates (replica_scatter.cpp) -----------------------------------
 

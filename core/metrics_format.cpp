@@ -145,6 +145,8 @@ std::string to_json(const strategy_metrics& m) {
               {"deadlines_hit", m.deadlines_hit},
               {"errors", m.errors},
               {"local_adds_dropped", m.local_adds_dropped},
+              {"writes_sent", m.writes_sent},
+              {"write_groups", m.write_groups},
               {"stall_threshold_seconds", m.stall_threshold_seconds},
               {"replicas", std::move(replicas)},
               {"process_rounds", std::move(processes)},
@@ -205,6 +207,14 @@ std::string to_prometheus(const strategy_metrics& m) {
   strategy_counter("local_adds_dropped_total",
                    "Fire-and-forget local adds that were not applied.",
                    m.local_adds_dropped);
+  strategy_counter("writes_sent_total",
+                   "Cross-replica writes sent to the replicas (group "
+                   "commit).",
+                   m.writes_sent);
+  strategy_counter("write_groups_total",
+                   "Groups of cross-replica writes sent together, one "
+                   "message per replica each.",
+                   m.write_groups);
   strategy_gauge("stall_threshold_seconds",
                  "The stall warning's threshold (0: off).",
                  m.stall_threshold_seconds);

@@ -16,6 +16,8 @@ using shutdown_atom = caf::atom_constant<caf::atom("vs_stop")>;
 /// Services mode: an operation process 0 ordered, and the sequencer lost.
 using sequenced_atom = caf::atom_constant<caf::atom("vs_seqd")>;
 using sequencer_down_atom = caf::atom_constant<caf::atom("vs_seqdn")>;
+/// The coordinator sends the writes that queued (group commit).
+using flush_writes_atom = caf::atom_constant<caf::atom("vs_wflush")>;
 /// The coordinator's timer tick for operation deadlines.
 using deadline_atom = caf::atom_constant<caf::atom("vs_dline")>;
 
@@ -30,6 +32,8 @@ using component_read_atom = caf::atom_constant<caf::atom("vs_cread")>;
 using component_update_atom = caf::atom_constant<caf::atom("vs_cupdate")>;
 using component_split_atom = caf::atom_constant<caf::atom("vs_csplit")>;
 using component_scatter_atom = caf::atom_constant<caf::atom("vs_cscat")>;
+/// Cross-replica writes that queued, as one message (group commit).
+using component_writes_atom = caf::atom_constant<caf::atom("vs_cwrites")>;
 using step_atom = caf::atom_constant<caf::atom("vs_step")>;
 /// A small step's combined updates, applied by every replica all or none.
 using step_apply_atom = caf::atom_constant<caf::atom("vs_sapply")>;

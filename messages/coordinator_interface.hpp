@@ -24,6 +24,7 @@ using coordinator_internal_actor = coordinator_actor::extend<
   caf::reacts_to<shutdown_atom>,
   caf::reacts_to<sequenced_atom, sequenced_operation>,
   caf::reacts_to<sequencer_down_atom, caf::error>,
-  caf::reacts_to<deadline_atom>>;
+  caf::reacts_to<deadline_atom>,
+  caf::reacts_to<flush_writes_atom>>;
 
 } // namespace varsync

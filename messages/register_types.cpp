@@ -58,6 +58,7 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<strategy_description>("varsync::strategy_description");
   cfg.add_message_type<strategy_metrics>("varsync::strategy_metrics");
   cfg.add_message_type<replica_usage>("varsync::replica_usage");
+  cfg.add_message_type<write_outcomes>("varsync::write_outcomes");
   cfg.add_message_type<replica_actor>("varsync::replica_actor");
   cfg.add_message_type<std::vector<replica_actor>>(
     "std::vector<varsync::replica_actor>");

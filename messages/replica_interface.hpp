@@ -12,6 +12,7 @@
 
 #include "messages/atoms.hpp"
 #include "messages/collective.hpp"
+#include "messages/component_writes.hpp"
 #include "messages/replica_usage.hpp"
 #include "messages/shared_variable_info.hpp"
 #include "varsync/actor_protocol.hpp"
@@ -27,6 +28,9 @@ using replica_actor = replica_local_actor::extend<
   caf::replies_to<component_update_atom, uint64_t, update_op,
                   tensor>::with<ok_atom>,
   caf::replies_to<component_split_atom, uint64_t, tensor>::with<ok_atom>,
+  // Writes in their order, one outcome each (messages/component_writes.hpp).
+  caf::replies_to<component_writes_atom,
+                  component_writes_ptr>::with<write_outcomes>,
   // A cross-replica scatter's rows (distinct, ascending); true: this
   // replica's R4 share of each row (S4).
   caf::replies_to<component_scatter_atom, recorded_update,

@@ -117,6 +117,11 @@ struct strategy_metrics {
   uint64_t deadlines_hit = 0;
   uint64_t errors = 0;
   uint64_t local_adds_dropped = 0;
+  /// Group commit (one process): cross-replica writes sent to the
+  /// replicas, and the groups that carried them, one message per replica
+  /// each (writes_sent / write_groups: the mean group).
+  uint64_t writes_sent = 0;
+  uint64_t write_groups = 0;
   /// The stall warning's threshold (0: off).
   double stall_threshold_seconds = 0;
   std::vector<replica_metrics> replicas;
@@ -197,7 +202,8 @@ typename Inspector::result_type inspect(Inspector& f, strategy_metrics& x) {
            x.waiting_for_processes_seconds, x.in_flight, x.queued_operations,
            x.queued_bytes, x.outstanding_calls, x.deferred_on_replicas,
            x.completed, x.refusals, x.deadlines_hit, x.errors,
-           x.local_adds_dropped, x.stall_threshold_seconds, x.replicas,
+           x.local_adds_dropped, x.writes_sent, x.write_groups,
+           x.stall_threshold_seconds, x.replicas,
            x.process_rounds, x.variables, load);
 }
 

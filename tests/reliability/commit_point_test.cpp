@@ -78,14 +78,15 @@ TEST_CASE("V2: an update the coordinator could not start before its deadline "
 
 TEST_CASE("V2: operations queued for admission past their deadline are not "
           "started: timeout, nothing changed") {
-  auto s = make_slow({delay_replica(1, 10ms, 2)}, 30s);
+  auto s = make_slow({delay_replica(1, 300ms, 2)}, 30s);
   // float32: integer cross-replica updates run as collectives (V4 checks),
   // which this test does not want.
   auto w = make_var(s, "w", tensor::scalar<float>(0),
                     synchronization::on_write, aggregation::sum);
-  // 64 operations fill the coordinator's slots; replica 1 takes 10 ms for
-  // each, so the 100 behind them and the call below wait for admission
-  // for about a second.
+  // 64 operations fill the coordinator's slots; replica 1 answers each
+  // message 300 ms late. The first write leaves alone, the next 63 together
+  // once it is confirmed (group commit), so the 100 behind them and the
+  // call below wait for admission for at least 300 ms.
   std::atomic<int> done{0};
   for (int i = 0; i < 164; ++i)
     s.async().assign_add(w, tensor::scalar<float>(1),
