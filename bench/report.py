@@ -247,6 +247,34 @@ def build(t):
                           fmt_us(tf), ratio_of(v(block), v(tf)),
                           ratio_text=None)
 
+    # -- 2b. control plane under load -------------------------------------------------
+    t.section("2b. Control plane under load: K event-based callers with one "
+              "cross-replica scalar assign each in flight (actor API, ON_WRITE), "
+              "completed per second; reference: the same K callers with one "
+              "request each in flight to one bare CAF actor (median of rounds)")
+    for n in (2, 4):
+        for k in (1, 4, 16):
+            rec = t.get("concurrent.assign.c%d.r%d" % (k, n))
+            bare = t.get("concurrent.bare.c%d.r%d" % (k, n))
+            target = None
+            if k == 16:
+                target = (">=", 0.8, "P3 16 concurrent callers, %d replicas: "
+                          ">= 0.8x bare single-actor request/response" % n)
+            group = None if rec is None else rec.get("mean_group")
+            t.add("assign, %d callers, %d rep" % (k, n), fmt_rate(v(rec)),
+                  "bare CAF request/response, %d caller%s" % (
+                      k, "s" if k > 1 else ""),
+                  fmt_rate(v(bare)), ratio_of(v(rec), v(bare)),
+                  target=target,
+                  note="" if group is None else
+                  "mean group %.1f writes" % group,
+                  key="concurrent.assign.c%d.r%d" % (k, n))
+            if k == 16:
+                lone = t.get("concurrent.bare.c1.r%d" % n)
+                t.add("assign, 16 callers, %d rep" % n, fmt_rate(v(rec)),
+                      "bare CAF request/response, 1 caller",
+                      fmt_rate(v(lone)), ratio_of(v(rec), v(lone)))
+
     # -- 3. local updates ------------------------------------------------------------
     t.section("3. Local updates: replica-context assign_add on an ON_READ(SUM) "
               "variable inside a step (updates/s per replica)")

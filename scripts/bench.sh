@@ -75,7 +75,7 @@ fi
 
 # -- build ------------------------------------------------------------------------
 targets=(api_latency local_updates bulk scale copy_bandwidth overload sparse
-         step_collectives optimizer metrics_overhead)
+         step_collectives optimizer metrics_overhead concurrent_callers)
 say "building ${targets[*]} in ${build_dir} (Release)"
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DVARSYNC_BUILD_BENCH=ON -DVARSYNC_BUILD_TESTS=OFF \
@@ -134,7 +134,7 @@ fi
 # -- run ----------------------------------------------------------------------------
 load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
 step=0
-steps=$((13 + have_mpi * 2 + have_tf * 2))
+steps=$((14 + have_mpi * 2 + have_tf * 2))
 [[ $quick -eq 1 ]] && steps=$((steps - 2))
 run() { # run <name> <timeout s> <command...>: stdout/stderr to raw/<name>.log
   local name="$1" limit="$2"
@@ -192,6 +192,8 @@ for i in $(seq 1 "$control_runs"); do
   run "api_latency.$i" 300 "$bin/api_latency" "${quick_flag[@]}" \
     --json "$json/control.run$i.jsonl"
 done
+run concurrent_callers 240 "$bin/concurrent_callers" "${quick_flag[@]}" \
+  --json "$json/concurrent.jsonl"
 run local_updates 240 "$bin/local_updates" "${quick_flag[@]}" \
   --json "$json/local.jsonl"
 run scale 240 "$bin/scale" "${quick_flag[@]}" --json "$json/scale.jsonl"
