@@ -16,17 +16,10 @@ using namespace vs_test;
 
 namespace {
 
-strategy make_delayed(int replicas, std::vector<replica_fault> faults,
-                      std::chrono::milliseconds timeout = 10s) {
+strategy make_delayed(int replicas, std::vector<replica_fault> faults) {
   strategy_options options;
-  options.devices = test_devices(replicas);
-  options.timeout = timeout;
-  options.scheduler_threads = 2;
   options.faults = std::move(faults);
-  auto s = strategy::create(options);
-  if (!s)
-    FAIL("strategy::create failed: " << describe(s.error()));
-  return std::move(*s);
+  return make_strategy_with(replicas, std::move(options));
 }
 
 // Async outcomes, in the order the calls were made.
