@@ -38,13 +38,13 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
     return done(std::move(e.error()));
   count_cross_read(**e);
   auto& info = *(*e)->info;
-  auto plan = (*e)->policy->cross_replica_read(info, total_replicas());
+  auto plan = (*e)->policy()->cross_replica_read(info, total_replicas());
   // Across processes an aggregated read is a collective: once it is known to
   // be one, a failure here still takes part (the others expect the round).
   const bool across = processes
                       && (plan.source == read_source::reduce_components
                           || (plan.source == read_source::primary
-                              && !(*e)->policy->mirrored()));
+                              && !(*e)->policy()->mirrored()));
   const std::string what = "read of '" + info.name + "'";
   if (!left)
     return across ? fail_agreed(timeout, what, std::move(left.error()),
@@ -64,7 +64,7 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
     case read_source::none:
       return done(std::move(plan.error));
     case read_source::primary:
-      if (processes && !(*e)->policy->mirrored())
+      if (processes && !(*e)->policy()->mirrored())
         break; // replica 0 lives in process 0: a broadcast
       gather<tensor>(
         1, timeout,
@@ -207,7 +207,7 @@ void coordinator_state::dispatch_update(caf::timespan timeout, uint64_t id,
   // Dispatch is the commit point (V2): from here the update reaches every
   // live component, and reads of the variable wait for its confirmation (W8).
   ++(*e)->writes_in_flight;
-  const auto target = (*e)->policy->cross_replica_update(info, op);
+  const auto target = (*e)->policy()->cross_replica_update(info, op);
   // In one process the write joins the group commit, unless it needs the
   // collective's overflow check below.
   const bool checked_collective = target == update_target::every_component

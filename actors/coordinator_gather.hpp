@@ -162,7 +162,9 @@ void coordinator_state::read_after_writes(
     w->deadline = watch(timeout, w.get());
     w->watched = true;
   }
-  e.waiting_reads.push_back(std::move(w));
+  if (!e.waiting_reads)
+    e.waiting_reads = std::make_unique<entry::waiting>();
+  e.waiting_reads->push_back(std::move(w));
 }
 
 } // namespace varsync

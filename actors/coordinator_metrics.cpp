@@ -95,9 +95,9 @@ void coordinator_state::count_step_updates(
   const std::vector<recorded_update>& ys, uint64_t seq, caf::timespan waited) {
   for (auto& y : ys) {
     auto i = entries_.find(y.variable_id);
-    if (i == entries_.end() || i->second.usage.last_step == seq)
+    if (i == entries_.end() || i->second.counts().last_step == seq)
       continue;
-    auto& u = i->second.usage;
+    auto& u = i->second.counts();
     u.last_step = seq;
     ++u.steps_updated;
     u.waiting += waited;
@@ -118,7 +118,7 @@ void coordinator_state::count_collective(
     auto i = entries_.find(item.variable_id);
     if (i == entries_.end())
       continue;
-    auto& u = i->second.usage;
+    auto& u = i->second.counts();
     ++u.collectives;
     u.bytes_moved += bytes;
     u.collective_time += took;
@@ -173,13 +173,16 @@ void coordinator_state::metrics(caf::timespan timeout,
       v.agg = info.agg;
       v.bytes = static_cast<uint64_t>(element_count(info.shape))
                 * size_of(info.type);
-      v.cross_replica_reads = e.usage.cross_reads;
-      v.cross_replica_updates = e.usage.cross_updates;
-      v.steps_updated = e.usage.steps_updated;
-      v.collectives = e.usage.collectives;
-      v.bytes_moved = e.usage.bytes_moved;
-      v.collective_seconds = seconds_of(e.usage.collective_time);
-      v.waiting_seconds = seconds_of(e.usage.waiting);
+      if (e.usage) {
+        auto& u = *e.usage;
+        v.cross_replica_reads = u.cross_reads;
+        v.cross_replica_updates = u.cross_updates;
+        v.steps_updated = u.steps_updated;
+        v.collectives = u.collectives;
+        v.bytes_moved = u.bytes_moved;
+        v.collective_seconds = seconds_of(u.collective_time);
+        v.waiting_seconds = seconds_of(u.waiting);
+      }
       m.variables.push_back(std::move(v));
     }
     std::sort(m.variables.begin(), m.variables.end(),

@@ -44,7 +44,7 @@ caf::error coordinator_state::add_step_scatter(collective_plan& plan, size_t k,
                     + "' in a step";
   if (!host_replicas_only())
     return not_here(what, "the replicas are not all host replicas");
-  if (auto err = (*e)->policy->check_scatter(info, first.sop))
+  if (auto err = (*e)->policy()->check_scatter(info, first.sop))
     return err;
   // Each replica combined its duplicate rows; the reports are checked like
   // any message before their rows are trusted.
@@ -60,7 +60,7 @@ caf::error coordinator_state::add_step_scatter(collective_plan& plan, size_t k,
                                "distinct and ascending");
     parts.push_back({std::move(u.indices), std::move(u.value)});
   }
-  auto rule = (*e)->policy->combine_contributions(info);
+  auto rule = (*e)->policy()->combine_contributions(info);
   // Across processes this process combines its own replicas (a mean as a
   // sum: the division is by every replica), and the collective combines
   // the processes' rows by the rule (sync/collectives/across_processes).
@@ -73,7 +73,7 @@ caf::error coordinator_state::add_step_scatter(collective_plan& plan, size_t k,
     return std::move(y.error());
   auto& item = plan.add_item();
   fill_scatter_item(item, info, first.sop, std::move(*y),
-                    (*e)->policy->mirrored(), plan.num_replicas);
+                    (*e)->policy()->mirrored(), plan.num_replicas);
   if (processes) {
     item.rop = rule.op;
     item.first_only = rule.first_only;
@@ -108,7 +108,7 @@ void coordinator_state::scatter(caf::timespan timeout, uint64_t id,
   timeout = *left;
   count_cross_update(**e);
   auto& info = *(*e)->info;
-  auto& policy = *(*e)->policy;
+  auto& policy = *(*e)->policy();
   caf::error local = validate_scatter(info, op, slices.indices, slices.values,
                                       to_string(op));
   if (!local)
@@ -173,7 +173,7 @@ void coordinator_state::dispatch_scatter(caf::timespan timeout, uint64_t id,
     write_done(id);
     done(std::move(r));
   };
-  if (target == update_target::every_component && !(*e)->policy->mirrored()
+  if (target == update_target::every_component && !(*e)->policy()->mirrored()
       && !is_floating(info.type) && may_overflow(op) && total_replicas() > 1) {
     // V4: components differ, so one may overflow where the others do not;
     // a collective checks every component before any is written (across

@@ -161,8 +161,10 @@ void coordinator_state::write_done(uint64_t id) {
 }
 
 void coordinator_state::flush_reads(entry& e) {
-  auto reads = std::move(e.waiting_reads);
-  e.waiting_reads.clear();
+  if (!e.waiting_reads)
+    return;
+  auto reads = std::move(*e.waiting_reads);
+  e.waiting_reads.reset();
   auto now = operation_deadlines::clock::now();
   for (auto& w : reads) {
     if (w->finished)

@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <variant>
@@ -295,27 +296,39 @@ private:
     void expire() override;
   };
 
+  /// Thousands of variables are common: what an entry holds only while
+  /// it is used lives behind pointers (issue 15's per-variable bound).
   struct entry {
+    using waiting = std::vector<std::shared_ptr<pending_read>>;
     /// Shared with this process's replicas (one copy per variable).
     shared_variable_info info;
-    const sync_policy* policy = nullptr;
-    bool ready = false;
     /// Cross-replica writes dispatched and not yet confirmed by every
     /// replica; reads wait for them (W8).
-    size_t writes_in_flight = 0;
-    // A vector: an empty std::deque allocates ~600 bytes, per variable.
-    std::vector<std::shared_ptr<pending_read>> waiting_reads;
-    variable_usage usage;
+    uint32_t writes_in_flight = 0;
+    bool ready = false;
+    /// Reads waiting for those writes; allocated while some wait.
+    std::unique_ptr<waiting> waiting_reads;
+    /// Metrics (M1-M2); allocated at the first count.
+    std::unique_ptr<variable_usage> usage;
+
+    entry(shared_variable_info i) : info(std::move(i)) {}
+    /// Derived, not stored.
+    const sync_policy* policy() const { return &policy_for(info->sync); }
+    variable_usage& counts() {
+      if (!usage)
+        usage = std::make_unique<variable_usage>();
+      return *usage;
+    }
   };
   /// A cross-replica read or update of `e` starts (not when a read runs
   /// again after the writes it waited for).
   void count_cross_read(entry& e) {
     if (!rerunning_)
-      ++e.usage.cross_reads;
+      ++e.counts().cross_reads;
   }
   void count_cross_update(entry& e) {
     if (!rerunning_)
-      ++e.usage.cross_updates;
+      ++e.counts().cross_updates;
   }
   /// A step round's replies came in: the wait for the slowest replica is
   /// added to `round`.
@@ -536,7 +549,8 @@ private:
   std::vector<caf::error> replica_failures_;
   caf::timespan default_timeout_;
   std::unordered_map<uint64_t, entry> entries_;
-  std::unordered_map<std::string, uint64_t> names_;
+  /// Keys view the names in the entries' descriptions (erased first).
+  std::unordered_map<std::string_view, uint64_t> names_;
   size_t in_flight_ = 0;
   bool draining_ = false;
   struct waiting_operation {

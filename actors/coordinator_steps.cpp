@@ -114,7 +114,7 @@ void coordinator_state::finish_step(caf::timespan timeout,
     auto e = find(first[k].variable_id);
     if (!e)
       return fail(std::move(e.error()));
-    auto rule = (*e)->policy->combine_contributions(*(*e)->info);
+    auto rule = (*e)->policy()->combine_contributions(*(*e)->info);
     auto& item = plan->add_item();
     item.variable_id = first[k].variable_id;
     item.type = (*e)->info->type;
@@ -126,7 +126,7 @@ void coordinator_state::finish_step(caf::timespan timeout,
     item.uop = first[k].op;
     item.source = collective_source::contributions;
     item.target = collective_target::components;
-    item.mirrored = (*e)->policy->mirrored();
+    item.mirrored = (*e)->policy()->mirrored();
     if (processes) {
       item.name = (*e)->info->name;
       plan->description += (k == 0 ? "step: '" : ", '") + item.name + "' "

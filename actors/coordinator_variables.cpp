@@ -99,9 +99,9 @@ void coordinator_state::create_here(caf::timespan timeout, variable_spec spec,
     return done(std::move(err));
   info->id = next_variable_id();
   auto id = info->id;
-  names_.emplace(info->name, id);
   auto shared = std::make_shared<const variable_info>(std::move(*info));
-  entries_.emplace(id, entry{shared, &policy_for(shared->sync), false, 0, {}, {}});
+  entries_.emplace(id, entry{shared});
+  names_.emplace(shared->name, id);
   auto initial = std::move(spec.initial_value);
   gather_ok(
     replicas_.size(), timeout,
@@ -193,16 +193,17 @@ void coordinator_state::destroy(caf::timespan timeout, uint64_t id,
   // Reads waiting for this variable's writes run again and find it gone.
   auto waiting = std::move((*e)->waiting_reads);
   entries_.erase(id);
-  for (auto& w : waiting)
-    if (!w->finished) {
-      w->finished = true;
-      if (w->watched)
-        unwatch(w->deadline);
-      auto saved = rerunning_;
-      rerunning_ = true;
-      w->rerun(w->timeout);
-      rerunning_ = saved;
-    }
+  if (waiting)
+    for (auto& w : *waiting)
+      if (!w->finished) {
+        w->finished = true;
+        if (w->watched)
+          unwatch(w->deadline);
+        auto saved = rerunning_;
+        rerunning_ = true;
+        w->rerun(w->timeout);
+        rerunning_ = saved;
+      }
   gather_ok(
     replicas_.size(), timeout,
     [this, id](size_t i) {
