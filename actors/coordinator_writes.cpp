@@ -1,9 +1,10 @@
 // The coordinator: group commit of cross-replica writes in one process.
 // A write whose checks passed is committed (V2) and queued. The queue goes
 // to the replicas at once when no earlier writes wait for their
-// confirmation; otherwise the writes that arrive meanwhile queue behind
-// them and leave together, one message per replica, as soon as the
-// earlier ones are confirmed. A lone caller pays nothing extra; concurrent
+// confirmation and no other message waits in the mailbox; otherwise the
+// writes that arrive meanwhile queue behind them and leave together, one
+// message per replica, as soon as the earlier ones are confirmed (or after
+// the waiting messages). A lone caller pays nothing extra; concurrent
 // callers share the replicas' messages and replies. Any other message to
 // the replicas sends the queue first, so that they see every message in
 // the order the coordinator decided it (W8).
