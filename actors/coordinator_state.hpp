@@ -98,6 +98,9 @@ public:
   /// The sequencer cannot be reached any more: waiting callers and later
   /// cross-replica operations fail with replica_failed.
   void on_sequencer_down(caf::error reason);
+  /// The message to self of the group commit (actors/coordinator_writes.cpp):
+  /// the writes queued behind the mailbox's messages leave.
+  void on_flush_writes();
   /// The outcome of an operation that every process runs together in
   /// training mode (a step, a checkpoint): agree(); `local` in services
   /// mode, where it runs in the issuing process alone.
@@ -397,8 +400,9 @@ private:
   /// Writes sent (or to be sent) to the replicas as one message each.
   struct write_run;
   /// Queues write `w`, committed (its checks passed): it leaves at once if
-  /// no earlier writes wait for their confirmation, else with the writes
-  /// that queue behind them when those are confirmed. `done` gets its
+  /// no earlier writes wait for their confirmation and no other message
+  /// waits in the mailbox, else with the writes that queue behind them
+  /// when those are confirmed (or those messages handled). `done` gets its
   /// outcome, or committed_late once `timeout` passed.
   void queue_write(component_write w, caf::timespan timeout,
                    reply_fn<ok_atom> done);
@@ -414,11 +418,6 @@ private:
   /// A write that finds nothing in flight but messages waiting in the
   /// mailbox leaves after them (a message to self), with their writes.
   bool flush_scheduled_ = false;
-
-public:
-  void on_flush_writes();
-
-private:
   std::shared_ptr<write_run> filling_writes_;
   /// Sent runs with writes not yet answered.
   size_t write_runs_unconfirmed_ = 0;
