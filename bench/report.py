@@ -489,6 +489,14 @@ def build(t):
                       fmt_bytes(bound), ratio_of(over, bound),
                       target=("<=", 1.0, "M1 scalar variable overhead "
                               "(%s API) within 4 x 128 + 256 B" % api))
+                # The heap the variables hold (mallinfo2), without the
+                # allocator's fragmentation that RSS includes.
+                heap = None if rec is None else rec.get(
+                    "heap_overhead_per_variable")
+                t.add("heap in use per scalar variable beyond its data vs "
+                      "the bound (%s API, mallinfo2)" % api, fmt_bytes(heap),
+                      "4 x 128 B per component + 256 B per variable",
+                      fmt_bytes(bound), ratio_of(heap, bound))
 
     # -- 8. overload -------------------------------------------------------------------
     t.section("8. Overload (V3): async cross-replica assign_add, 2 host "

@@ -8,7 +8,8 @@
 // resident set size (/proc/self/statm) before and after, divided by 10,000,
 // minus the data (4 components of the value); the caller keeps the 10,000
 // variable handles, as a user would. Also after malloc_trim: what stays is
-// live or fragmented, not free heap kept by the C library. Each
+// live or fragmented, not free heap kept by the C library; and the heap in
+// use (mallinfo2, every arena), which fragmentation does not count. Each
 // configuration runs in a fresh
 // process (this program re-executes itself) so that RSS is not distorted by
 // memory that an earlier configuration freed.
@@ -67,6 +68,7 @@ int run_one(bench::recorder& rec, const std::string& api,
   for (int i = 0; i < count; ++i)
     names.push_back("var/" + std::to_string(i));
   std::vector<variable> handles(count);
+  auto heap0 = mallinfo2().uordblks;
   auto rss0 = bench::resident_bytes();
   auto t0 = clock_type::now();
   int failures = 0;
@@ -109,6 +111,12 @@ int run_one(bench::recorder& rec, const std::string& api,
   // burst's transient calls and messages): the variables' live memory.
   malloc_trim(0);
   auto rss2 = bench::resident_bytes();
+  // The heap in use (every arena): what the variables hold whatever the
+  // allocator keeps around them.
+  auto heap2 = mallinfo2().uordblks;
+  double heap_overhead
+    = (static_cast<double>(heap2) - static_cast<double>(heap0)) / count
+      - static_cast<double>(data_bytes);
   double live = (static_cast<double>(rss2) - static_cast<double>(rss0)) / count
                 - static_cast<double>(data_bytes);
   double per_var = (static_cast<double>(rss1) - static_cast<double>(rss0))
@@ -116,11 +124,12 @@ int run_one(bench::recorder& rec, const std::string& api,
   double overhead = per_var - static_cast<double>(data_bytes);
   std::printf("create %d %s variables on %d replicas, %s API: %8.3f s "
               "(%6.1f us each); RSS +%.1f MiB = %.0f B per variable, of which "
-              "%zu B data, %.0f B overhead (%.0f B after malloc_trim)%s\n",
+              "%zu B data, %.0f B overhead (%.0f B after malloc_trim, "
+              "%.0f B of heap in use)%s\n",
               count, size == "1k" ? "1 KiB" : "scalar", replicas, api.c_str(),
               secs, secs / count * 1e6,
               (static_cast<double>(rss1) - static_cast<double>(rss0)) / 1048576.0,
-              per_var, data_bytes, overhead, live,
+              per_var, data_bytes, overhead, live, heap_overhead,
               failures > 0 ? " (SOME CREATIONS FAILED)" : "");
   std::fflush(stdout);
   rec.record("scale.create." + api + "." + size, secs, "s",
@@ -130,6 +139,7 @@ int run_one(bench::recorder& rec, const std::string& api,
               {"data_per_variable", static_cast<double>(data_bytes)},
               {"overhead_per_variable", overhead},
               {"live_overhead_per_variable", live},
+              {"heap_overhead_per_variable", heap_overhead},
               {"failures", failures}});
   s->shutdown();
   return failures > 0 ? 1 : 0;
