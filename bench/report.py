@@ -274,6 +274,19 @@ def build(t):
                 t.add("assign, 16 callers, %d rep" % n, fmt_rate(v(rec)),
                       "bare CAF request/response, 1 caller",
                       fmt_rate(v(lone)), ratio_of(v(rec), v(lone)))
+                # The floor of P3: the coordinator's hop without varsync (a
+                # bare relay batching as the group commit does).
+                relay = t.get("concurrent.relay.c16.r%d" % n)
+                batch = None if relay is None else relay.get("mean_batch")
+                t.add("floor: bare CAF relay to %d bare replicas, same "
+                      "batching, 16 callers" % n, fmt_rate(v(relay)),
+                      "bare CAF request/response, 16 callers",
+                      fmt_rate(v(bare)), ratio_of(v(relay), v(bare)),
+                      note="" if batch is None else
+                      "mean batch %.1f values" % batch)
+                t.add("assign, 16 callers, %d rep vs its floor" % n,
+                      fmt_rate(v(rec)), "the bare relay above",
+                      fmt_rate(v(relay)), ratio_of(v(rec), v(relay)))
 
     # -- 3. local updates ------------------------------------------------------------
     t.section("3. Local updates: replica-context assign_add on an ON_READ(SUM) "
