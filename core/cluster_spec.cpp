@@ -98,11 +98,24 @@ caf::error validate(const cluster_spec& spec) {
   if (spec.mode != cluster_mode::training && spec.mode != cluster_mode::services)
     return bad("mode " + std::to_string(static_cast<int>(spec.mode))
                + " is not one of 0 (training), 1 (services)");
+  if (spec.transport != host_transport::automatic
+      && spec.transport != host_transport::gloo
+      && spec.transport != host_transport::shared_memory)
+    return bad("transport " + std::to_string(static_cast<int>(spec.transport))
+               + " is not one of 0 (automatic), 1 (gloo), 2 (shared_memory)");
   return {};
 }
 
 const char* to_string(cluster_mode mode) {
   return mode == cluster_mode::services ? "services" : "training";
+}
+
+const char* to_string(host_transport transport) {
+  switch (transport) {
+    case host_transport::gloo: return "gloo";
+    case host_transport::shared_memory: return "shared_memory";
+    default: return "automatic";
+  }
 }
 
 caf::expected<std::optional<cluster_spec>>
@@ -186,6 +199,19 @@ cluster_from_environment(const environment_reader& reader) {
       return make_error(errc::invalid_argument,
                         "VARSYNC_MODE is '" + *mode
                           + "': expected 'training' or 'services'");
+  }
+  if (auto transport = get("VARSYNC_HOST_TRANSPORT")) {
+    if (*transport == "automatic")
+      spec.transport = host_transport::automatic;
+    else if (*transport == "gloo")
+      spec.transport = host_transport::gloo;
+    else if (*transport == "shared_memory")
+      spec.transport = host_transport::shared_memory;
+    else
+      return make_error(errc::invalid_argument,
+                        "VARSYNC_HOST_TRANSPORT is '" + *transport
+                          + "': expected 'automatic', 'gloo' or "
+                            "'shared_memory'");
   }
   if (auto err = validate(spec))
     return err;

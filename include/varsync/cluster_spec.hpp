@@ -29,6 +29,21 @@ enum class cluster_mode : uint8_t {
 /// "training" or "services".
 const char* to_string(cluster_mode mode);
 
+/// How host tensors move between the processes (docs/multiprocess.md).
+enum class host_transport : uint8_t {
+  /// Through a shared-memory segment when every process runs on one host
+  /// (found when they join), through Gloo over TCP otherwise.
+  automatic = 0,
+  /// Always Gloo over TCP (what several hosts use, on one host too).
+  gloo = 1,
+  /// Always shared memory: joining fails unless every process is on one
+  /// host and can map the segment.
+  shared_memory = 2,
+};
+
+/// "automatic", "gloo" or "shared_memory".
+const char* to_string(host_transport transport);
+
 struct cluster_spec {
   /// This process, in [0, world_size).
   int rank = 0;
@@ -59,6 +74,8 @@ struct cluster_spec {
   std::string group_name = "varsync";
   /// Every process must use the same mode.
   cluster_mode mode = cluster_mode::training;
+  /// Every process must use the same transport.
+  host_transport transport = host_transport::automatic;
 };
 
 /// Reads one environment variable; nullopt when unset.
@@ -77,7 +94,9 @@ using environment_reader
 /// Open MPI and Slurm give no rendezvous address: VARSYNC_RENDEZVOUS, or
 /// MASTER_ADDR and MASTER_PORT, must be set as well. VARSYNC_BIND sets the
 /// bind address, VARSYNC_TIMEOUT_MS both timeouts, VARSYNC_PEER_TIMEOUT_MS
-/// the peer timeout, VARSYNC_MODE the mode ("training" or "services"). A
+/// the peer timeout, VARSYNC_MODE the mode ("training" or "services"),
+/// VARSYNC_HOST_TRANSPORT the transport ("automatic", "gloo" or
+/// "shared_memory"). A
 /// value that is not a number, out of range, or a missing companion
 /// variable is invalid_argument naming the variable.
 caf::expected<std::optional<cluster_spec>>
@@ -86,7 +105,7 @@ cluster_from_environment(const environment_reader& getenv = {});
 /// invalid_argument naming the field when `spec` cannot describe a cluster
 /// (rank outside [0, world_size), no rendezvous port with several
 /// processes, a non-positive timeout, a peer timeout under 100 ms but not
-/// zero, an empty host, a mode that is not one).
+/// zero, an empty host, a mode or transport that is not one).
 caf::error validate(const cluster_spec& spec);
 
 } // namespace varsync

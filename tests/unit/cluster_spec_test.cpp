@@ -72,6 +72,37 @@ TEST_CASE("cluster_spec: VARSYNC_MODE picks training or services") {
   CHECK(std::string{to_string(cluster_mode::services)} == "services");
 }
 
+TEST_CASE("cluster_spec: VARSYNC_HOST_TRANSPORT picks the transport") {
+  auto with = [](const char* transport) {
+    return cluster_from_environment(env({{"VARSYNC_RANK", "0"},
+                                         {"VARSYNC_WORLD_SIZE", "2"},
+                                         {"VARSYNC_RENDEZVOUS", "h:1"},
+                                         {"VARSYNC_HOST_TRANSPORT",
+                                          transport}}));
+  };
+  auto none = cluster_from_environment(env({{"VARSYNC_RANK", "0"},
+                                            {"VARSYNC_WORLD_SIZE", "2"},
+                                            {"VARSYNC_RENDEZVOUS", "h:1"}}));
+  REQUIRE(none);
+  CHECK((*none)->transport == host_transport::automatic);
+  for (auto t : {host_transport::automatic, host_transport::gloo,
+                 host_transport::shared_memory}) {
+    auto c = with(to_string(t));
+    REQUIRE(c);
+    CHECK((*c)->transport == t);
+  }
+  auto bad = with("tcp");
+  REQUIRE(!bad);
+  CHECK(has_code(bad.error(), errc::invalid_argument));
+  CHECK(message_of(bad.error()).find("VARSYNC_HOST_TRANSPORT")
+        != std::string::npos);
+  cluster_spec spec;
+  spec.transport = static_cast<host_transport>(7);
+  auto err = validate(spec);
+  CHECK(has_code(err, errc::invalid_argument));
+  CHECK(message_of(err).find("transport 7") != std::string::npos);
+}
+
 TEST_CASE("cluster_spec: VARSYNC_PEER_TIMEOUT_MS sets the peer timeout, 0 "
           "turns heartbeats off, under 100 ms is refused") {
   auto with = [](const char* ms) {
