@@ -1,5 +1,6 @@
 # The Gloo transport of the cross-process collective (sync/gloo: the Gloo
-# group and the rendezvous store client; actors/gloo: the store actor and
+# group and the rendezvous store client; sync/shm: the shared memory group
+# for processes on one host; actors/gloo: the store actor and
 # the process group joiner), built as varsync::distributed (target
 # varsync_gloo) when Debian's libgloo-dev is found. Linking it lets
 # strategy_options::cluster span processes: it registers its joiner with
@@ -32,7 +33,8 @@ if(VARSYNC_HAVE_GLOO)
     ${PROJECT_SOURCE_DIR}/actors/gloo/operation_sequencer_actor.cpp
     ${PROJECT_SOURCE_DIR}/actors/gloo/rendezvous_store_actor.cpp
     ${PROJECT_SOURCE_DIR}/sync/gloo/control_store.cpp
-    ${PROJECT_SOURCE_DIR}/sync/gloo/gloo_group.cpp)
+    ${PROJECT_SOURCE_DIR}/sync/gloo/gloo_group.cpp
+    ${PROJECT_SOURCE_DIR}/sync/shm/shared_memory_group.cpp)
   add_library(varsync::distributed ALIAS varsync_gloo)
   # The implementation's headers stay private (as for varsync::cuda): a
   # program that links varsync::distributed sees only include/varsync/.

@@ -1,0 +1,474 @@
+#include "sync/shm/shared_memory_group.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "devices/host_kernels.hpp"
+#include "varsync/error.hpp"
+
+namespace varsync {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+constexpr uint64_t segment_magic = 0x7661727379736d31; // "varsysm1"
+constexpr uint32_t segment_version = 1;
+
+static_assert(std::atomic<uint32_t>::is_always_lock_free
+              && sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+// One rank's corner of the segment, on cache lines of its own.
+struct alignas(64) rank_header {
+  std::atomic<uint64_t> reached; // barriers this rank has arrived at
+  std::atomic<int32_t> pid;
+  std::atomic<uint32_t> overflow[2]; // per slot set: this rank's slice
+  std::atomic<uint64_t> call[2];     // per slot set: what the chunk is
+};
+
+struct segment_header {
+  uint64_t magic;
+  uint32_t version;
+  int32_t size;
+  uint64_t slot_bytes;
+  uint64_t total_bytes;
+  alignas(64) std::atomic<uint32_t> arrivals; // the barrier's futex word
+  alignas(64) rank_header ranks[1];           // `size` of them
+};
+
+size_t header_bytes(int size) {
+  auto bytes = offsetof(segment_header, ranks)
+               + sizeof(rank_header) * static_cast<size_t>(size);
+  return (bytes + 4095) / 4096 * 4096;
+}
+
+size_t segment_bytes(int size, size_t slot_bytes) {
+  return header_bytes(size) + 2 * static_cast<size_t>(size) * slot_bytes;
+}
+
+void wake_all(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX,
+          nullptr, nullptr, 0);
+}
+
+void wait_on(std::atomic<uint32_t>* word, uint32_t seen,
+             std::chrono::microseconds limit) {
+  timespec ts{static_cast<time_t>(limit.count() / 1000000),
+              static_cast<long>(limit.count() % 1000000) * 1000};
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, seen,
+          &ts, nullptr, 0);
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// What a chunk of a call is, so that ranks that disagree fail instead of
+// mixing their data.
+uint64_t call_code(int kind, uint64_t a, uint64_t b) {
+  return (static_cast<uint64_t>(kind) << 60) ^ (a * 0x9e3779b97f4a7c15ULL)
+         ^ (b + 0x632be59bd9b4e019ULL);
+}
+
+std::string fresh_name() {
+  std::random_device rd;
+  std::mt19937_64 gen{(static_cast<uint64_t>(rd()) << 32) ^ rd()};
+  char text[64];
+  std::snprintf(text, sizeof(text), "/varsync-%d-%016llx%016llx",
+                static_cast<int>(getpid()),
+                static_cast<unsigned long long>(gen()),
+                static_cast<unsigned long long>(gen()));
+  return text;
+}
+
+} // namespace
+
+struct shared_memory_group::impl {
+  shared_memory_group_options options;
+  std::string name;
+  bool linked = false; // rank 0: the name still exists
+  int fd = -1;
+  void* base = nullptr;
+  size_t bytes = 0;
+  segment_header* header = nullptr;
+  uint64_t barriers = 0; // passed by this rank
+  uint64_t chunks = 0;   // chunks run by this group (alternate slot sets)
+  bool broken = false;
+
+  ~impl() {
+    if (base != nullptr)
+      munmap(base, bytes);
+    if (fd >= 0)
+      close(fd);
+    if (linked)
+      shm_unlink(name.c_str());
+  }
+
+  std::string who() const {
+    return "shared memory group, rank " + std::to_string(options.rank)
+           + " of " + std::to_string(options.size);
+  }
+
+  std::byte* slot(uint64_t set, int rank) const {
+    return static_cast<std::byte*>(base) + header_bytes(options.size)
+           + (set * static_cast<uint64_t>(options.size)
+              + static_cast<uint64_t>(rank))
+               * options.slot_bytes;
+  }
+
+  caf::error fail(const std::string& what) {
+    broken = true;
+    return make_error(errc::replica_failed,
+                      who() + ": " + what + "; the group is unusable");
+  }
+
+  // Why the ranks that have not reached barrier `b` will not, if they will
+  // not: one exited, or the strategy gave up on them. Empty otherwise.
+  caf::error gone(uint64_t b, const char* what) {
+    if (options.abandon)
+      if (auto err = options.abandon()) {
+        broken = true;
+        return err;
+      }
+    for (int r = 0; r < options.size; ++r) {
+      auto& peer = header->ranks[r];
+      if (peer.reached.load(std::memory_order_acquire) >= b)
+        continue;
+      auto pid = peer.pid.load(std::memory_order_relaxed);
+      if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH)
+        return fail(std::string{what} + ": rank " + std::to_string(r)
+                    + " (process " + std::to_string(pid) + ") exited");
+    }
+    return {};
+  }
+
+  // Every rank arrives; the writes each made before arriving are visible
+  // to all after it.
+  caf::error barrier(const char* what) {
+    const uint64_t b = ++barriers;
+    const auto size = static_cast<uint64_t>(options.size);
+    header->ranks[options.rank].reached.store(b, std::memory_order_release);
+    const auto target = static_cast<uint32_t>(b * size);
+    auto* word = &header->arrivals;
+    if (word->fetch_add(1, std::memory_order_acq_rel) + 1 == target) {
+      wake_all(word);
+      return {};
+    }
+    const auto deadline = clock::now() + options.timeout;
+    int spins = 0;
+    for (;;) {
+      auto now_seen = word->load(std::memory_order_acquire);
+      if (static_cast<int32_t>(now_seen - target) >= 0)
+        return {};
+      if (spins < 100) {
+        ++spins;
+        cpu_relax();
+        continue;
+      }
+      if (auto err = gone(b, what))
+        return err;
+      auto left = std::chrono::duration_cast<std::chrono::microseconds>(
+        deadline - clock::now());
+      if (left.count() <= 0) {
+        std::string missing;
+        for (int r = 0; r < options.size; ++r)
+          if (header->ranks[r].reached.load(std::memory_order_acquire) < b)
+            missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        return fail(std::string{what} + ": rank(s) " + missing
+                    + " did not arrive within "
+                    + std::to_string(options.timeout.count()) + " ms");
+      }
+      wait_on(word, now_seen,
+              std::min(left, std::chrono::microseconds{10000}));
+    }
+  }
+
+  // Publishes what this chunk is, waits for every rank, and checks that all
+  // run the same call.
+  caf::error enter_chunk(uint64_t set, uint64_t code, const char* what) {
+    header->ranks[options.rank].call[set].store(code,
+                                                std::memory_order_relaxed);
+    if (auto err = barrier(what))
+      return err;
+    for (int r = 0; r < options.size; ++r)
+      if (header->ranks[r].call[set].load(std::memory_order_relaxed) != code)
+        return fail(std::string{what} + ": rank " + std::to_string(r)
+                    + " runs a different collective (kind, size or root)");
+    return {};
+  }
+
+  caf::error check_usable() const {
+    if (!broken)
+      return {};
+    return make_error(errc::replica_failed,
+                      who() + ": an earlier collective failed; the group "
+                              "is unusable");
+  }
+};
+
+caf::expected<std::unique_ptr<shared_memory_group>>
+shared_memory_group::create(shared_memory_group_options options) {
+  if (options.size < 1 || options.rank != 0)
+    return make_error(errc::invalid_argument,
+                      "shared memory group: rank 0 creates the segment "
+                      "(rank "
+                        + std::to_string(options.rank) + " of "
+                        + std::to_string(options.size) + ")");
+  if (options.slot_bytes < 4096 || options.slot_bytes % 64 != 0
+      || options.timeout.count() <= 0)
+    return make_error(errc::invalid_argument,
+                      "shared memory group: the slot size must be a multiple "
+                      "of 64 bytes, at least 4096, and the timeout positive");
+  auto p = std::make_unique<impl>();
+  p->options = std::move(options);
+  p->name = fresh_name();
+  p->bytes = segment_bytes(p->options.size, p->options.slot_bytes);
+  p->fd = shm_open(p->name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (p->fd < 0)
+    return make_error(errc::invalid_argument,
+                      p->who() + ": cannot create " + p->name + ": "
+                        + std::strerror(errno));
+  p->linked = true;
+  if (ftruncate(p->fd, static_cast<off_t>(p->bytes)) != 0)
+    return make_error(errc::out_of_memory,
+                      p->who() + ": cannot size " + p->name + " to "
+                        + std::to_string(p->bytes) + " bytes: "
+                        + std::strerror(errno));
+  p->base = mmap(nullptr, p->bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                 p->fd, 0);
+  if (p->base == MAP_FAILED) {
+    p->base = nullptr;
+    return make_error(errc::out_of_memory,
+                      p->who() + ": cannot map " + p->name + ": "
+                        + std::strerror(errno));
+  }
+  // A fresh segment reads as zeros: the atomics start at 0.
+  p->header = static_cast<segment_header*>(p->base);
+  p->header->size = p->options.size;
+  p->header->slot_bytes = p->options.slot_bytes;
+  p->header->total_bytes = p->bytes;
+  p->header->version = segment_version;
+  p->header->ranks[0].pid.store(static_cast<int32_t>(getpid()));
+  std::atomic_thread_fence(std::memory_order_release);
+  p->header->magic = segment_magic;
+  return std::unique_ptr<shared_memory_group>{
+    new shared_memory_group(std::move(p))};
+}
+
+caf::expected<std::unique_ptr<shared_memory_group>>
+shared_memory_group::open(const std::string& name,
+                          shared_memory_group_options options) {
+  if (options.size < 2 || options.rank < 1 || options.rank >= options.size
+      || options.timeout.count() <= 0)
+    return make_error(errc::invalid_argument,
+                      "shared memory group: rank "
+                        + std::to_string(options.rank) + " of "
+                        + std::to_string(options.size)
+                        + " cannot open a segment (ranks 1 to size - 1 "
+                          "open, with a positive timeout)");
+  auto p = std::make_unique<impl>();
+  p->options = std::move(options);
+  p->name = name;
+  p->fd = shm_open(name.c_str(), O_RDWR, 0600);
+  if (p->fd < 0)
+    return make_error(errc::invalid_argument,
+                      p->who() + ": cannot open " + name
+                        + " (not on rank 0's host?): "
+                        + std::strerror(errno));
+  struct stat st{};
+  if (fstat(p->fd, &st) != 0
+      || static_cast<size_t>(st.st_size) < sizeof(segment_header))
+    return make_error(errc::invalid_argument,
+                      p->who() + ": " + name + " is not a segment of a group");
+  p->bytes = static_cast<size_t>(st.st_size);
+  p->base = mmap(nullptr, p->bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                 p->fd, 0);
+  if (p->base == MAP_FAILED) {
+    p->base = nullptr;
+    return make_error(errc::out_of_memory,
+                      p->who() + ": cannot map " + name + ": "
+                        + std::strerror(errno));
+  }
+  p->header = static_cast<segment_header*>(p->base);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  auto& h = *p->header;
+  if (h.magic != segment_magic || h.version != segment_version
+      || h.size != p->options.size || h.total_bytes != p->bytes
+      || h.slot_bytes < 4096
+      || segment_bytes(h.size, h.slot_bytes) != p->bytes)
+    return make_error(errc::invalid_argument,
+                      p->who() + ": " + name
+                        + " was made for another group (size "
+                        + std::to_string(h.size) + ")");
+  p->options.slot_bytes = h.slot_bytes;
+  h.ranks[p->options.rank].pid.store(static_cast<int32_t>(getpid()));
+  return std::unique_ptr<shared_memory_group>{
+    new shared_memory_group(std::move(p))};
+}
+
+shared_memory_group::shared_memory_group(std::unique_ptr<impl> p)
+  : impl_(std::move(p)) {}
+
+shared_memory_group::~shared_memory_group() = default;
+
+const std::string& shared_memory_group::name() const { return impl_->name; }
+
+void shared_memory_group::unlink() {
+  if (impl_->linked) {
+    shm_unlink(impl_->name.c_str());
+    impl_->linked = false;
+  }
+}
+
+int shared_memory_group::rank() const { return impl_->options.rank; }
+
+int shared_memory_group::size() const { return impl_->options.size; }
+
+caf::error shared_memory_group::all_reduce(reduce_op op, dtype type,
+                                           void* data, int64_t count) {
+  auto& d = *impl_;
+  if (auto err = d.check_usable())
+    return err;
+  if (!is_valid(op) || !is_valid(type))
+    return make_error(errc::invalid_argument,
+                      d.who() + ": all_reduce: invalid reduce_op or dtype");
+  if (op == reduce_op::mean && !is_floating(type))
+    return make_error(errc::invalid_argument,
+                      d.who() + ": all_reduce: the mean of "
+                        + std::string{to_string(type)}
+                        + " values needs conversion to float64 first");
+  if (count < 0 || (count > 0 && data == nullptr))
+    return make_error(errc::invalid_argument,
+                      d.who() + ": all_reduce: bad buffer");
+  const int size = d.options.size;
+  if (count == 0 || size == 1) {
+    if (count > 0 && op == reduce_op::mean)
+      host::split_assign(type, data, data, 0, count, 0, 1);
+    return {};
+  }
+  const reduce_op combine = op == reduce_op::mean ? reduce_op::sum : op;
+  const auto elem = static_cast<int64_t>(size_of(type));
+  const auto per_chunk = static_cast<int64_t>(d.options.slot_bytes) / elem;
+  const auto code = call_code(1, static_cast<uint64_t>(count),
+                              static_cast<uint64_t>(op) * 256
+                                + static_cast<uint64_t>(type));
+  auto* bytes = static_cast<std::byte*>(data);
+  std::vector<const void*> inputs(static_cast<size_t>(size));
+  bool overflowed = false;
+  for (int64_t off = 0; off < count; off += per_chunk) {
+    const auto n = std::min(per_chunk, count - off);
+    const uint64_t set = d.chunks++ % 2;
+    std::memcpy(d.slot(set, d.options.rank), bytes + off * elem,
+                static_cast<size_t>(n * elem));
+    if (auto err = d.enter_chunk(set, code, "all_reduce"))
+      return err;
+    // This rank's slice, reduced over every rank's slot in rank order into
+    // slot 0 (which only this rank touches there until the next barrier).
+    const auto lo = n * d.options.rank / size;
+    const auto hi = n * (d.options.rank + 1) / size;
+    for (int r = 0; r < size; ++r)
+      inputs[static_cast<size_t>(r)] = d.slot(set, r);
+    uint32_t flag = 0;
+    if (!is_floating(type)
+        && host::first_overflow(combine, update_op::assign, type, inputs,
+                                nullptr, lo, hi)
+             >= 0)
+      flag = 1;
+    if (hi > lo)
+      host::reduce(combine, type, d.slot(set, 0), inputs, lo, hi);
+    d.header->ranks[d.options.rank].overflow[set].store(
+      flag, std::memory_order_relaxed);
+    if (auto err = d.barrier("all_reduce"))
+      return err;
+    std::memcpy(bytes + off * elem, d.slot(set, 0),
+                static_cast<size_t>(n * elem));
+    for (int r = 0; r < size; ++r)
+      if (d.header->ranks[r].overflow[set].load(std::memory_order_relaxed))
+        overflowed = true;
+  }
+  if (overflowed)
+    return make_error(errc::overflow,
+                      d.who() + ": the " + std::string{to_string(op)} + " of "
+                        + std::string{to_string(type)}
+                        + " values does not fit the dtype; the buffer holds "
+                          "no meaningful value");
+  if (op == reduce_op::mean) // the sum, then one division (as in-process)
+    host::split_assign(type, data, data, 0, count, 0, size);
+  return {};
+}
+
+caf::error shared_memory_group::broadcast(void* data, size_t bytes,
+                                          int root) {
+  auto& d = *impl_;
+  if (auto err = d.check_usable())
+    return err;
+  if (root < 0 || root >= d.options.size || (bytes > 0 && data == nullptr))
+    return make_error(errc::invalid_argument,
+                      d.who() + ": broadcast: bad root or buffer");
+  if (bytes == 0 || d.options.size == 1)
+    return {};
+  const auto code = call_code(2, bytes, static_cast<uint64_t>(root));
+  auto* out = static_cast<std::byte*>(data);
+  // One barrier per chunk: a slot set is refilled two chunks later, after
+  // the next chunk's barrier, which every rank reaches once it has copied
+  // this chunk out.
+  for (size_t off = 0; off < bytes; off += d.options.slot_bytes) {
+    const auto n = std::min(d.options.slot_bytes, bytes - off);
+    const uint64_t set = d.chunks++ % 2;
+    if (d.options.rank == root)
+      std::memcpy(d.slot(set, root), out + off, n);
+    if (auto err = d.enter_chunk(set, code, "broadcast"))
+      return err;
+    if (d.options.rank != root)
+      std::memcpy(out + off, d.slot(set, root), n);
+  }
+  return {};
+}
+
+caf::error shared_memory_group::all_gather(const void* in, void* out,
+                                           size_t bytes) {
+  auto& d = *impl_;
+  if (auto err = d.check_usable())
+    return err;
+  if (bytes > 0 && (in == nullptr || out == nullptr))
+    return make_error(errc::invalid_argument,
+                      d.who() + ": all_gather: bad buffer");
+  if (bytes == 0)
+    return {};
+  if (d.options.size == 1) {
+    std::memcpy(out, in, bytes);
+    return {};
+  }
+  const auto code = call_code(3, bytes, 0);
+  const auto* src = static_cast<const std::byte*>(in);
+  auto* dst = static_cast<std::byte*>(out);
+  for (size_t off = 0; off < bytes; off += d.options.slot_bytes) {
+    const auto n = std::min(d.options.slot_bytes, bytes - off);
+    const uint64_t set = d.chunks++ % 2;
+    std::memcpy(d.slot(set, d.options.rank), src + off, n);
+    if (auto err = d.enter_chunk(set, code, "all_gather"))
+      return err;
+    for (int r = 0; r < d.options.size; ++r)
+      std::memcpy(dst + static_cast<size_t>(r) * bytes + off, d.slot(set, r),
+                  n);
+  }
+  return {};
+}
+
+} // namespace varsync
