@@ -1,6 +1,8 @@
 // The Gloo transport behind process_group (sync/process_group.hpp): rank 0
 // serves the rendezvous store over CAF's network layer, every rank joins a
 // Gloo full mesh through it, and the ranks exchange their replica counts.
+// When every rank runs on one host, the collectives then move to a shared
+// memory segment (sync/shm), which rank 0 creates and names over Gloo.
 // Registered as the process group joiner when this library is linked.
 
 #include <atomic>
@@ -26,6 +28,7 @@
 #include "core/logging.hpp"
 #include "sync/gloo/gloo_group.hpp"
 #include "sync/process_group.hpp"
+#include "sync/shm/shared_memory_group.hpp"
 #include "varsync/config.hpp"
 #include "varsync/error.hpp"
 
@@ -158,6 +161,8 @@ public:
   // whose store it joined through.
   std::unique_ptr<control_system> control;
   std::unique_ptr<gloo_group> group;
+  // Every rank on one host: the collectives run here instead.
+  std::unique_ptr<shared_memory_group> local;
   std::string text;
   // Services mode.
   std::shared_ptr<sequence_endpoint> endpoint;
@@ -178,16 +183,22 @@ public:
                         int64_t count) override {
     if (auto err = health->failure())
       return err;
+    if (local)
+      return local->all_reduce(op, type, data, count);
     return group->all_reduce(op, type, data, count);
   }
   caf::error broadcast(void* data, size_t bytes, int root) override {
     if (auto err = health->failure())
       return err;
+    if (local)
+      return local->broadcast(data, bytes, root);
     return group->broadcast(data, bytes, root);
   }
   caf::error all_gather(const void* in, void* out, size_t bytes) override {
     if (auto err = health->failure())
       return err;
+    if (local)
+      return local->all_gather(in, out, bytes);
     return group->all_gather(in, out, bytes);
   }
 
@@ -366,6 +377,60 @@ caf::error join_sequencer(control_system& control,
   return {};
 }
 
+// Moves the collectives to a shared memory segment when every rank can map
+// rank 0's (they share a host), unless the spec asks for Gloo. Every rank
+// takes the same decision: rank 0 names the segment over Gloo and the ranks
+// agree on the outcome over Gloo. Runs on the joining thread, SIGPIPE
+// blocked.
+caf::error attach_shared_memory(const cluster_spec& spec,
+                                gloo_process_group& pg) {
+  if (spec.transport == host_transport::gloo || spec.world_size < 2)
+    return {};
+  shared_memory_group_options opts;
+  opts.rank = spec.rank;
+  opts.size = spec.world_size;
+  opts.timeout = spec.operation_timeout;
+  opts.abandon = [health = pg.health] { return health->failure(); };
+  caf::expected<std::unique_ptr<shared_memory_group>> local{nullptr};
+  std::vector<char> name(256, '\0');
+  if (spec.rank == 0) {
+    local = shared_memory_group::create(opts);
+    if (local)
+      std::copy_n((*local)->name().begin(),
+                  std::min((*local)->name().size(), name.size() - 1),
+                  name.begin());
+  }
+  if (auto err = pg.group->broadcast(name.data(), name.size(), 0))
+    return err;
+  if (spec.rank != 0) {
+    if (name[0] != '\0')
+      local = shared_memory_group::open(name.data(), opts);
+    else
+      local = make_error(errc::invalid_argument,
+                         "rank 0 could not create a segment");
+  }
+  int32_t ok = local && *local ? 1 : 0;
+  if (auto err = pg.group->all_reduce(reduce_op::min, dtype::int32, &ok, 1))
+    return err;
+  if (ok == 1) {
+    if (spec.rank == 0)
+      (*local)->unlink(); // mapped everywhere: no name left behind
+    pg.local = std::move(*local);
+    return {};
+  }
+  std::string why = local ? "another rank could not map rank 0's segment"
+                          : describe(local.error());
+  if (spec.transport == host_transport::shared_memory)
+    return make_error(errc::invalid_argument,
+                      "rank " + std::to_string(spec.rank)
+                        + ": the shared_memory transport needs every process "
+                          "on one host: "
+                        + why);
+  log()->info("rank {}: collectives over Gloo (no shared memory: {})",
+              spec.rank, why);
+  return {};
+}
+
 // CAF 0.17 keeps a reference to the logger of the last system a thread
 // spawned into (a scoped_actor does), and that system's destructor waits
 // for it: the joining thread lets go of the control system's when it is
@@ -405,21 +470,25 @@ caf::expected<process_membership> join_gloo(const cluster_spec& spec,
   pg->group = std::move(*group);
   // Each rank's replica count, mode and whether its replicas have a GPU
   // each.
-  std::vector<int32_t> counts(3 * static_cast<size_t>(spec.world_size));
-  int32_t mine[3] = {local_replicas, static_cast<int32_t>(spec.mode),
-                     one_gpu_per_replica ? 1 : 0};
+  std::vector<int32_t> counts(4 * static_cast<size_t>(spec.world_size));
+  int32_t mine[4] = {local_replicas, static_cast<int32_t>(spec.mode),
+                     one_gpu_per_replica ? 1 : 0,
+                     static_cast<int32_t>(spec.transport)};
   auto signals = gloo_group::block_sigpipe(); // the caller's thread, briefly
   auto gathered = pg->group->all_gather(mine, counts.data(), sizeof(mine));
-  gloo_group::restore_signals(signals);
-  if (gathered)
+  if (gathered) {
+    gloo_group::restore_signals(signals);
     return gathered;
+  }
   std::vector<int> per_rank;
   bool every_gpu_own = true;
   for (int r = 0; r < spec.world_size; ++r) {
-    per_rank.push_back(counts[3 * static_cast<size_t>(r)]);
-    auto mode = counts[3 * static_cast<size_t>(r) + 1];
-    every_gpu_own = every_gpu_own && counts[3 * static_cast<size_t>(r) + 2] == 1;
-    if (mode != mine[1])
+    per_rank.push_back(counts[4 * static_cast<size_t>(r)]);
+    auto mode = counts[4 * static_cast<size_t>(r) + 1];
+    every_gpu_own = every_gpu_own && counts[4 * static_cast<size_t>(r) + 2] == 1;
+    auto transport = counts[4 * static_cast<size_t>(r) + 3];
+    if (mode != mine[1]) {
+      gloo_group::restore_signals(signals);
       return make_error(
         errc::invalid_argument,
         "rank " + std::to_string(spec.rank) + " joined in "
@@ -430,10 +499,29 @@ caf::expected<process_membership> join_gloo(const cluster_spec& spec,
                ? to_string(static_cast<cluster_mode>(mode))
                : "an unknown")
           + " mode: every process must use the same mode");
+    }
+    if (transport != mine[3]) {
+      gloo_group::restore_signals(signals);
+      return make_error(
+        errc::invalid_argument,
+        "rank " + std::to_string(spec.rank) + " joined with the "
+          + to_string(spec.transport) + " transport but rank "
+          + std::to_string(r) + " with "
+          + (transport >= 0 && transport <= 2
+               ? to_string(static_cast<host_transport>(transport))
+               : "an unknown one")
+          + ": every process must use the same transport");
+    }
   }
+  auto attached = attach_shared_memory(spec, *pg);
+  gloo_group::restore_signals(signals);
+  if (attached)
+    return attached;
   if (auto err = join_sequencer(*pg->control, *store, spec, deadline, *pg))
     return err;
-  pg->text = "gloo over TCP, rank " + std::to_string(spec.rank) + " of "
+  pg->text = std::string{pg->local ? "shared memory (one host)"
+                                    : "gloo over TCP"}
+             + ", rank " + std::to_string(spec.rank) + " of "
              + std::to_string(spec.world_size) + " (rendezvous "
              + spec.rendezvous_host + ":"
              + std::to_string(spec.rendezvous_port) + ")";

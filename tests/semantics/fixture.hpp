@@ -70,7 +70,8 @@ inline std::vector<std::string> test_devices(int replicas) {
 /// layouts run too; with N < P, processes 0 .. N-1 hold one replica each and
 /// the others make a strategy of their own alone. The k-th strategy a test
 /// binary makes uses rendezvous port VARSYNC_TEST_PORT + (k mod 200) in
-/// every process.
+/// every process. The processes use the transport chosen automatically
+/// (shared memory on this host), Gloo with VARSYNC_TEST_TRANSPORT=gloo.
 /// True in a run across processes (VARSYNC_TEST_PROCESSES).
 inline bool across_processes() {
   return std::getenv("VARSYNC_TEST_PROCESSES") != nullptr;
@@ -106,6 +107,11 @@ inline std::optional<cluster_spec> test_cluster(int replicas,
   spec.join_timeout = 30s;
   spec.operation_timeout = 20s;
   spec.group_name = "semantics-" + std::to_string(k);
+  // VARSYNC_TEST_TRANSPORT=gloo: Gloo over TCP instead of the shared memory
+  // that processes on one host use otherwise.
+  if (const char* t = std::getenv("VARSYNC_TEST_TRANSPORT");
+      t != nullptr && std::string{t} == "gloo")
+    spec.transport = host_transport::gloo;
   local_replicas = replicas / p + (r < replicas % p ? 1 : 0);
   last_strategy_local() = false;
   return spec;
