@@ -12,7 +12,9 @@
 // restore, and restore into one process), "services" (VARSYNC_MODE=services:
 // one-sided operations from every process in one order, P2),
 // "services_lost" (process 0 exits; the others' operations fail), "mixed"
-// (the harness gives the processes different modes), "concurrent" (bursts
+// (the harness gives the processes different modes), "mixed_transport"
+// (process 0 asks for Gloo, the others for the automatic transport),
+// "concurrent" (bursts
 // of async operations in training mode), "services_stopped" (process 0
 // stops itself; the others notice by the missing heartbeats),
 // "training_stopped" (the last process stops itself while the others are
@@ -778,6 +780,14 @@ int main(int argc, char** argv) {
   if (scenario == "mixed") {
     bool ok = !s && has_code(s.error(), errc::invalid_argument)
               && message_of(s.error()).find("same mode") != std::string::npos;
+    std::printf("process %d: %s\n", rank_,
+                s ? "joined" : describe(s.error()).c_str());
+    return ok ? 0 : 1;
+  }
+  if (scenario == "mixed_transport") {
+    bool ok = !s && has_code(s.error(), errc::invalid_argument)
+              && message_of(s.error()).find("same transport")
+                   != std::string::npos;
     std::printf("process %d: %s\n", rank_,
                 s ? "joined" : describe(s.error()).c_str());
     return ok ? 0 : 1;

@@ -43,8 +43,14 @@ run_strategy(const std::string& scenario, int processes, int local,
         // "mixed": process 0 in services mode, the others in training.
         "VARSYNC_MODE="
           + (mode == "mixed" ? std::string{r == 0 ? "services" : "training"}
-                             : mode.empty() ? std::string{"training"}
-                                            : mode)},
+             : mode.empty() || mode == "mixed_transport"
+               ? std::string{"training"}
+               : mode),
+        // "mixed_transport": process 0 asks for Gloo, the others for the
+        // automatic choice.
+        "VARSYNC_HOST_TRANSPORT="
+          + std::string{mode == "mixed_transport" && r == 0 ? "gloo"
+                                                            : "automatic"}},
        {}});
   auto out = run_children(children, 120s);
   REQUIRE(out.spawned);
@@ -151,5 +157,12 @@ TEST_CASE("multiprocess strategy: training mode notices a process that "
 TEST_CASE("multiprocess strategy: processes in different modes fail to "
           "join, naming the mode") {
   auto r = run_strategy("mixed", 2, 1, 10s, false, {}, "mixed");
+  CHECK(r.exit_codes == std::vector<int>{0, 0});
+}
+
+TEST_CASE("multiprocess strategy: processes that ask for different "
+          "transports fail to join, naming the transport") {
+  auto r = run_strategy("mixed_transport", 2, 1, 10s, false, {},
+                        "mixed_transport");
   CHECK(r.exit_codes == std::vector<int>{0, 0});
 }
