@@ -36,6 +36,7 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free);
 struct alignas(64) rank_header {
   std::atomic<uint64_t> reached; // barriers this rank has arrived at
   std::atomic<int32_t> pid;
+  std::atomic<uint64_t> pid_namespace; // its pid means something here if equal
   std::atomic<uint32_t> overflow[2]; // per slot set: this rank's slice
   std::atomic<uint64_t> call[2];     // per slot set: what the chunk is
 };
@@ -86,6 +87,16 @@ uint64_t call_code(int kind, uint64_t a, uint64_t b) {
          ^ (b + 0x632be59bd9b4e019ULL);
 }
 
+// The process id namespace this process lives in (0 if unknown): process
+// ids of ranks in another one (containers that share /dev/shm) name other
+// processes here, or none.
+uint64_t own_pid_namespace() {
+  struct stat st{};
+  if (stat("/proc/self/ns/pid", &st) != 0)
+    return 0;
+  return static_cast<uint64_t>(st.st_ino);
+}
+
 std::string fresh_name() {
   std::random_device rd;
   std::mt19937_64 gen{(static_cast<uint64_t>(rd()) << 32) ^ rd()};
@@ -109,6 +120,7 @@ struct shared_memory_group::impl {
   segment_header* header = nullptr;
   uint64_t barriers = 0; // passed by this rank
   uint64_t chunks = 0;   // chunks run by this group (alternate slot sets)
+  uint64_t pid_namespace = own_pid_namespace();
   bool broken = false;
 
   ~impl() {
@@ -151,7 +163,9 @@ struct shared_memory_group::impl {
       if (peer.reached.load(std::memory_order_acquire) >= b)
         continue;
       auto pid = peer.pid.load(std::memory_order_relaxed);
-      if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH)
+      auto ns = peer.pid_namespace.load(std::memory_order_relaxed);
+      if (pid > 0 && ns != 0 && ns == pid_namespace && kill(pid, 0) != 0
+          && errno == ESRCH)
         return fail(std::string{what} + ": rank " + std::to_string(r)
                     + " (process " + std::to_string(pid) + ") exited");
     }
@@ -265,6 +279,7 @@ shared_memory_group::create(shared_memory_group_options options) {
   p->header->total_bytes = p->bytes;
   p->header->version = segment_version;
   p->header->ranks[0].pid.store(static_cast<int32_t>(getpid()));
+  p->header->ranks[0].pid_namespace.store(p->pid_namespace);
   std::atomic_thread_fence(std::memory_order_release);
   p->header->magic = segment_magic;
   return std::unique_ptr<shared_memory_group>{
@@ -318,6 +333,7 @@ shared_memory_group::open(const std::string& name,
                         + std::to_string(h.size) + ")");
   p->options.slot_bytes = h.slot_bytes;
   h.ranks[p->options.rank].pid.store(static_cast<int32_t>(getpid()));
+  h.ranks[p->options.rank].pid_namespace.store(p->pid_namespace);
   return std::unique_ptr<shared_memory_group>{
     new shared_memory_group(std::move(p))};
 }

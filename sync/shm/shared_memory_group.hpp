@@ -16,9 +16,10 @@
 // chunks of the slot size.
 //
 // Blocking, and used from one thread per process (as gloo_group). A wait
-// past the deadline, a peer process that exited, or `abandon()` returning
-// an error fails the call with replica_failed naming the ranks that did not
-// arrive; the group is then unusable.
+// past the deadline, a peer process that exited (seen through its process
+// id when it shares this process's pid namespace), or `abandon()`
+// returning an error fails the call with replica_failed naming the ranks
+// that did not arrive; the group is then unusable.
 
 #include <chrono>
 #include <cstddef>
