@@ -115,6 +115,21 @@ caf::expected<process_membership> join_process_group(const cluster_spec& spec,
                                                      bool one_gpu_per_replica
                                                      = false);
 
+// What every transport of process_group refuses, in the same words (the
+// transport's `who` first): invalid_argument for an invalid op or dtype,
+// the mean of an integer dtype (convert to float64 first), a bad buffer or
+// root.
+caf::error check_all_reduce_input(const std::string& who, reduce_op op,
+                                  dtype type, const void* data,
+                                  int64_t count);
+caf::error check_broadcast_input(const std::string& who, const void* data,
+                                 size_t bytes, int root, int size);
+caf::error check_all_gather_input(const std::string& who, const void* in,
+                                  const void* out, size_t bytes);
+/// overflow on every rank (V4): an integer result that does not fit.
+caf::error all_reduce_overflow(const std::string& who, reduce_op op,
+                               dtype type);
+
 /// The membership from the ranks' replica counts (gathered by the joiner):
 /// global ids run over the ranks in order.
 process_membership make_membership(std::shared_ptr<process_group> group,

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "devices/host_kernels.hpp"
+#include "sync/process_group.hpp"
 #include "varsync/error.hpp"
 
 namespace varsync {
@@ -361,17 +362,8 @@ caf::error shared_memory_group::all_reduce(reduce_op op, dtype type,
   auto& d = *impl_;
   if (auto err = d.check_usable())
     return err;
-  if (!is_valid(op) || !is_valid(type))
-    return make_error(errc::invalid_argument,
-                      d.who() + ": all_reduce: invalid reduce_op or dtype");
-  if (op == reduce_op::mean && !is_floating(type))
-    return make_error(errc::invalid_argument,
-                      d.who() + ": all_reduce: the mean of "
-                        + std::string{to_string(type)}
-                        + " values needs conversion to float64 first");
-  if (count < 0 || (count > 0 && data == nullptr))
-    return make_error(errc::invalid_argument,
-                      d.who() + ": all_reduce: bad buffer");
+  if (auto err = check_all_reduce_input(d.who(), op, type, data, count))
+    return err;
   const int size = d.options.size;
   if (count == 0 || size == 1) {
     if (count > 0 && op == reduce_op::mean)
@@ -419,11 +411,7 @@ caf::error shared_memory_group::all_reduce(reduce_op op, dtype type,
         overflowed = true;
   }
   if (overflowed)
-    return make_error(errc::overflow,
-                      d.who() + ": the " + std::string{to_string(op)} + " of "
-                        + std::string{to_string(type)}
-                        + " values does not fit the dtype; the buffer holds "
-                          "no meaningful value");
+    return all_reduce_overflow(d.who(), op, type);
   if (op == reduce_op::mean) // the sum, then one division (as in-process)
     host::split_assign(type, data, data, 0, count, 0, size);
   return {};
@@ -434,9 +422,9 @@ caf::error shared_memory_group::broadcast(void* data, size_t bytes,
   auto& d = *impl_;
   if (auto err = d.check_usable())
     return err;
-  if (root < 0 || root >= d.options.size || (bytes > 0 && data == nullptr))
-    return make_error(errc::invalid_argument,
-                      d.who() + ": broadcast: bad root or buffer");
+  if (auto err = check_broadcast_input(d.who(), data, bytes, root,
+                                       d.options.size))
+    return err;
   if (bytes == 0 || d.options.size == 1)
     return {};
   const auto code = call_code(2, bytes, static_cast<uint64_t>(root));
@@ -462,9 +450,8 @@ caf::error shared_memory_group::all_gather(const void* in, void* out,
   auto& d = *impl_;
   if (auto err = d.check_usable())
     return err;
-  if (bytes > 0 && (in == nullptr || out == nullptr))
-    return make_error(errc::invalid_argument,
-                      d.who() + ": all_gather: bad buffer");
+  if (auto err = check_all_gather_input(d.who(), in, out, bytes))
+    return err;
   if (bytes == 0)
     return {};
   if (d.options.size == 1) {
