@@ -8,7 +8,10 @@
 //    bare time / step time (target >= 0.9 from 1 MiB). Also against the
 //    step's floor, timed in the same processes: the bare allreduce plus one
 //    small round (the agreement) plus the two memory passes a step makes
-//    besides Gloo's (copy into the pack, add into the component).
+//    besides Gloo's (copy into the pack, add into the component). Processes
+//    on one host move a step's data through shared memory, not Gloo: the
+//    step is also timed against a bare all-reduce of its transport (a
+//    shared_memory_group of the bench's own, same buffer size).
 //  - small operations: a cross-replica scalar assign and an ON_READ + SUM
 //    scalar read, against the floor the issue names: a bare CAF remote
 //    request/response (process 1 to an echo actor in process 0) plus one
@@ -49,6 +52,7 @@
 #include "actors/gloo/rendezvous_store_actor.hpp"
 #include "sync/gloo/control_store.hpp"
 #include "sync/gloo/gloo_group.hpp"
+#include "sync/shm/shared_memory_group.hpp"
 #include "varsync/config.hpp"
 #include "varsync/varsync.hpp"
 
@@ -213,6 +217,33 @@ int run_rank(int rank, int size, uint16_t store_port, uint16_t strategy_port,
   bare.context->setTimeout(timeout);
   bare.context->connectFullMesh(kv, bare.device);
 
+  // The transport a strategy on one host uses, bare: rank 0 names a
+  // segment over the bare Gloo context, the others map it.
+  std::unique_ptr<shared_memory_group> shm;
+  {
+    shared_memory_group_options so;
+    so.rank = rank;
+    so.size = size;
+    so.timeout = timeout;
+    std::vector<char> name(256, '\0');
+    if (rank == 0)
+      if (auto g = shared_memory_group::create(so)) {
+        shm = std::move(*g);
+        std::memcpy(name.data(), shm->name().c_str(),
+                    std::min(shm->name().size(), name.size() - 1));
+      }
+    bare.broadcast(name.data(), name.size(), 0);
+    if (rank != 0 && name[0] != '\0')
+      if (auto g = shared_memory_group::open(name.data(), so))
+        shm = std::move(*g);
+    float mapped = shm ? 1.0f : 0.0f;
+    bare.all_reduce(&mapped, 1);
+    if (rank == 0 && shm)
+      shm->unlink();
+    if (mapped != static_cast<float>(size))
+      shm.reset();
+  }
+
   auto s = strategy::create(one_replica_across(
     rank, size, strategy_port, cluster_mode::training, "varsync"));
   if (!s) {
@@ -225,7 +256,7 @@ int run_rank(int rank, int size, uint16_t store_port, uint16_t strategy_port,
     std::printf("%d processes x 1 replica on loopback, float32 sum\n"
                 "      size      step us   bare gloo us  step MB/s  "
                 "throughput vs bare  target (>=0.9 from 1 MiB)  floor us  "
-                "step/floor\n",
+                "step/floor  bare shm us  step/shm\n",
                 size);
   const size_t max_bytes = quick ? (size_t{1} << 20) : (size_t{64} << 20);
   std::vector<float> buf(max_bytes / sizeof(float), 1.0f);
@@ -234,6 +265,7 @@ int run_rank(int rank, int size, uint16_t store_port, uint16_t strategy_port,
   // the step makes besides Gloo's (the contribution copied into the pack,
   // the sum added into the component), timed on buffers of the same size.
   std::vector<float> pack(buf.size(), 0.0f), component(buf.size(), 0.0f);
+  std::vector<float> shm_buf(shm ? buf.size() : 0, 1.0f);
   float token = 1;
   int failures = 0;
   for (size_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
@@ -249,7 +281,7 @@ int run_rank(int rank, int size, uint16_t store_port, uint16_t strategy_port,
       return 1;
     }
     auto contribution = tensor::filled(dtype::float32, {n}, 1.0);
-    std::vector<double> ours, theirs, floors;
+    std::vector<double> ours, theirs, floors, shms;
     for (int it = 0; it < iters + 2; ++it) { // 2 warm-ups each
       auto t0 = bench::clock_type::now();
       auto err = s->run([&](replica_context& ctx) {
@@ -272,10 +304,20 @@ int run_rank(int rank, int size, uint16_t store_port, uint16_t strategy_port,
       for (int64_t i = 0; i < n; ++i)
         component[static_cast<size_t>(i)] += pack[static_cast<size_t>(i)];
       double extra = bench::micros_since(t0);
+      double m = 0;
+      if (shm) {
+        t0 = bench::clock_type::now();
+        if (shm->all_reduce(reduce_op::sum, dtype::float32, shm_buf.data(), n))
+          ++failures;
+        m = bench::micros_since(t0);
+        std::fill(shm_buf.begin(), shm_buf.begin() + n, 1.0f);
+      }
       if (it >= 2) {
         ours.push_back(a);
         theirs.push_back(b);
         floors.push_back(b + extra);
+        if (shm)
+          shms.push_back(m);
       }
     }
     (void) s->destroy(*v);
@@ -284,15 +326,20 @@ int run_rank(int rank, int size, uint16_t store_port, uint16_t strategy_port,
     auto f = bench::summarize(floors);
     double ratio = b.median / a.median;
     if (rank == 0) {
-      std::printf("%10s %12.1f %14.1f %10.1f %19.2f  %-24s %9.1f %10.2f\n",
+      auto m = shm ? bench::summarize(shms) : bench::stats{};
+      std::printf("%10s %12.1f %14.1f %10.1f %19.2f  %-24s %9.1f %10.2f "
+                  "%12.1f %9.2f\n",
                   bench::size_name(bytes).c_str(), a.median, b.median,
                   static_cast<double>(bytes) / a.median, ratio,
                   bytes < (1 << 20) ? "-" : ratio >= 0.9 ? "pass" : "MISS",
-                  f.median, a.median / f.median);
+                  f.median, a.median / f.median, m.median,
+                  m.median > 0 ? a.median / m.median : 0.0);
       auto key = prefix + ".s" + std::to_string(bytes);
       rec.latency(key + ".step", a);
       rec.latency(key + ".gloo", b);
       rec.latency(key + ".floor", f);
+      if (shm)
+        rec.latency(key + ".shm", m);
     }
   }
   // Small operations and their floor.

@@ -579,11 +579,21 @@ def build(t):
                   key="processes.p%d.s%d.step" % (p, s))
             floor = t.get("processes.p%d.s%d.floor" % (p, s))
             if floor is not None and rec is not None:
-                t.add("step %s, %d processes vs its floor" % (size_name(s), p),
-                      fmt_us(rec), "floor: bare Gloo allreduce + one small "
-                      "round + the copy into the pack and the add into the "
-                      "component, same processes", fmt_us(floor),
-                      ratio_of(v(rec), v(floor)))
+                t.add("step %s, %d processes vs its floor over Gloo"
+                      % (size_name(s), p),
+                      fmt_us(rec), "floor of a step over Gloo: bare Gloo "
+                      "allreduce + one small round + the copy into the pack "
+                      "and the add into the component, same processes",
+                      fmt_us(floor), ratio_of(v(rec), v(floor)))
+            # On one host the step's data moves through shared memory: the
+            # transport's own all-reduce, bare, is what the step adds to.
+            shm = t.get("processes.p%d.s%d.shm" % (p, s))
+            if shm is not None and rec is not None:
+                t.add("step %s, %d processes vs its transport"
+                      % (size_name(s), p), fmt_us(rec),
+                      "bare shared memory all-reduce (shared_memory_group), "
+                      "same processes", fmt_us(shm),
+                      ratio_of(v(rec), v(shm)))
             mpi = t.get("mpi.allreduce.r%d.s%d" % (p, s))
             if mpi is not None and rec is not None:
                 t.add("step %s, %d processes vs MPI" % (size_name(s), p),
