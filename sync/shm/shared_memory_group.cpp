@@ -260,13 +260,17 @@ shared_memory_group::create(shared_memory_group_options options) {
                       p->who() + ": cannot create " + p->name + ": "
                         + std::strerror(errno));
   p->linked = true;
-  if (ftruncate(p->fd, static_cast<off_t>(p->bytes)) != 0)
+  // Reserved, not only sized: a full /dev/shm (a container's is often
+  // 64 MiB) fails here, instead of killing a process with SIGBUS when it
+  // first touches a page.
+  if (int rc = posix_fallocate(p->fd, 0, static_cast<off_t>(p->bytes));
+      rc != 0)
     return make_error(errc::out_of_memory,
-                      p->who() + ": cannot size " + p->name + " to "
-                        + std::to_string(p->bytes) + " bytes: "
-                        + std::strerror(errno));
-  p->base = mmap(nullptr, p->bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-                 p->fd, 0);
+                      p->who() + ": cannot reserve "
+                        + std::to_string(p->bytes) + " bytes for " + p->name
+                        + ": " + std::strerror(rc));
+  p->base = mmap(nullptr, p->bytes, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_POPULATE, p->fd, 0);
   if (p->base == MAP_FAILED) {
     p->base = nullptr;
     return make_error(errc::out_of_memory,
@@ -313,8 +317,8 @@ shared_memory_group::open(const std::string& name,
     return make_error(errc::invalid_argument,
                       p->who() + ": " + name + " is not a segment of a group");
   p->bytes = static_cast<size_t>(st.st_size);
-  p->base = mmap(nullptr, p->bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-                 p->fd, 0);
+  p->base = mmap(nullptr, p->bytes, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_POPULATE, p->fd, 0);
   if (p->base == MAP_FAILED) {
     p->base = nullptr;
     return make_error(errc::out_of_memory,

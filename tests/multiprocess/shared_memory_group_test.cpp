@@ -290,3 +290,14 @@ TEST_CASE("shared memory group: opening checks the segment, the ranks and "
   auto gone = shared_memory_group::open((*g)->name(), options_for(1, 3));
   CHECK(!gone); // unlinked: nothing left under the name
 }
+
+// Run by the CTest test shared_memory_group.full_dev_shm, inside a mount
+// namespace whose /dev/shm holds 1 MiB.
+TEST_CASE("shared memory group: a /dev/shm too small for the segment is "
+          "refused when it is created",
+          "[.full-shm]") {
+  auto g = shared_memory_group::create(options_for(0, 4, size_t{2} << 20));
+  REQUIRE(!g);
+  CHECK(has_code(g.error(), errc::out_of_memory));
+  CHECK(message_of(g.error()).find("cannot reserve") != std::string::npos);
+}
