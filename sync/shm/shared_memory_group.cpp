@@ -49,12 +49,20 @@ struct segment_header {
   uint64_t slot_bytes;
   uint64_t total_bytes;
   alignas(64) std::atomic<uint32_t> arrivals; // the barrier's futex word
-  alignas(64) rank_header ranks[1];           // `size` of them
 };
 
+// The ranks' headers follow the segment header, `size` of them.
+constexpr size_t ranks_offset
+  = (sizeof(segment_header) + alignof(rank_header) - 1) / alignof(rank_header)
+    * alignof(rank_header);
+
+rank_header& rank_at(segment_header* h, int rank) {
+  return reinterpret_cast<rank_header*>(reinterpret_cast<std::byte*>(h)
+                                        + ranks_offset)[rank];
+}
+
 size_t header_bytes(int size) {
-  auto bytes = offsetof(segment_header, ranks)
-               + sizeof(rank_header) * static_cast<size_t>(size);
+  auto bytes = ranks_offset + sizeof(rank_header) * static_cast<size_t>(size);
   return (bytes + 4095) / 4096 * 4096;
 }
 
@@ -160,7 +168,7 @@ struct shared_memory_group::impl {
         return err;
       }
     for (int r = 0; r < options.size; ++r) {
-      auto& peer = header->ranks[r];
+      auto& peer = rank_at(header, r);
       if (peer.reached.load(std::memory_order_acquire) >= b)
         continue;
       auto pid = peer.pid.load(std::memory_order_relaxed);
@@ -178,7 +186,7 @@ struct shared_memory_group::impl {
   caf::error barrier(const char* what) {
     const uint64_t b = ++barriers;
     const auto size = static_cast<uint64_t>(options.size);
-    header->ranks[options.rank].reached.store(b, std::memory_order_release);
+    rank_at(header, options.rank).reached.store(b, std::memory_order_release);
     const auto target = static_cast<uint32_t>(b * size);
     auto* word = &header->arrivals;
     if (word->fetch_add(1, std::memory_order_acq_rel) + 1 == target) {
@@ -203,7 +211,7 @@ struct shared_memory_group::impl {
       if (left.count() <= 0) {
         std::string missing;
         for (int r = 0; r < options.size; ++r)
-          if (header->ranks[r].reached.load(std::memory_order_acquire) < b)
+          if (rank_at(header, r).reached.load(std::memory_order_acquire) < b)
             missing += (missing.empty() ? "" : ", ") + std::to_string(r);
         return fail(std::string{what} + ": rank(s) " + missing
                     + " did not arrive within "
@@ -217,12 +225,12 @@ struct shared_memory_group::impl {
   // Publishes what this chunk is, waits for every rank, and checks that all
   // run the same call.
   caf::error enter_chunk(uint64_t set, uint64_t code, const char* what) {
-    header->ranks[options.rank].call[set].store(code,
+    rank_at(header, options.rank).call[set].store(code,
                                                 std::memory_order_relaxed);
     if (auto err = barrier(what))
       return err;
     for (int r = 0; r < options.size; ++r)
-      if (header->ranks[r].call[set].load(std::memory_order_relaxed) != code)
+      if (rank_at(header, r).call[set].load(std::memory_order_relaxed) != code)
         return fail(std::string{what} + ": rank " + std::to_string(r)
                     + " runs a different collective (kind, size or root)");
     return {};
@@ -283,8 +291,8 @@ shared_memory_group::create(shared_memory_group_options options) {
   p->header->slot_bytes = p->options.slot_bytes;
   p->header->total_bytes = p->bytes;
   p->header->version = segment_version;
-  p->header->ranks[0].pid.store(static_cast<int32_t>(getpid()));
-  p->header->ranks[0].pid_namespace.store(p->pid_namespace);
+  rank_at(p->header, 0).pid.store(static_cast<int32_t>(getpid()));
+  rank_at(p->header, 0).pid_namespace.store(p->pid_namespace);
   std::atomic_thread_fence(std::memory_order_release);
   p->header->magic = segment_magic;
   return std::unique_ptr<shared_memory_group>{
@@ -337,8 +345,8 @@ shared_memory_group::open(const std::string& name,
                         + " was made for another group (size "
                         + std::to_string(h.size) + ")");
   p->options.slot_bytes = h.slot_bytes;
-  h.ranks[p->options.rank].pid.store(static_cast<int32_t>(getpid()));
-  h.ranks[p->options.rank].pid_namespace.store(p->pid_namespace);
+  rank_at(&h, p->options.rank).pid.store(static_cast<int32_t>(getpid()));
+  rank_at(&h, p->options.rank).pid_namespace.store(p->pid_namespace);
   return std::unique_ptr<shared_memory_group>{
     new shared_memory_group(std::move(p))};
 }
@@ -404,14 +412,14 @@ caf::error shared_memory_group::all_reduce(reduce_op op, dtype type,
       flag = 1;
     if (hi > lo)
       host::reduce(combine, type, d.slot(set, 0), inputs, lo, hi);
-    d.header->ranks[d.options.rank].overflow[set].store(
+    rank_at(d.header, d.options.rank).overflow[set].store(
       flag, std::memory_order_relaxed);
     if (auto err = d.barrier("all_reduce"))
       return err;
     std::memcpy(bytes + off * elem, d.slot(set, 0),
                 static_cast<size_t>(n * elem));
     for (int r = 0; r < size; ++r)
-      if (d.header->ranks[r].overflow[set].load(std::memory_order_relaxed))
+      if (rank_at(d.header, r).overflow[set].load(std::memory_order_relaxed))
         overflowed = true;
   }
   if (overflowed)

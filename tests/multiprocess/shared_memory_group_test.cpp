@@ -293,8 +293,8 @@ TEST_CASE("shared memory group: opening checks the segment, the ranks and "
 
 // Run by the CTest test shared_memory_group.full_dev_shm, inside a mount
 // namespace whose /dev/shm holds 1 MiB.
-TEST_CASE("shared memory group: a /dev/shm too small for the segment is "
-          "refused when it is created",
+TEST_CASE("a /dev/shm too small for a shared memory group's segment is "
+          "refused when the group is created",
           "[.full-shm]") {
   auto g = shared_memory_group::create(options_for(0, 4, size_t{2} << 20));
   REQUIRE(!g);
