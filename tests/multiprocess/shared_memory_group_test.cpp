@@ -226,14 +226,13 @@ TEST_CASE("shared memory group: a rank that exits fails the others' "
   REQUIRE(WIFEXITED(status));
   REQUIRE(WEXITSTATUS(status) == 0);
   float x = 1;
-  auto t0 = std::chrono::steady_clock::now();
   auto err = (*g0)->all_reduce(reduce_op::sum, dtype::float32, &x, 1);
-  auto took = std::chrono::steady_clock::now() - t0;
   CHECK(has_code(err, errc::replica_failed));
+  // Named as exited, not as late: the deadline's message says "did not
+  // arrive within".
   CHECK(message_of(err).find("rank 1 (process " + std::to_string(pid)
                              + ") exited")
         != std::string::npos);
-  CHECK(took < 10s); // not the 20 s deadline
   // A rank that never arrives: the deadline, naming it.
   auto o = options_for(0, 2);
   o.timeout = 300ms;
