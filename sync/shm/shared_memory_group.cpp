@@ -131,6 +131,7 @@ struct shared_memory_group::impl {
   uint64_t chunks = 0;   // chunks run by this group (alternate slot sets)
   uint64_t pid_namespace = own_pid_namespace();
   bool broken = false;
+  std::vector<const void*> inputs; // every rank's slot of a chunk
 
   ~impl() {
     if (base != nullptr)
@@ -389,7 +390,8 @@ caf::error shared_memory_group::all_reduce(reduce_op op, dtype type,
                               static_cast<uint64_t>(op) * 256
                                 + static_cast<uint64_t>(type));
   auto* bytes = static_cast<std::byte*>(data);
-  std::vector<const void*> inputs(static_cast<size_t>(size));
+  auto& inputs = d.inputs;
+  inputs.resize(static_cast<size_t>(size));
   bool overflowed = false;
   for (int64_t off = 0; off < count; off += per_chunk) {
     const auto n = std::min(per_chunk, count - off);

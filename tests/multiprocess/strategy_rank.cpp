@@ -777,29 +777,20 @@ int main(int argc, char** argv) {
   if (scenario == "desync") // a step that throws fails the step only
     opts.step_exception = on_step_exception::fail_step;
   auto s = strategy::create(opts);
-  if (scenario == "mixed") {
-    bool ok = !s && has_code(s.error(), errc::invalid_argument)
-              && message_of(s.error()).find("same mode") != std::string::npos;
+  // Scenarios in which joining must fail with `code`, saying `words`.
+  auto refused = [&](errc code, const char* words) {
+    bool ok = !s && has_code(s.error(), code)
+              && message_of(s.error()).find(words) != std::string::npos;
     std::printf("process %d: %s\n", rank_,
                 s ? "joined" : describe(s.error()).c_str());
     return ok ? 0 : 1;
-  }
-  if (scenario == "mixed_transport") {
-    bool ok = !s && has_code(s.error(), errc::invalid_argument)
-              && message_of(s.error()).find("same transport")
-                   != std::string::npos;
-    std::printf("process %d: %s\n", rank_,
-                s ? "joined" : describe(s.error()).c_str());
-    return ok ? 0 : 1;
-  }
-  if (scenario == "absent") {
-    bool ok = !s && has_code(s.error(), errc::timeout)
-              && message_of(s.error()).find("never arrived")
-                   != std::string::npos;
-    std::printf("process %d: %s\n", rank_,
-                s ? "joined" : describe(s.error()).c_str());
-    return ok ? 0 : 1;
-  }
+  };
+  if (scenario == "mixed")
+    return refused(errc::invalid_argument, "same mode");
+  if (scenario == "mixed_transport")
+    return refused(errc::invalid_argument, "same transport");
+  if (scenario == "absent")
+    return refused(errc::timeout, "never arrived");
   if (!s) {
     std::fprintf(stderr, "process %d: create: %s\n", rank_,
                  describe(s.error()).c_str());
