@@ -97,8 +97,6 @@ struct relay_state {
   std::vector<caf::response_promise> in_flight;
   int confirmed = 0;
   bool flush_queued = false;
-  uint64_t batches = 0;
-  uint64_t values = 0;
 };
 
 using relay_flush_atom = caf::atom_constant<caf::atom("rflush")>;

@@ -474,49 +474,49 @@ caf::expected<process_membership> join_gloo(const cluster_spec& spec,
   int32_t mine[4] = {local_replicas, static_cast<int32_t>(spec.mode),
                      one_gpu_per_replica ? 1 : 0,
                      static_cast<int32_t>(spec.transport)};
-  auto signals = gloo_group::block_sigpipe(); // the caller's thread, briefly
-  auto gathered = pg->group->all_gather(mine, counts.data(), sizeof(mine));
-  if (gathered) {
-    gloo_group::restore_signals(signals);
-    return gathered;
-  }
   std::vector<int> per_rank;
   bool every_gpu_own = true;
-  for (int r = 0; r < spec.world_size; ++r) {
-    per_rank.push_back(counts[4 * static_cast<size_t>(r)]);
-    auto mode = counts[4 * static_cast<size_t>(r) + 1];
-    every_gpu_own = every_gpu_own && counts[4 * static_cast<size_t>(r) + 2] == 1;
-    auto transport = counts[4 * static_cast<size_t>(r) + 3];
-    if (mode != mine[1]) {
-      gloo_group::restore_signals(signals);
-      return make_error(
-        errc::invalid_argument,
-        "rank " + std::to_string(spec.rank) + " joined in "
-          + to_string(spec.mode) + " mode but rank " + std::to_string(r)
-          + " in "
-          + (mode == static_cast<int32_t>(cluster_mode::training)
-                 || mode == static_cast<int32_t>(cluster_mode::services)
-               ? to_string(static_cast<cluster_mode>(mode))
-               : "an unknown")
-          + " mode: every process must use the same mode");
+  {
+    // The caller's thread runs Gloo calls here: SIGPIPE blocked meanwhile,
+    // the caller's mask back on every way out.
+    struct sigpipe_blocked {
+      sigset_t old = gloo_group::block_sigpipe();
+      ~sigpipe_blocked() { gloo_group::restore_signals(old); }
+    } blocked;
+    auto gathered = pg->group->all_gather(mine, counts.data(), sizeof(mine));
+    if (gathered)
+      return gathered;
+    for (int r = 0; r < spec.world_size; ++r) {
+      per_rank.push_back(counts[4 * static_cast<size_t>(r)]);
+      auto mode = counts[4 * static_cast<size_t>(r) + 1];
+      every_gpu_own
+        = every_gpu_own && counts[4 * static_cast<size_t>(r) + 2] == 1;
+      auto transport = counts[4 * static_cast<size_t>(r) + 3];
+      if (mode != mine[1])
+        return make_error(
+          errc::invalid_argument,
+          "rank " + std::to_string(spec.rank) + " joined in "
+            + to_string(spec.mode) + " mode but rank " + std::to_string(r)
+            + " in "
+            + (mode == static_cast<int32_t>(cluster_mode::training)
+                   || mode == static_cast<int32_t>(cluster_mode::services)
+                 ? to_string(static_cast<cluster_mode>(mode))
+                 : "an unknown")
+            + " mode: every process must use the same mode");
+      if (transport != mine[3])
+        return make_error(
+          errc::invalid_argument,
+          "rank " + std::to_string(spec.rank) + " joined with the "
+            + to_string(spec.transport) + " transport but rank "
+            + std::to_string(r) + " with "
+            + (transport >= 0 && transport <= 2
+                 ? to_string(static_cast<host_transport>(transport))
+                 : "an unknown one")
+            + ": every process must use the same transport");
     }
-    if (transport != mine[3]) {
-      gloo_group::restore_signals(signals);
-      return make_error(
-        errc::invalid_argument,
-        "rank " + std::to_string(spec.rank) + " joined with the "
-          + to_string(spec.transport) + " transport but rank "
-          + std::to_string(r) + " with "
-          + (transport >= 0 && transport <= 2
-               ? to_string(static_cast<host_transport>(transport))
-               : "an unknown one")
-          + ": every process must use the same transport");
-    }
+    if (auto err = attach_shared_memory(spec, *pg))
+      return err;
   }
-  auto attached = attach_shared_memory(spec, *pg);
-  gloo_group::restore_signals(signals);
-  if (attached)
-    return attached;
   if (auto err = join_sequencer(*pg->control, *store, spec, deadline, *pg))
     return err;
   pg->text = std::string{pg->local ? "shared memory (one host)"
