@@ -12,6 +12,7 @@
 #include <mutex>
 #include <unordered_map>
 #include <vector>
+#include <cstddef>
 #include <cstring>
 #include <new>
 #include <sstream>
@@ -219,6 +220,13 @@ size_t host_buffer_cache_bytes() {
 }
 
 std::shared_ptr<void> allocate_host_bytes(size_t nbytes) {
+  if (nbytes == 0) {
+    // Nothing to hold: every empty buffer is one static block without an
+    // owner, so that a default tensor (a message field, a write's slot
+    // before its value) costs no allocation and no shared count.
+    alignas(alignment) static std::byte empty_block[alignment];
+    return std::shared_ptr<void>(std::shared_ptr<void>{}, empty_block);
+  }
   if (nbytes >= large_buffer_pool::min_pooled) {
     auto size = large_buffer_pool::class_size(nbytes);
     void* p = large_buffer_pool::instance().take(size);
