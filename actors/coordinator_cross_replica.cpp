@@ -215,13 +215,12 @@ void coordinator_state::dispatch_update(caf::timespan timeout, uint64_t id,
                                   && op != update_op::assign
                                   && total_replicas() > 1;
   if (!processes && !checked_collective) {
-    component_write w;
-    w.variable = id;
-    w.op = op;
-    w.split = target == update_target::split;
-    w.first_only = target == update_target::first_component;
-    w.value = std::move(value);
-    return queue_write(std::move(w), timeout, std::move(done));
+    // Built with its value (a default tensor would allocate its shape).
+    return queue_write(component_write{id, op,
+                                       target == update_target::split,
+                                       target == update_target::first_component,
+                                       std::move(value)},
+                       timeout, std::move(done));
   }
   done = [this, id, done = std::move(done)](caf::expected<ok_atom> r) {
     write_done(id);

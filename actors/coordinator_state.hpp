@@ -419,6 +419,8 @@ private:
   /// mailbox leaves after them (a message to self), with their writes.
   bool flush_scheduled_ = false;
   std::shared_ptr<write_run> filling_writes_;
+  /// The last confirmed run, reused by the next write (queue_write).
+  std::shared_ptr<write_run> spare_writes_;
   /// Sent runs with writes not yet answered.
   size_t write_runs_unconfirmed_ = 0;
   /// Metrics: writes and runs sent.

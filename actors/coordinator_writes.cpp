@@ -21,7 +21,8 @@
 
 namespace varsync {
 
-struct coordinator_state::write_run final : expirable {
+struct coordinator_state::write_run final
+  : expirable, std::enable_shared_from_this<write_run> {
   using clock = operation_deadlines::clock;
 
   /// A caller waiting for its write.
@@ -51,13 +52,31 @@ struct coordinator_state::write_run final : expirable {
     watched = false;
     owner->expire_writes(*this);
   }
+
+  /// Ready for the next group; the vectors keep their capacity.
+  void reset() {
+    writes.clear();
+    waiters.clear();
+    for_all = false;
+    sent = false;
+    replies_pending = 0;
+    unanswered = 0;
+    watched = false;
+  }
 };
 
 void coordinator_state::queue_write(component_write w, caf::timespan timeout,
                                     reply_fn<ok_atom> done) {
   if (!filling_writes_) {
-    filling_writes_ = std::make_shared<write_run>();
-    filling_writes_->owner = this;
+    // The last confirmed run is reused once nothing refers to it (its reply
+    // handlers are gone): no allocations per write for the run itself.
+    if (spare_writes_ && spare_writes_.use_count() == 1) {
+      filling_writes_ = std::move(spare_writes_);
+      filling_writes_->reset();
+    } else {
+      filling_writes_ = std::make_shared<write_run>();
+      filling_writes_->owner = this;
+    }
   }
   auto& run = *filling_writes_;
   auto deadline = write_run::clock::time_point::max();
@@ -205,6 +224,8 @@ void coordinator_state::confirm_writes(write_run& run) {
       if (!run.waiters[k].answered)
         answer_write(run, k, std::move(run.waiters[k].error));
   }
+  if (run.unanswered == 0)
+    spare_writes_ = run.shared_from_this();
   if (counted)
     writes_confirmed();
 }
