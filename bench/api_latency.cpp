@@ -8,6 +8,10 @@
 //   bare.blocking - scoped_actor request/receive round trip to one actor
 //   bare.event    - event-based request/then to one actor
 //   bare.fanout   - event-based fan-out to N actors and gather of N replies
+//   bare.relay    - event-based request to a relay actor that fans out to N
+//                   actors and answers once all replied: the coordinator's
+//                   shape without varsync (the floor of the actor API's
+//                   cross-replica calls)
 // Median and p99 of sequential calls (one in flight). No timed assertions:
 // bench/report.py compares and prints.
 //
@@ -162,13 +166,33 @@ int main(int argc, char** argv) {
             done();
         });
     });
+    auto relay = sys.spawn([echoes](caf::event_based_actor* self)
+                             -> caf::behavior {
+      return {[self, echoes](int x) {
+        auto rp = self->make_response_promise();
+        auto pending = std::make_shared<size_t>(echoes.size());
+        for (auto& e : echoes)
+          self->request(e, caf::infinite, x).then([rp, pending](int y) mutable {
+            if (--*pending == 0)
+              rp.deliver(y);
+          });
+        return rp;
+      }};
+    });
+    auto bare_relay = event_based_loop(sys, n, warmup, [&](auto* a, auto done) {
+      a->request(relay, caf::infinite, 1).then([done](int) { done(); });
+    });
+    caf::anon_send_exit(relay, caf::exit_reason::user_shutdown);
     show("bare CAF scoped_actor round trip (1 actor)", bare_blocking);
     show("bare CAF event-based request (1 actor)", bare_event);
     show("bare CAF fan-out/gather (" + std::to_string(replicas) + " actors)",
          bare_fanout);
     rec.latency("control.bare.blocking" + tag, bare_blocking);
     rec.latency("control.bare.event" + tag, bare_event);
+    show("bare CAF relay to " + std::to_string(replicas) + " actor(s)",
+         bare_relay);
     rec.latency("control.bare.fanout" + tag, bare_fanout);
+    rec.latency("control.bare.relay" + tag, bare_relay);
 
     struct target {
       const char* name; // on_write / on_read

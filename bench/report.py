@@ -201,6 +201,14 @@ def build(t):
         bare_b = t.get("control.bare.blocking.r%d" % n)
         bare_e = t.get("control.bare.event.r%d" % n)
         bare_f = t.get("control.bare.fanout.r%d" % n)
+        # The floor of the actor API's cross-replica calls: the
+        # coordinator's extra hop (caller -> relay -> replicas -> relay ->
+        # caller) without varsync's work.
+        bare_r = t.get("control.bare.relay.r%d" % n)
+        t.add("floor: bare CAF relay to %d actor%s" % (n, "s" if n > 1 else ""),
+              fmt_us(bare_r), "bare CAF fan-out/gather, %d actor%s" % (
+                  n, "s" if n > 1 else ""),
+              fmt_us(bare_f), ratio_of(v(bare_r), v(bare_f)))
         for var in ("on_write", "on_read"):
             for op in ("assign", "read"):
                 base = "control.%s.%s" % (var, op)
@@ -222,6 +230,10 @@ def build(t):
                 t.add("actor API: " + label, fmt_us(actor), ref_name,
                       fmt_us(ref), ratio_of(v(actor), v(ref)), target=target,
                       key="%s.actor.r%d" % (base, n))
+                if ref is bare_f:
+                    t.add("actor API: %s vs its floor" % label, fmt_us(actor),
+                          "the bare relay above", fmt_us(bare_r),
+                          ratio_of(v(actor), v(bare_r)))
                 t.add("async API: " + label, fmt_us(asyn),
                       "bare CAF scoped_actor round trip, 1 actor",
                       fmt_us(bare_b), ratio_of(v(asyn), v(bare_b)),
