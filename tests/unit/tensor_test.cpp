@@ -30,6 +30,23 @@ TEST_CASE("tensor: a sole owner writes in place") {
   CHECK(a.raw() == before);
 }
 
+TEST_CASE("tensor: empty tensors hold no buffer of their own") {
+  tensor a;
+  auto b = tensor::zeros(dtype::int32, {0, 3});
+  // One static, aligned, never written block behind every empty tensor.
+  CHECK(a.shares_buffer_with(b));
+  CHECK(a.raw() != nullptr);
+  CHECK(reinterpret_cast<uintptr_t>(a.raw()) % 64 == 0);
+  CHECK(a.nbytes() == 0);
+  CHECK(b.nbytes() == 0);
+  CHECK(a.mutable_raw() == b.raw()); // nothing to copy before a write
+  // Becoming non-empty gives a tensor a buffer of its own.
+  a = tensor::from_vector<float>({2}, {1, 2});
+  CHECK_FALSE(a.shares_buffer_with(b));
+  CHECK(a.to_vector<float>() == std::vector<float>{1, 2});
+  CHECK(b.clone().bitwise_equal(b));
+}
+
 TEST_CASE("tensor: buffers are 64-byte aligned") {
   for (int64_t n : {1, 7, 100, 70000, 300000}) {
     auto t = tensor::empty(dtype::float32, {n});
