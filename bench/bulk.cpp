@@ -12,18 +12,34 @@
 // Row 5 (fusion): 1,000 variables of 1 KiB; one step updating all of them
 // against 1,000 steps updating one each (the same 1,000 updates).
 //
-//   bulk [--quick] [--json FILE] [bulk|fusion]...
+// Row 4b (parallel): the parallelism target (two replicas at 1 MiB against
+// one at 512 KiB) and the small step (1 KiB on 1, 2, 4 and 8 replicas), each
+// beside its floor measured in the same rounds: the plain kernel on threads
+// that spin between rounds (no actor, no message, no wake-up), and a bare
+// CAF relay that runs a small step's two fan-out rounds for a scoped_actor.
+// The rounds alternate the cases, so that every figure sees the same state
+// of the machine; the report takes the median of the rounds' medians.
+//
+//   bulk [--quick] [--json FILE] [bulk|fusion|parallel]...
 //   bulk profile-fused      (the fused step alone, 500 times, for perf)
 //   bulk profile-bulk       (64 MiB, 2 replicas alone, ~5 s, for perf)
 
+#include <atomic>
 #include <cstdio>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/scoped_actor.hpp>
 
 #include "bench/caf_setup.hpp"
 #include "bench/common.hpp"
+#include "bench/plain_kernels.hpp"
 #include "varsync/varsync.hpp"
 
 using namespace varsync;
@@ -46,9 +62,8 @@ bool run_bulk(caf::actor_system& sys, bench::recorder& rec, bool quick,
                                16u << 20, 64u << 20};
   if (!quick)
     sizes.push_back(256u << 20);
-  // 1 replica at 512 KiB: half the data of 2 replicas at 1 MiB, the
-  // reference of the parallelism target (two replicas' slices at once).
-  std::vector<int> replica_counts = {1, 2, 4};
+  // (The parallelism target's one-replica reference is in run_parallel.)
+  std::vector<int> replica_counts = {2, 4};
   double budget = quick ? 0.4 : 1.0;
   if (only_64m) {
     sizes = {64u << 20};
@@ -56,9 +71,6 @@ bool run_bulk(caf::actor_system& sys, bench::recorder& rec, bool quick,
     budget = 5.0;
   }
   for (int replicas : replica_counts) {
-    auto sizes_here = sizes;
-    if (replicas == 1 && !only_64m)
-      sizes_here = {512u << 10};
     strategy_options options;
     options.devices = bench::host_devices(replicas);
     auto s = strategy::create(sys, options);
@@ -66,7 +78,7 @@ bool run_bulk(caf::actor_system& sys, bench::recorder& rec, bool quick,
       std::fprintf(stderr, "%s\n", describe(s.error()).c_str());
       return false;
     }
-    for (auto bytes : sizes_here) {
+    for (auto bytes : sizes) {
       auto count = static_cast<int64_t>(bytes / sizeof(float));
       auto v = s->create_variable("g" + std::to_string(bytes),
                                   tensor::zeros(dtype::float32, {count}),
@@ -227,6 +239,258 @@ bool run_fusion(caf::actor_system& sys, bench::recorder& rec, bool quick,
   return true;
 }
 
+// -- Row 4b: parallel slices and the small step, with their floors ------------
+
+void spin_pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Median seconds of `reps` rounds of slice(0) on this thread and slice(1) on
+// a second thread that spins between rounds: two slices at once with no
+// wake-up in between, the best two threads do.
+template <class Slice>
+double median_two_threads(int reps, Slice slice) {
+  std::atomic<int> go{0};
+  std::atomic<int> done{0};
+  std::atomic<bool> stop{false};
+  std::thread helper([&] {
+    int seen = 0;
+    while (!stop.load(std::memory_order_acquire)) {
+      int round = go.load(std::memory_order_acquire);
+      if (round == seen) {
+        spin_pause();
+        continue;
+      }
+      seen = round;
+      slice(1);
+      done.store(round, std::memory_order_release);
+    }
+  });
+  std::vector<double> secs;
+  for (int i = 1; i <= reps + 2; ++i) {
+    auto t0 = clock_type::now();
+    go.store(i, std::memory_order_release);
+    slice(0);
+    while (done.load(std::memory_order_acquire) != i)
+      spin_pause();
+    if (i > 2)
+      secs.push_back(bench::seconds_since(t0));
+  }
+  stop.store(true, std::memory_order_release);
+  helper.join();
+  return bench::summarize(secs).median;
+}
+
+template <class Work>
+double median_one_thread(int reps, Work work) {
+  std::vector<double> secs;
+  for (int i = 0; i < reps + 2; ++i) {
+    auto t0 = clock_type::now();
+    work();
+    if (i >= 2)
+      secs.push_back(bench::seconds_since(t0));
+  }
+  return bench::summarize(secs).median;
+}
+
+// One strategy with one ON_WRITE SUM float32 variable of `bytes` and the
+// replicas' contributions, built before any round.
+struct step_case {
+  step_case(int replicas, size_t bytes) : replicas(replicas), bytes(bytes) {}
+
+  int replicas;
+  size_t bytes;
+  std::optional<strategy> s;
+  std::optional<variable> v;
+  std::vector<tensor> grads;
+
+  bool open(caf::actor_system& sys) {
+    strategy_options options;
+    options.devices = bench::host_devices(replicas);
+    auto made = strategy::create(sys, options);
+    if (!made) {
+      std::fprintf(stderr, "%s\n", describe(made.error()).c_str());
+      return false;
+    }
+    s.emplace(std::move(*made));
+    auto count = static_cast<int64_t>(bytes / sizeof(float));
+    auto made_v = s->create_variable("p", tensor::zeros(dtype::float32, {count}),
+                                     synchronization::on_write,
+                                     aggregation::sum);
+    if (!made_v) {
+      std::fprintf(stderr, "%s\n", describe(made_v.error()).c_str());
+      return false;
+    }
+    v = *made_v;
+    for (int r = 0; r < replicas; ++r)
+      grads.push_back(
+        tensor::filled(dtype::float32, {count}, 1.0 / (1 << 20) * (r + 1)));
+    return true;
+  }
+
+  // Median seconds per step (blocking API, as row 4) and CPU seconds per
+  // step (all threads); nullopt if a step failed.
+  std::optional<std::pair<double, double>> time_steps(int reps) {
+    auto step = [this](replica_context& ctx) {
+      (void) ctx.assign_add(*v, grads[static_cast<size_t>(ctx.replica_id())]);
+    };
+    std::vector<double> secs;
+    auto c0 = bench::process_cpu_seconds();
+    for (int i = 0; i < reps + 2; ++i) {
+      if (i == 2)
+        c0 = bench::process_cpu_seconds();
+      auto t0 = clock_type::now();
+      if (auto err = s->run(step)) {
+        std::fprintf(stderr, "step failed: %s\n", describe(err).c_str());
+        return std::nullopt;
+      }
+      if (i >= 2)
+        secs.push_back(bench::seconds_since(t0));
+    }
+    auto cpu = (bench::process_cpu_seconds() - c0) / reps;
+    return std::make_pair(bench::summarize(secs).median, cpu);
+  }
+};
+
+// A bare CAF relay that answers a request after `rounds` fan-out/gather
+// rounds over `echoes`: a small step's shape (the replicas' reports, then
+// the combined update) without varsync.
+caf::actor spawn_relay(caf::actor_system& sys, std::vector<caf::actor> echoes,
+                       int rounds) {
+  return sys.spawn([echoes, rounds](caf::event_based_actor* self)
+                     -> caf::behavior {
+    return {[self, echoes, rounds](int x) {
+      auto rp = self->make_response_promise();
+      auto fan_out = std::make_shared<std::function<void(int)>>();
+      *fan_out = [self, echoes, rp, fan_out](int left) mutable {
+        if (left == 0) {
+          rp.deliver(0);
+          *fan_out = nullptr; // breaks the cycle
+          return;
+        }
+        auto pending = std::make_shared<size_t>(echoes.size());
+        for (auto& e : echoes)
+          self->request(e, caf::infinite, left)
+            .then([fan_out, pending, left](int) {
+              if (--*pending == 0)
+                (*fan_out)(left - 1);
+            });
+      };
+      (*fan_out)(rounds);
+      (void) x;
+      return rp;
+    }};
+  });
+}
+
+bool run_parallel(caf::actor_system& sys, bench::recorder& rec, bool quick) {
+  const int rounds = quick ? 3 : 7;
+  const int reps = quick ? 100 : 300;
+  const int kernel_reps = quick ? 200 : 1000;
+  const size_t half = size_t{512} << 10;
+  const size_t full = size_t{1} << 20;
+  step_case one(1, half);
+  step_case two(2, full);
+  if (!one.open(sys) || !two.open(sys))
+    return false;
+  std::vector<step_case> small;
+  for (int n : {1, 2, 4, 8})
+    small.emplace_back(n, 1024);
+  for (auto& c : small)
+    if (!c.open(sys))
+      return false;
+  // The plain kernels' arrays (zeros: the sums stay finite), in one block,
+  // each 64 bytes further from a page boundary than the one before: arrays
+  // at the same offset within their pages would slow the loads that follow
+  // a store (4 KiB aliasing) and understate the floor.
+  const size_t n1 = half / sizeof(float);
+  const size_t n2 = full / sizeof(float);
+  std::vector<float> block(n1 * 2 + n2 * 4 + 6 * 16);
+  std::vector<float*> arrays;
+  for (size_t i = 0, at = 0; i < 6; ++i) {
+    at += 16; // 64 bytes
+    arrays.push_back(block.data() + at);
+    at += i < 2 ? n1 : n2;
+  }
+  float* c1 = arrays[0];
+  float* g1 = arrays[1];
+  auto plain_two = [&](size_t lo, size_t hi) {
+    bench::onepass2(arrays[2], arrays[3], arrays[4], arrays[5], lo, hi);
+  };
+  // The small step's floor: a scoped_actor's request to a two-round relay.
+  auto echo = [](caf::event_based_actor*) -> caf::behavior {
+    return {[](int x) { return x; }};
+  };
+  std::vector<caf::actor> relays;
+  std::vector<caf::actor> all_echoes;
+  for (auto& c : small) {
+    std::vector<caf::actor> echoes;
+    for (int r = 0; r < c.replicas; ++r)
+      echoes.push_back(sys.spawn(echo));
+    all_echoes.insert(all_echoes.end(), echoes.begin(), echoes.end());
+    relays.push_back(spawn_relay(sys, echoes, 2));
+  }
+  caf::scoped_actor self{sys};
+  std::printf("parallel slices and the small step: %d rounds\n", rounds);
+  for (int round = 1; round <= rounds; ++round) {
+    auto a = one.time_steps(reps);
+    auto b = two.time_steps(reps);
+    if (!a || !b)
+      return false;
+    double k1 = median_one_thread(kernel_reps, [&] {
+      bench::plain_add(c1, g1, 0, n1);
+    });
+    double k2 = median_two_threads(kernel_reps, [&](int t) {
+      plain_two(t == 0 ? 0 : n2 / 2, t == 0 ? n2 / 2 : n2);
+    });
+    double k2_serial = median_one_thread(kernel_reps, [&] {
+      plain_two(0, n2);
+    });
+    std::printf("round %d: varsync 1 rep 512 KiB %7.1f us, 2 rep 1 MiB %7.1f "
+                "us (cpu %7.1f us); plain kernel 1 thread 512 KiB %6.1f us, "
+                "2 threads 1 MiB %6.1f us, 1 thread 1 MiB %6.1f us\n",
+                round, a->first * 1e6, b->first * 1e6, b->second * 1e6,
+                k1 * 1e6, k2 * 1e6, k2_serial * 1e6);
+    rec.record("parallel.step.r1.s524288", a->first, "s",
+               {{"cpu", a->second}, {"n", static_cast<double>(reps)}});
+    rec.record("parallel.step.r2.s1048576", b->first, "s",
+               {{"cpu", b->second}, {"n", static_cast<double>(reps)}});
+    rec.record("parallel.kernel.r1.s524288", k1, "s");
+    rec.record("parallel.kernel.r2.s1048576", k2, "s", {{"threads", 2}});
+    rec.record("parallel.kernel.serial.r2.s1048576", k2_serial, "s",
+               {{"threads", 1}});
+    std::printf("         1 KiB step (us):");
+    for (size_t i = 0; i < small.size(); ++i) {
+      auto t = small[i].time_steps(reps);
+      if (!t)
+        return false;
+      auto floor = bench::time_calls_us(reps, 10, [&] {
+        self->request(relays[i], caf::infinite, 1)
+          .receive([](int) {}, [](caf::error&) {});
+      });
+      auto tag = ".r" + std::to_string(small[i].replicas);
+      std::printf(" %d rep %6.1f (floor %6.1f)", small[i].replicas,
+                  t->first * 1e6, floor.median);
+      rec.record("smallstep" + tag + ".s1024", t->first * 1e6, "us",
+                 {{"n", static_cast<double>(reps)}});
+      rec.latency("smallstep.floor" + tag, floor);
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  for (auto& r : relays)
+    caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
+  for (auto& e : all_echoes)
+    caf::anon_send_exit(e, caf::exit_reason::user_shutdown);
+  one.s->shutdown();
+  two.s->shutdown();
+  for (auto& c : small)
+    c.s->shutdown();
+  return true;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -246,6 +510,8 @@ int main(int argc, char** argv) {
   if (want("bulk") && !run_bulk(sys, rec, opt.quick))
     return 1;
   if (want("fusion") && !run_fusion(sys, rec, opt.quick))
+    return 1;
+  if (want("parallel") && !run_parallel(sys, rec, opt.quick))
     return 1;
   // Not part of the suite: one case alone, for a profiler.
   if (!opt.rest.empty() && opt.rest[0] == "profile-fused"

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "bench/common.hpp"
+#include "bench/plain_kernels.hpp"
 
 namespace {
 
@@ -90,30 +91,6 @@ onepass_buffers& onepass_for(int replicas, size_t bytes) {
   return *all.back();
 }
 
-// N = 2 and N = 4, with restrict-qualified pointers so that they vectorize.
-void onepass2(float* __restrict c0, float* __restrict c1,
-              const float* __restrict g0, const float* __restrict g1,
-              size_t lo, size_t hi) {
-  for (size_t i = lo; i < hi; ++i) {
-    float c = c0[i] + g0[i] + g1[i];
-    c0[i] = c;
-    c1[i] = c;
-  }
-}
-
-void onepass4(float* __restrict c0, float* __restrict c1, float* __restrict c2,
-              float* __restrict c3, const float* __restrict g0,
-              const float* __restrict g1, const float* __restrict g2,
-              const float* __restrict g3, size_t lo, size_t hi) {
-  for (size_t i = lo; i < hi; ++i) {
-    float c = c0[i] + g0[i] + g1[i] + g2[i] + g3[i];
-    c0[i] = c;
-    c1[i] = c;
-    c2[i] = c;
-    c3[i] = c;
-  }
-}
-
 void onepass(benchmark::State& state) {
   auto replicas = static_cast<int>(state.range(0));
   auto bytes = static_cast<size_t>(state.range(1));
@@ -137,9 +114,9 @@ void onepass(benchmark::State& state) {
     size_t lo = count * t / threads;
     size_t hi = count * (t + 1) / threads;
     if (replicas == 2)
-      onepass2(comps[0], comps[1], grads[0], grads[1], lo, hi);
+      bench::onepass2(comps[0], comps[1], grads[0], grads[1], lo, hi);
     else if (replicas == 4)
-      onepass4(comps[0], comps[1], comps[2], comps[3], grads[0], grads[1],
+      bench::onepass4(comps[0], comps[1], comps[2], comps[3], grads[0], grads[1],
                grads[2], grads[3], lo, hi);
     benchmark::ClobberMemory();
   }

@@ -84,7 +84,7 @@ def quartiles(xs):
 def merge_runs(recs):
     """One record from the same key measured in several runs (bench.sh
     repeats the noisiest benchmark): the median of the runs' values (and of
-    their p99), with the quartiles of the values."""
+    their p99 and CPU time), with the quartiles of the values."""
     if len(recs) == 1:
         return recs[0]
     out = dict(recs[-1])
@@ -94,10 +94,23 @@ def merge_runs(recs):
     q1, med, q3 = quartiles(values)
     out.update({"value": med, "q1": q1, "q3": q3, "runs": len(values),
                 "run_values": values})
-    p99s = [r["p99"] for r in recs if r.get("p99") is not None]
-    if p99s:
-        out["p99"] = quartiles(p99s)[1]
+    for field in ("p99", "cpu"):
+        xs = [r[field] for r in recs if r.get(field) is not None]
+        if xs:
+            out[field] = quartiles(xs)[1]
     return out
+
+
+def fmt_runs_s(rec):
+    """A time record in seconds, with the quartiles of its rounds when it
+    was measured in several: "28.5 us (runs: 28.3-55.6 us, 7 runs)"."""
+    if rec is None:
+        return "n/a"
+    txt = fmt_time(rec["value"])
+    if rec.get("runs", 1) > 1:
+        txt += " (runs: %s-%s, %d runs)" % (
+            fmt_time(rec["q1"]), fmt_time(rec["q3"]), rec["runs"])
+    return txt
 
 
 def fmt_rate(x):
@@ -375,13 +388,6 @@ def build(t):
                   "bound 2*N*S / copy bw (2 threads)", fmt_time(bound),
                   ratio_of(tm, bound), target=target,
                   key="bulk.r%d.s%d" % (n, s))
-    one = t.get("bulk.r1.s%d" % (512 << 10))
-    two = t.get("bulk.r2.s%d" % (1 << 20))
-    t.add("varsync 1 MiB, 2 rep (each replica's slice: 512 KiB)",
-          fmt_time(v(two)), "varsync 512 KiB, 1 replica", fmt_time(v(one)),
-          ratio_of(v(two), v(one)),
-          target=("<=", 1.2, "P1 two replicas at 1 MiB <= 1.2x one replica "
-                  "at 512 KiB (the slices run in parallel)"))
     for n in REPLICAS_BULK:
         k = t.get("kernel.onepass.r%d.s%d" % (n, 64 << 20))
         rec = t.get("bulk.r%d.s%d" % (n, 64 << 20))
@@ -422,6 +428,72 @@ def build(t):
                 t.add("varsync %s, %d rep vs TF" % (size_name(s), n),
                       fmt_time(v(rec)), text + t.skip_note("tf"),
                       fmt_time(v(tf)), ratio_of(v(rec), v(tf)))
+
+    # -- 4b. parallel slices and the small step, with their floors -----------------
+    t.section("4b. Parallel slices and the small step, beside their floors "
+              "(alternating rounds; median of the rounds' medians, quartiles "
+              "of the rounds)")
+    one = t.get("parallel.step.r1.s%d" % (512 << 10))
+    two = t.get("parallel.step.r2.s%d" % (1 << 20))
+    k1 = t.get("parallel.kernel.r1.s%d" % (512 << 10))
+    k2 = t.get("parallel.kernel.r2.s%d" % (1 << 20))
+    k2_serial = t.get("parallel.kernel.serial.r2.s%d" % (1 << 20))
+    t.add("varsync 1 MiB, 2 rep (each replica's slice: 512 KiB)",
+          fmt_runs_s(two), "varsync 512 KiB, 1 replica", fmt_runs_s(one),
+          ratio_of(v(two), v(one)),
+          target=("<=", 1.2, "P1 two replicas at 1 MiB <= 1.2x one replica "
+                  "at 512 KiB (the slices run in parallel)"))
+    # The floor of P1: the same two cases as plain kernels on threads that
+    # spin between rounds. Two replicas' one pass moves 5 streams per
+    # element (3 for one replica), so the floor's ratio is above 1.
+    t.add("floor: plain kernel, 2 spinning threads, 1 MiB, 2 rep",
+          fmt_runs_s(k2), "plain kernel, 1 thread, 512 KiB, 1 rep",
+          fmt_runs_s(k1), ratio_of(v(k2), v(k1)))
+    t.add("plain kernel, 2 spinning threads, 1 MiB, 2 rep",
+          fmt_runs_s(k2), "the same kernel on 1 thread (the slices in turn)",
+          fmt_runs_s(k2_serial), ratio_of(v(k2), v(k2_serial)))
+    t.add("varsync 1 MiB, 2 rep vs its plain kernel", fmt_runs_s(two),
+          "plain kernel, 2 spinning threads, 1 MiB", fmt_runs_s(k2),
+          ratio_of(v(two), v(k2)))
+    t.add("varsync 512 KiB, 1 rep vs its plain kernel", fmt_runs_s(one),
+          "plain kernel, 1 thread, 512 KiB", fmt_runs_s(k1),
+          ratio_of(v(one), v(k1)))
+    if two is not None and two.get("cpu") is not None:
+        t.add("varsync 1 MiB, 2 rep: CPU time per step (all threads)",
+              fmt_time(two["cpu"]), "its wall time", fmt_time(v(two)),
+              ratio_of(two["cpu"], v(two)))
+    small = {n: t.get("smallstep.r%d.s1024" % n) for n in REPLICAS_CONTROL}
+    small_floor = {n: t.get("smallstep.floor.r%d" % n)
+                   for n in REPLICAS_CONTROL}
+    for n in REPLICAS_CONTROL:
+        t.add("varsync 1 KiB step, %d rep (blocking API)" % n,
+              fmt_us(small[n]), "floor: bare scoped_actor request to a "
+              "relay running 2 fan-out rounds over %d actor%s" % (
+                  n, "s" if n > 1 else ""),
+              fmt_us(small_floor[n]), ratio_of(v(small[n]),
+                                               v(small_floor[n])))
+    mpi_1k = t.get("mpi.allreduce.r2.s1024")
+    t.add("varsync 1 KiB step, 2 rep vs MPI", fmt_us(small[2]),
+          "OpenMPI MPI_Allreduce in place, 2 ranks" + t.skip_note("mpi"),
+          fmt_time(v(mpi_1k)),
+          ratio_of(None if v(small[2]) is None else v(small[2]) * 1e-6,
+                   v(mpi_1k)),
+          target=("<=", 3, "P2 a 1 KiB step with 2 replicas within 3x of "
+                  "MPI_Allreduce (2 ranks)"))
+    t.add("floor: the relay's blocking round trip, 2 actors, vs MPI",
+          fmt_us(small_floor[2]), "OpenMPI MPI_Allreduce in place, 2 ranks"
+          + t.skip_note("mpi"), fmt_time(v(mpi_1k)),
+          ratio_of(None if v(small_floor[2]) is None
+                   else v(small_floor[2]) * 1e-6, v(mpi_1k)))
+    if v(small[1]) is not None and v(small[8]) is not None:
+        inc = (v(small[8]) - v(small[1])) / 7
+        inc_floor = None
+        if v(small_floor[1]) is not None and v(small_floor[8]) is not None:
+            inc_floor = (v(small_floor[8]) - v(small_floor[1])) / 7
+        t.add("1 KiB step: time per added replica (1 to 8 replicas)",
+              fmt_time(inc * 1e-6), "the relay's time per added actor",
+              fmt_time(None if inc_floor is None else inc_floor * 1e-6),
+              ratio_of(inc, inc_floor))
 
     # -- 5. fusion --------------------------------------------------------------------
     t.section("5. Fusion: 1,000 ON_WRITE variables of 1 KiB")
