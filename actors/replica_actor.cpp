@@ -1,6 +1,7 @@
 // The replica actor: its message interface (make_behavior) and spawning.
 // The state behind it is in actors/replica_state.hpp.
 
+#include "actors/append_wakeups.hpp"
 #include "actors/replica_state.hpp"
 
 namespace varsync {
@@ -188,10 +189,13 @@ public:
   behavior_type make_behavior() override { return state_.make_behavior(); }
 
   // User code runs inside (async callbacks, replica steps): mark the thread
-  // so that blocking strategy calls from there fail at once.
+  // so that blocking strategy calls from there fail at once. The actors a
+  // replica wakes (its coordinator) queue behind the other replicas
+  // (append_wakeups.hpp).
   resume_result resume(caf::execution_unit* ctx, size_t max_throughput) override {
     detail::varsync_actor_scope scope;
-    return replica_actor::base::resume(ctx, max_throughput);
+    return replica_actor::base::resume(detail::appending_unit_for(ctx),
+                                       max_throughput);
   }
 
 private:
