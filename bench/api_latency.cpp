@@ -29,6 +29,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include "bench/caf_setup.hpp"
+#include "bench/event_loop.hpp"
 #include "bench/common.hpp"
 #include "varsync/actor_api.hpp"
 #include "varsync/varsync.hpp"
@@ -38,45 +39,6 @@ using bench::clock_type;
 using bench::stats;
 
 namespace {
-
-// An event-based client issues `n + warmup` sequential requests produced by
-// `send` and records each round trip; `send(self, done)` must call done()
-// when the reply arrives.
-using requester = std::function<void(caf::event_based_actor*,
-                                     std::function<void()>)>;
-
-stats event_based_loop(caf::actor_system& sys, int n, int warmup,
-                       requester send) {
-  auto result = std::make_shared<std::promise<std::vector<double>>>();
-  auto fut = result->get_future();
-  sys.spawn([result, n, warmup, send](caf::event_based_actor* self) {
-    auto us = std::make_shared<std::vector<double>>();
-    us->reserve(static_cast<size_t>(n + warmup));
-    // The loop function refers to itself through a plain pointer; the actor
-    // owns it until it terminates (no reference cycle, no self-destruction
-    // while it runs).
-    auto next = std::make_shared<std::function<void()>>();
-    auto* loop = next.get();
-    self->attach_functor([next](const caf::error&) {});
-    auto total = static_cast<size_t>(n + warmup);
-    *next = [self, us, loop, send, total, result]() {
-      if (us->size() == total) {
-        self->quit();
-        result->set_value(*us);
-        return;
-      }
-      auto t0 = clock_type::now();
-      send(self, [us, loop, t0] {
-        us->push_back(bench::micros_since(t0));
-        (*loop)();
-      });
-    };
-    (*next)();
-  });
-  auto us = fut.get();
-  us.erase(us.begin(), us.begin() + warmup);
-  return bench::summarize(std::move(us));
-}
 
 // Sequential async-API calls from this thread; the time is taken inside the
 // callback (when the caller learns the result), the wait for the next issue
@@ -154,10 +116,10 @@ int main(int argc, char** argv) {
           .receive([](int) {}, [](caf::error&) {});
       });
     }
-    auto bare_event = event_based_loop(sys, n, warmup, [&](auto* a, auto done) {
+    auto bare_event = bench::event_based_loop(sys, n, warmup, [&](auto* a, auto done) {
       a->request(echo, caf::infinite, 1).then([done](int) { done(); });
     });
-    auto bare_fanout = event_based_loop(sys, n, warmup, [&](auto* a,
+    auto bare_fanout = bench::event_based_loop(sys, n, warmup, [&](auto* a,
                                                             auto done) {
       auto pending = std::make_shared<int>(replicas);
       for (auto& e : echoes)
@@ -179,7 +141,7 @@ int main(int argc, char** argv) {
         return rp;
       }};
     });
-    auto bare_relay = event_based_loop(sys, n, warmup, [&](auto* a, auto done) {
+    auto bare_relay = bench::event_based_loop(sys, n, warmup, [&](auto* a, auto done) {
       a->request(relay, caf::infinite, 1).then([done](int) { done(); });
     });
     caf::anon_send_exit(relay, caf::exit_reason::user_shutdown);
@@ -201,13 +163,13 @@ int main(int argc, char** argv) {
     auto x = tensor::scalar<float>(1);
     for (auto& [name, v] : {target{"on_write", *w}, target{"on_read", *r}}) {
       auto id = v.id();
-      auto actor_assign = event_based_loop(sys, n, warmup, [&](auto* a,
+      auto actor_assign = bench::event_based_loop(sys, n, warmup, [&](auto* a,
                                                                auto done) {
         a->request(coordinator, caf::infinite, update_atom::value, id,
                    update_op::assign, x)
           .then([done](ok_atom) { done(); });
       });
-      auto actor_read = event_based_loop(sys, n, warmup, [&](auto* a,
+      auto actor_read = bench::event_based_loop(sys, n, warmup, [&](auto* a,
                                                              auto done) {
         a->request(coordinator, caf::infinite, read_atom::value, id)
           .then([done](const tensor&) { done(); });

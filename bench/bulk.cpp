@@ -39,7 +39,10 @@
 
 #include "bench/caf_setup.hpp"
 #include "bench/common.hpp"
+#include "bench/event_loop.hpp"
 #include "bench/plain_kernels.hpp"
+#include "varsync/actor_api.hpp"
+#include "varsync/function_step.hpp"
 #include "varsync/varsync.hpp"
 
 using namespace varsync;
@@ -461,21 +464,50 @@ bool run_parallel(caf::actor_system& sys, bench::recorder& rec, bool quick) {
     rec.record("parallel.kernel.r2.s1048576", k2, "s", {{"threads", 2}});
     rec.record("parallel.kernel.serial.r2.s1048576", k2_serial, "s",
                {{"threads", 1}});
-    std::printf("         1 KiB step (us):");
+    std::printf("         1 KiB step, blocking API / actor API (us):");
     for (size_t i = 0; i < small.size(); ++i) {
-      auto t = small[i].time_steps(reps);
+      auto& c = small[i];
+      auto t = c.time_steps(reps);
       if (!t)
         return false;
       auto floor = bench::time_calls_us(reps, 10, [&] {
         self->request(relays[i], caf::infinite, 1)
           .receive([](int) {}, [](caf::error&) {});
       });
-      auto tag = ".r" + std::to_string(small[i].replicas);
-      std::printf(" %d rep %6.1f (floor %6.1f)", small[i].replicas,
-                  t->first * 1e6, floor.median);
+      // The same step and floor from an event-based caller: no thread of
+      // the caller to wake.
+      auto fn = [&c](replica_context& ctx) {
+        (void) ctx.assign_add(*c.v, c.grads[static_cast<size_t>(ctx.replica_id())]);
+      };
+      auto step = make_step(fn, c.replicas);
+      auto coordinator = coordinator_of(*c.s);
+      bool failed = false;
+      auto actor = bench::event_based_loop(sys, reps * 4, 20,
+                                           [&](auto* a, auto done) {
+        a->request(coordinator, caf::infinite, run_atom::value, step)
+          .then([done](ok_atom) { done(); },
+                [done, &failed](caf::error&) {
+                  failed = true;
+                  done();
+                });
+      });
+      if (failed) {
+        std::fprintf(stderr, "an actor-API step failed\n");
+        return false;
+      }
+      auto actor_floor = bench::event_based_loop(sys, reps * 4, 20,
+                                                 [&](auto* a, auto done) {
+        a->request(relays[i], caf::infinite, 1).then([done](int) { done(); });
+      });
+      auto tag = ".r" + std::to_string(c.replicas);
+      std::printf(" %d rep %5.1f (floor %5.1f) / %5.1f (floor %5.1f)",
+                  c.replicas, t->first * 1e6, floor.median, actor.median,
+                  actor_floor.median);
       rec.record("smallstep" + tag + ".s1024", t->first * 1e6, "us",
                  {{"n", static_cast<double>(reps)}});
       rec.latency("smallstep.floor" + tag, floor);
+      rec.latency("smallstep.actor" + tag + ".s1024", actor);
+      rec.latency("smallstep.actor.floor" + tag, actor_floor);
     }
     std::printf("\n");
     std::fflush(stdout);
