@@ -87,7 +87,7 @@ std::vector<int> woken_order(caf::actor_system& sys, int n) {
 } // namespace
 
 TEST_CASE("append_wakeups: actors woken from an appending unit run in the "
-          "order they were woken; woken from the worker, newest first") {
+          "order they were woken, and from the worker newest first") {
   caf::actor_system_config cfg;
   cfg.set("scheduler.max-threads", 1); // one worker: nothing runs elsewhere
   caf::actor_system sys{cfg};
