@@ -574,6 +574,12 @@ private:
   uint64_t collectives_run_ = 0;
   /// The number of the last step sent to the replicas.
   uint64_t steps_started_ = 0;
+  /// How long the last step's replica round took (unknown: max). A round
+  /// shorter than `spread_steps_above` sends the next step to the replicas
+  /// locally (fan_out::local): its user code is cheaper than waking another
+  /// thread for it.
+  caf::timespan last_step_round_ = caf::timespan::max();
+  static constexpr caf::timespan spread_steps_above = std::chrono::microseconds(20);
   std::deque<std::function<void()>> pending_collectives_;
   /// Metrics (actors/coordinator_metrics.hpp); refusals are counted by
   /// const checks.

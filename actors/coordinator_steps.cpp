@@ -56,6 +56,11 @@ void coordinator_state::run(caf::timespan timeout, replica_step_ptr step,
   auto times = record_.enabled()
                  ? std::make_shared<reply_times>(replicas_.size())
                  : nullptr;
+  // User code runs in parallel on the scheduler's threads, unless the last
+  // round showed it to be cheaper than waking a thread for it (a few to
+  // tens of microseconds): then the replicas run in turn on this one.
+  const auto how = last_step_round_ < spread_steps_above ? fan_out::local
+                                                         : fan_out::spread;
   gather<step_report>(
     replicas_.size(), timeout,
     [this, seq, step](size_t i) {
@@ -64,11 +69,14 @@ void coordinator_state::run(caf::timespan timeout, replica_step_ptr step,
     },
     [this, round, times, done = std::move(done)](
       caf::expected<std::vector<step_report>> reports) mutable {
+      if (reports)
+        last_step_round_ = std::chrono::duration_cast<caf::timespan>(
+          operation_deadlines::clock::now() - round.started);
       if (times && reports)
         note_step_round(*times, round.waited, round.seq);
       step_answered(round, std::move(reports), std::move(done));
     },
-    on_deadline::abandoned, fan_out::spread, times); // user code: in parallel
+    on_deadline::abandoned, how, times);
 }
 
 void coordinator_state::finish_step(caf::timespan timeout,
