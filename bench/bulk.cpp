@@ -50,6 +50,18 @@ using bench::clock_type;
 
 namespace {
 
+// A strategy over `replicas` host replicas; the error printed if none.
+std::optional<strategy> host_strategy(caf::actor_system& sys, int replicas) {
+  strategy_options options;
+  options.devices = bench::host_devices(replicas);
+  auto s = strategy::create(sys, options);
+  if (!s) {
+    std::fprintf(stderr, "%s\n", describe(s.error()).c_str());
+    return std::nullopt;
+  }
+  return std::move(*s);
+}
+
 // Repetitions for a step that moves `bytes` per replica: about `budget`
 // seconds at an assumed 2 GB/s, at least 5 and at most 200.
 int reps_for(size_t bytes, int replicas, double budget) {
@@ -74,13 +86,9 @@ bool run_bulk(caf::actor_system& sys, bench::recorder& rec, bool quick,
     budget = 5.0;
   }
   for (int replicas : replica_counts) {
-    strategy_options options;
-    options.devices = bench::host_devices(replicas);
-    auto s = strategy::create(sys, options);
-    if (!s) {
-      std::fprintf(stderr, "%s\n", describe(s.error()).c_str());
+    auto s = host_strategy(sys, replicas);
+    if (!s)
       return false;
-    }
     for (auto bytes : sizes) {
       auto count = static_cast<int64_t>(bytes / sizeof(float));
       auto v = s->create_variable("g" + std::to_string(bytes),
@@ -147,13 +155,9 @@ bool run_fusion(caf::actor_system& sys, bench::recorder& rec, bool quick,
   const int vars = 1000;
   const int64_t count = 1024 / sizeof(float);
   for (int replicas : {2, 4}) {
-    strategy_options options;
-    options.devices = bench::host_devices(replicas);
-    auto s = strategy::create(sys, options);
-    if (!s) {
-      std::fprintf(stderr, "%s\n", describe(s.error()).c_str());
+    auto s = host_strategy(sys, replicas);
+    if (!s)
       return false;
-    }
     std::vector<variable> vs;
     for (int i = 0; i < vars; ++i) {
       auto v = s->create_variable("f" + std::to_string(i),
@@ -310,14 +314,9 @@ struct step_case {
   std::vector<tensor> grads;
 
   bool open(caf::actor_system& sys) {
-    strategy_options options;
-    options.devices = bench::host_devices(replicas);
-    auto made = strategy::create(sys, options);
-    if (!made) {
-      std::fprintf(stderr, "%s\n", describe(made.error()).c_str());
+    s = host_strategy(sys, replicas);
+    if (!s)
       return false;
-    }
-    s.emplace(std::move(*made));
     auto count = static_cast<int64_t>(bytes / sizeof(float));
     auto made_v = s->create_variable("p", tensor::zeros(dtype::float32, {count}),
                                      synchronization::on_write,
