@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory_resource>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,6 +28,7 @@
 
 #include "actors/coordinator_metrics.hpp"
 #include "actors/operation_deadlines.hpp"
+#include "core/small_object_pool.hpp"
 #include "devices/memory_budget.hpp"
 #include "sync/scatter_update.hpp"
 #include "varsync/device_id.hpp"
@@ -549,9 +551,12 @@ private:
   memory_budget budget_;
   std::vector<caf::error> replica_failures_;
   caf::timespan default_timeout_;
-  std::unordered_map<uint64_t, entry> entries_;
+  /// The nodes of entries_ and names_, which live as long as their
+  /// variables (core/small_object_pool.hpp).
+  small_object_pool variable_nodes_;
+  std::pmr::unordered_map<uint64_t, entry> entries_{&variable_nodes_};
   /// Keys view the names in the entries' descriptions (erased first).
-  std::unordered_map<std::string_view, uint64_t> names_;
+  std::pmr::unordered_map<std::string_view, uint64_t> names_{&variable_nodes_};
   size_t in_flight_ = 0;
   bool draining_ = false;
   struct waiting_operation {

@@ -99,7 +99,7 @@ void coordinator_state::create_here(caf::timespan timeout, variable_spec spec,
     return done(std::move(err));
   info->id = next_variable_id();
   auto id = info->id;
-  auto shared = std::make_shared<const variable_info>(std::move(*info));
+  auto shared = make_shared_variable_info(std::move(*info));
   entries_.emplace(id, entry{shared});
   names_.emplace(shared->name, id);
   auto initial = std::move(spec.initial_value);

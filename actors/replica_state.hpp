@@ -14,6 +14,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <memory_resource>
 #include <optional>
 #include <set>
 #include <string>
@@ -27,6 +28,7 @@
 #include "actors/actor_thread.hpp"
 #include "varsync/error.hpp"
 #include "core/logging.hpp"
+#include "core/small_object_pool.hpp"
 #include "devices/device.hpp"
 #include "devices/host_kernels.hpp"
 #include "sync/collective_algorithm.hpp"
@@ -345,7 +347,10 @@ private:
   bool host_memory_ = true;
   /// The sender of the first bind_atom: the strategy's coordinator.
   caf::actor_addr coordinator_;
-  std::unordered_map<uint64_t, component> components_;
+  /// The nodes of components_ (core/small_object_pool.hpp).
+  small_object_pool component_nodes_;
+  std::pmr::unordered_map<uint64_t, component> components_{
+    &component_nodes_};
   bool quiesced_ = false;
   bool resume_pending_ = false;
   uint64_t operations_ = 0;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "varsync/error.hpp"
 #include "devices/host_kernels.hpp"
@@ -14,8 +15,8 @@ namespace varsync {
 // Each component carries its footprint in the 8 bytes just before its
 // data, so that release() can take it off the count of live host components
 // (the memory budget, devices/memory_budget.hpp) and find the block: small
-// components (16-byte aligned, malloc) sit 16 bytes into theirs, larger ones
-// (64-byte aligned) 64 bytes.
+// components (16-byte aligned, from the replica's pool) sit 16 bytes into
+// theirs, larger ones (64-byte aligned, malloc) 64 bytes.
 namespace {
 
 constexpr size_t header_of(uint64_t total) {
@@ -27,9 +28,15 @@ constexpr size_t header_of(uint64_t total) {
 caf::expected<void*> host_device::allocate(size_t nbytes) {
   auto total = host_component_footprint(nbytes);
   const size_t header = header_of(total);
-  void* p = total > SIZE_MAX - 64 ? nullptr
-            : header == 16        ? std::malloc(total)
-                                  : std::aligned_alloc(64, total);
+  void* p = nullptr;
+  if (header == 16) {
+    try {
+      p = small_.allocate(total, 16);
+    } catch (const std::bad_alloc&) {
+    }
+  } else if (total <= SIZE_MAX - 64) {
+    p = std::aligned_alloc(64, total);
+  }
   if (p == nullptr)
     return make_error(errc::out_of_memory,
                       "cpu:" + std::to_string(index_) + ": cannot allocate "
@@ -47,7 +54,11 @@ void host_device::release(void* data) {
   std::memcpy(&total, static_cast<char*>(data) - sizeof(uint64_t),
               sizeof(uint64_t));
   remove_host_component_bytes(total);
-  std::free(static_cast<char*>(data) - header_of(total));
+  const size_t header = header_of(total);
+  if (header == 16)
+    small_.deallocate(static_cast<char*>(data) - header, total, 16);
+  else
+    std::free(static_cast<char*>(data) - header);
 }
 
 caf::error host_device::upload(void* dst, const tensor& src) {

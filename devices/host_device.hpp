@@ -1,7 +1,9 @@
 #pragma once
 // A replica in host memory: components in 64-byte aligned, preallocated
-// buffers; kernels from host_kernels.
+// buffers (small ones in slabs of their own); kernels from host_kernels.
+// Used by its replica actor only.
 
+#include "core/small_object_pool.hpp"
 #include "devices/device.hpp"
 
 namespace varsync {
@@ -26,6 +28,9 @@ public:
 
 private:
   int index_;
+  /// Components up to small_host_component bytes: scalars and short
+  /// vectors, which thousands of variables are made of.
+  small_object_pool small_;
 };
 
 } // namespace varsync
