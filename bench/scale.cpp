@@ -9,7 +9,8 @@
 // minus the data (4 components of the value); the caller keeps the 10,000
 // variable handles, as a user would. Also after malloc_trim: what stays is
 // live or fragmented, not free heap kept by the C library; and the heap in
-// use (mallinfo2, every arena), which fragmentation does not count. Each
+// use (mallinfo2, every arena, plus the objects in varsync's slab pools),
+// which fragmentation does not count. Each
 // configuration runs in a fresh
 // process (this program re-executes itself) so that RSS is not distorted by
 // memory that an earlier configuration freed.
@@ -29,6 +30,7 @@
 
 #include "bench/caf_setup.hpp"
 #include "bench/common.hpp"
+#include "core/small_object_pool.hpp"
 #include "varsync/varsync.hpp"
 
 using namespace varsync;
@@ -68,7 +70,10 @@ int run_one(bench::recorder& rec, const std::string& api,
   for (int i = 0; i < count; ++i)
     names.push_back("var/" + std::to_string(i));
   std::vector<variable> handles(count);
-  auto heap0 = mallinfo2().uordblks;
+  auto heap_in_use = [] {
+    return mallinfo2().uordblks + small_object_pools_used_bytes();
+  };
+  auto heap0 = heap_in_use();
   auto rss0 = bench::resident_bytes();
   auto t0 = clock_type::now();
   int failures = 0;
@@ -113,7 +118,7 @@ int run_one(bench::recorder& rec, const std::string& api,
   auto rss2 = bench::resident_bytes();
   // The heap in use (every arena): what the variables hold whatever the
   // allocator keeps around them.
-  auto heap2 = mallinfo2().uordblks;
+  auto heap2 = heap_in_use();
   double heap_overhead
     = (static_cast<double>(heap2) - static_cast<double>(heap0)) / count
       - static_cast<double>(data_bytes);
