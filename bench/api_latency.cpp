@@ -12,11 +12,6 @@
 //                   actors and answers once all replied: the coordinator's
 //                   shape without varsync (the floor of the actor API's
 //                   cross-replica calls)
-//   bare.handoff  - the blocking API's crossing without varsync: a plain
-//                   thread anon_sends to one actor, which sets the
-//                   blocking API's own waiting slot (T2c's floor: the
-//                   blocking API adds this crossing to the actor API's call
-//                   and, in place of the actor's request, pays it)
 // Median and p99 of sequential calls (one in flight). No timed assertions:
 // bench/report.py compares and prints.
 //
@@ -36,7 +31,6 @@
 #include "bench/caf_setup.hpp"
 #include "bench/event_loop.hpp"
 #include "bench/common.hpp"
-#include "api/strategy_calls.hpp"
 #include "varsync/actor_api.hpp"
 #include "varsync/varsync.hpp"
 
@@ -151,33 +145,12 @@ int main(int argc, char** argv) {
       a->request(relay, caf::infinite, 1).then([done](int) { done(); });
     });
     caf::anon_send_exit(relay, caf::exit_reason::user_shutdown);
-    // The slot travels as the address of a heap copy of its shared_ptr
-    // (a plain integer message): set() notifies after the waiter may have
-    // woken, so the setter keeps the slot alive, as varsync's reply does.
-    using slot = detail::blocking_slot<int>;
-    auto setter = sys.spawn([](caf::event_based_actor*) -> caf::behavior {
-      return {[](uint64_t address) {
-        std::unique_ptr<std::shared_ptr<slot>> held{
-          reinterpret_cast<std::shared_ptr<slot>*>(address)};
-        (*held)->set(1);
-      }};
-    });
-    auto bare_handoff = bench::time_calls_us(n, warmup, [&] {
-      auto s = std::make_shared<slot>();
-      auto* held = new std::shared_ptr<slot>(s);
-      caf::anon_send(setter, static_cast<uint64_t>(
-                               reinterpret_cast<uintptr_t>(held)));
-      s->wait();
-    });
-    caf::anon_send_exit(setter, caf::exit_reason::user_shutdown);
     show("bare CAF scoped_actor round trip (1 actor)", bare_blocking);
     show("bare CAF event-based request (1 actor)", bare_event);
     show("bare CAF fan-out/gather (" + std::to_string(replicas) + " actors)",
          bare_fanout);
     rec.latency("control.bare.blocking" + tag, bare_blocking);
     rec.latency("control.bare.event" + tag, bare_event);
-    show("bare crossing: plain thread -> actor -> waiting slot", bare_handoff);
-    rec.latency("control.bare.handoff" + tag, bare_handoff);
     show("bare CAF relay to " + std::to_string(replicas) + " actor(s)",
          bare_relay);
     rec.latency("control.bare.fanout" + tag, bare_fanout);

@@ -265,16 +265,6 @@ def build(t):
                           ratio_of(v(block), v(actor)),
                           target=("<=", 3.0, "T2c blocking API %s <= 3x "
                                   "the actor API" % label))
-                    # T2c's floor: a blocking call cannot take less than
-                    # the crossing from a plain thread into an actor and
-                    # back to the waiting caller, without any work.
-                    hand = t.get("control.bare.handoff.r%d" % n)
-                    t.add("floor of the blocking API (%s): the bare crossing "
-                          "alone" % label, fmt_us(hand),
-                          "varsync actor API, same operation", fmt_us(actor),
-                          ratio_of(v(hand), v(actor)),
-                          note="plain thread -> actor -> the blocking API's "
-                          "waiting slot", key="control.bare.handoff.r%d" % n)
                 tf = t.get("tf.control.%s.%s.r%d" % (var, op, n))
                 if n in (2, 4):
                     t.add("varsync blocking vs TF: " + label, fmt_us(block),
