@@ -139,8 +139,13 @@ step=0
 # (docs/benchmark-notes.md); bench/report.py takes the median of the runs.
 fusion_runs=4
 [[ $quick -eq 1 ]] && fusion_runs=2
-steps=$((14 + have_mpi * 2 + have_tf * 2 + fusion_runs - 1))
-[[ $quick -eq 1 ]] && steps=$((steps - 2))
+# The control plane compares with bare CAF round trips whose time swings
+# with load: several runs, judged on the median of their medians
+# (bench/report.py merges the runs and prints their quartiles).
+control_runs=5
+[[ $quick -eq 1 ]] && control_runs=3
+# Ten programs once, process_strategy for 2 and 4 processes, the repeats.
+steps=$((12 + control_runs + fusion_runs - 1 + have_mpi * 2 + have_tf * 2))
 fusion_run=1
 fusion_again() { # fusion_again <last>: one more fusion run unless past <last>
   [[ $fusion_run -lt $fusion_runs && $fusion_run -lt $1 ]] || return 0
@@ -196,11 +201,6 @@ if [[ $have_tf -eq 1 ]]; then
   done
 fi
 fusion_again 2
-# The control plane compares with bare CAF round trips whose time swings
-# with load: several runs, judged on the median of their medians
-# (bench/report.py merges the runs and prints their quartiles).
-control_runs=5
-[[ $quick -eq 1 ]] && control_runs=3
 for i in $(seq 1 "$control_runs"); do
   run "api_latency.$i" 300 "$bin/api_latency" "${quick_flag[@]}" \
     --json "$json/control.run$i.jsonl"
