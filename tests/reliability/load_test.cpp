@@ -588,17 +588,13 @@ TEST_CASE("load: clients offering far more than the bounds allow get "
   watchdog guard{burst_for + 2 * slack};
 
   strategy_options options;
-  options.devices.clear();
-  for (int r = 0; r < replicas; ++r)
-    options.devices.push_back("cpu:" + std::to_string(r));
   options.timeout = 30s;
-  options.scheduler_threads = 2;
   options.max_queued_operations = burst_max_ops;
   options.max_queued_bytes = burst_max_bytes;
   // A slow replica: calls are served far slower than the clients offer them,
   // on any machine, so that refusals are certain.
   options.faults = {delay_replica(1, 1ms)};
-  auto s = VS_VALUE(strategy::create(options));
+  auto s = make_host_strategy(replicas, std::move(options));
 
   burst_state st{burst_scalars + burst_tensors};
   for (int i = 0; i < burst_scalars; ++i)

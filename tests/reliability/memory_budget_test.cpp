@@ -40,19 +40,11 @@ namespace {
 
 constexpr int64_t MiB = int64_t{1} << 20;
 
+// Host replicas: the budget is about host memory.
 strategy budget_strategy(int replicas, uint64_t budget) {
   strategy_options options;
-  // Host replicas: the budget is about host memory.
-  options.devices.clear();
-  for (int r = 0; r < replicas; ++r)
-    options.devices.push_back("cpu:" + std::to_string(r));
-  options.timeout = 20s;
-  options.scheduler_threads = 2;
   options.memory_budget_bytes = budget;
-  auto s = strategy::create(options);
-  if (!s)
-    FAIL("strategy::create failed: " << describe(s.error()));
-  return std::move(*s);
+  return make_host_strategy(replicas, std::move(options));
 }
 
 // Uninitialized: a refused request never touches it, and the ones that are

@@ -13,16 +13,9 @@ namespace {
 strategy make_faulty(int replicas, std::vector<replica_fault> faults,
                      std::chrono::milliseconds timeout = 5s) {
   strategy_options options;
-  options.devices.clear();
-  for (int r = 0; r < replicas; ++r)
-    options.devices.push_back("cpu:" + std::to_string(r));
   options.timeout = timeout;
-  options.scheduler_threads = 2;
   options.faults = std::move(faults);
-  auto s = strategy::create(options);
-  if (!s)
-    FAIL("strategy::create failed: " << describe(s.error()));
-  return std::move(*s);
+  return make_host_strategy(replicas, std::move(options));
 }
 
 } // namespace

@@ -14,30 +14,13 @@
 
 using namespace vs_test;
 
-namespace {
-
-strategy host_strategy(int replicas) {
-  strategy_options options;
-  options.devices.clear();
-  for (int r = 0; r < replicas; ++r)
-    options.devices.push_back("cpu:" + std::to_string(r));
-  options.timeout = 20s;
-  options.scheduler_threads = 2;
-  auto s = strategy::create(options);
-  if (!s)
-    FAIL("strategy::create failed: " << describe(s.error()));
-  return std::move(*s);
-}
-
-} // namespace
-
 TEST_CASE("M1: 20,000 scalar variables live in the slab pools, and destroying "
           "them gives the pools' spans back",
           "[reliability][memory]") {
   constexpr int replicas = 4;
   constexpr int count = 20000;
   constexpr size_t span = small_object_pool::span_bytes;
-  auto s = host_strategy(replicas);
+  auto s = make_host_strategy(replicas);
   auto used0 = small_object_pools_used_bytes();
   auto mapped0 = small_object_pools_mapped_bytes();
   std::vector<variable> vs;

@@ -117,6 +117,14 @@ inline std::optional<cluster_spec> test_cluster(int replicas,
   return spec;
 }
 
+/// strategy::create, or the test fails with its error.
+inline strategy create_or_fail(const strategy_options& options) {
+  auto s = strategy::create(options);
+  if (!s)
+    FAIL("strategy::create failed: " << describe(s.error()));
+  return std::move(*s);
+}
+
 /// A strategy of `replicas` made with `options` (devices, cluster and
 /// scheduler threads filled in as make_strategy does).
 inline strategy make_strategy_with(int replicas, strategy_options options) {
@@ -126,10 +134,21 @@ inline strategy make_strategy_with(int replicas, strategy_options options) {
   options.scheduler_threads = 2;
   if (options.timeout.count() == 0)
     options.timeout = 20s;
-  auto s = strategy::create(options);
-  if (!s)
-    FAIL("strategy::create failed: " << describe(s.error()));
-  return std::move(*s);
+  return create_or_fail(options);
+}
+
+/// A strategy of `replicas` host replicas in this process, whatever layout
+/// the rule table runs in: for the tests about host memory and injected
+/// faults. A zero timeout in `options` becomes 20 s.
+inline strategy make_host_strategy(int replicas,
+                                   strategy_options options = {}) {
+  options.devices.clear();
+  for (int r = 0; r < replicas; ++r)
+    options.devices.push_back("cpu:" + std::to_string(r));
+  options.scheduler_threads = 2;
+  if (options.timeout.count() == 0)
+    options.timeout = 20s;
+  return create_or_fail(options);
 }
 
 inline strategy make_strategy(int replicas,
@@ -148,10 +167,7 @@ inline strategy make_strategy(int replicas,
   options.devices = test_devices(local);
   options.timeout = timeout;
   options.scheduler_threads = 2;
-  auto s = strategy::create(options);
-  if (!s)
-    FAIL("strategy::create failed: " << describe(s.error()));
-  return std::move(*s);
+  return create_or_fail(options);
 }
 
 #define VS_REQUIRE_OK(expr)                                                    \
