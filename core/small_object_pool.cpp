@@ -26,16 +26,13 @@ std::atomic<size_t> used_bytes{0};
 
 /// At the start of each span: its slots follow, header_bytes in.
 struct small_object_pool::span {
-  span* prev = nullptr; // in partial_ (spans with a free slot)
+  span* prev = nullptr; // in partial_ or full_ of its size
   span* next = nullptr;
-  span* all_prev = nullptr; // every span, for the destructor
-  span* all_next = nullptr;
   void* free = nullptr; // freed slots, each holding the next one's address
   uint32_t slot = 0;
   uint32_t capacity = 0;
   uint32_t used = 0;
   uint32_t bumped = 0; // slots handed out from the start; the rest untouched
-  bool listed = false;
 
   char* slots() { return reinterpret_cast<char*>(this) + header_bytes; }
 };
@@ -54,13 +51,16 @@ size_t small_object_pools_used_bytes() {
 small_object_pool::~small_object_pool() {
   // Owners declare the pool before the containers that use it; objects
   // still here were leaked, and their spans go with the pool.
-  while (all_ != nullptr) {
-    auto* s = all_;
-    all_ = s->all_next;
-    used_bytes.fetch_sub(size_t{s->used} * s->slot, std::memory_order_relaxed);
-    mapped_bytes.fetch_sub(span_bytes, std::memory_order_relaxed);
-    ::munmap(s, span_bytes);
-  }
+  for (auto* lists : {&partial_, &full_})
+    for (auto* head : *lists)
+      while (head != nullptr) {
+        auto* s = head;
+        head = s->next;
+        used_bytes.fetch_sub(size_t{s->used} * s->slot,
+                             std::memory_order_relaxed);
+        mapped_bytes.fetch_sub(span_bytes, std::memory_order_relaxed);
+        ::munmap(s, span_bytes);
+      }
 }
 
 size_t small_object_pool::slot_size(size_t bytes, size_t alignment) {
@@ -84,7 +84,7 @@ void* small_object_pool::do_allocate(size_t bytes, size_t alignment) {
     return upstream()->allocate(bytes, alignment);
   auto& head = partial_[size / 8 - 1];
   if (head == nullptr)
-    link(new_span(size));
+    push(head, new_span(size));
   auto* s = head;
   void* p;
   if (s->free != nullptr) {
@@ -97,8 +97,10 @@ void* small_object_pool::do_allocate(size_t bytes, size_t alignment) {
   ++s->used;
   ++objects_;
   used_bytes.fetch_add(size, std::memory_order_relaxed);
-  if (s->used == s->capacity)
-    unlink(s);
+  if (s->used == s->capacity) {
+    remove(head, s);
+    push(full_[size / 8 - 1], s);
+  }
   return p;
 }
 
@@ -109,19 +111,21 @@ void small_object_pool::do_deallocate(void* p, size_t bytes,
     return upstream()->deallocate(p, bytes, alignment);
   auto* s = reinterpret_cast<span*>(reinterpret_cast<uintptr_t>(p)
                                     & ~uintptr_t{span_bytes - 1});
+  auto& head = partial_[size / 8 - 1];
+  if (s->used == s->capacity) {
+    remove(full_[size / 8 - 1], s);
+    push(head, s);
+  }
   *static_cast<void**>(p) = s->free;
   s->free = p;
   --s->used;
   --objects_;
   used_bytes.fetch_sub(size, std::memory_order_relaxed);
-  if (!s->listed)
-    link(s);
   if (s->used > 0)
     return;
-  auto& head = partial_[size / 8 - 1];
   if (head != s || s->next != nullptr) {
     // Another span of this size has room: this one goes back.
-    unlink(s);
+    remove(head, s);
     release_span(s);
     return;
   }
@@ -157,27 +161,20 @@ small_object_pool::span* small_object_pool::new_span(size_t slot) {
   auto* s = new (reinterpret_cast<void*>(aligned)) span;
   s->slot = static_cast<uint32_t>(slot);
   s->capacity = static_cast<uint32_t>((span_bytes - header_bytes) / slot);
-  s->all_next = all_;
-  if (all_ != nullptr)
-    all_->all_prev = s;
-  all_ = s;
   ++spans_;
   mapped_bytes.fetch_add(span_bytes, std::memory_order_relaxed);
   return s;
 }
 
-void small_object_pool::link(span* s) {
-  auto& head = partial_[s->slot / 8 - 1];
+void small_object_pool::push(span*& head, span* s) {
   s->prev = nullptr;
   s->next = head;
   if (head != nullptr)
     head->prev = s;
   head = s;
-  s->listed = true;
 }
 
-void small_object_pool::unlink(span* s) {
-  auto& head = partial_[s->slot / 8 - 1];
+void small_object_pool::remove(span*& head, span* s) {
   if (s->prev != nullptr)
     s->prev->next = s->next;
   else
@@ -185,16 +182,9 @@ void small_object_pool::unlink(span* s) {
   if (s->next != nullptr)
     s->next->prev = s->prev;
   s->prev = s->next = nullptr;
-  s->listed = false;
 }
 
 void small_object_pool::release_span(span* s) {
-  if (s->all_prev != nullptr)
-    s->all_prev->all_next = s->all_next;
-  else
-    all_ = s->all_next;
-  if (s->all_next != nullptr)
-    s->all_next->all_prev = s->all_prev;
   --spans_;
   mapped_bytes.fetch_sub(span_bytes, std::memory_order_relaxed);
   ::munmap(s, span_bytes);

@@ -70,14 +70,14 @@ private:
   /// The slot size for a request, or 0 when it goes upstream.
   static size_t slot_size(size_t bytes, size_t alignment);
   span* new_span(size_t slot);
-  void unlink(span* s);
-  void link(span* s);
+  static void push(span*& head, span* s);
+  static void remove(span*& head, span* s);
   void release_span(span* s);
 
-  /// Per size class, the spans that have a free slot.
+  /// Per size class, the spans that have a free slot and those that are
+  /// full.
   std::array<span*, classes> partial_{};
-  /// Every span, full ones included.
-  span* all_ = nullptr;
+  std::array<span*, classes> full_{};
   size_t spans_ = 0;
   size_t objects_ = 0;
 };
