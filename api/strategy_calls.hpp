@@ -6,9 +6,7 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
@@ -16,6 +14,7 @@
 
 #include "actors/coordinator_state.hpp"
 #include "api/strategy_core.hpp"
+#include "core/wake_flag.hpp"
 #include "api/strategy_helpers.hpp"
 #include "varsync/error.hpp"
 
@@ -192,39 +191,26 @@ void strategy_core::submit_now(
   caf::anon_send(coordinator_, client_now_atom::value, std::move(call));
 }
 
-// Where a blocking caller waits for its outcome. No spinning: on 2 cores a
-// spinning caller takes the CPU that the coordinator and replicas need
-// (measured: medians went from ~12 us to milliseconds).
+// Where a blocking caller waits for its outcome: asleep on a wake_flag
+// (core/wake_flag.hpp), which the coordinator's answer sets.
 template <class T>
 class blocking_slot {
 public:
   void set(caf::expected<T> value) {
     value_.emplace(std::move(value));
-    {
-      std::lock_guard<std::mutex> guard{mtx_};
-      ready_.store(true, std::memory_order_release);
-    }
-    cv_.notify_one();
+    ready_.set();
   }
 
   bool wait_until(std::chrono::steady_clock::time_point deadline) {
-    std::unique_lock<std::mutex> guard{mtx_};
-    return cv_.wait_until(guard, deadline, [this] {
-      return ready_.load(std::memory_order_acquire);
-    });
+    return ready_.wait_until(deadline);
   }
 
-  void wait() {
-    std::unique_lock<std::mutex> guard{mtx_};
-    cv_.wait(guard, [this] { return ready_.load(std::memory_order_acquire); });
-  }
+  void wait() { ready_.wait(); }
 
   caf::expected<T> take() { return std::move(*value_); }
 
 private:
-  std::atomic<bool> ready_{false};
-  std::mutex mtx_;
-  std::condition_variable cv_;
+  wake_flag ready_;
   std::optional<caf::expected<T>> value_;
 };
 
