@@ -12,6 +12,10 @@
 //                   actors and answers once all replied: the coordinator's
 //                   shape without varsync (the floor of the actor API's
 //                   cross-replica calls)
+//   bare.blocking_relay - bare.relay to 1 actor from a plain thread that
+//                   sleeps until the relay wakes it, as a blocking call
+//                   waits: with bare.relay.r1, the floor of the blocking
+//                   API's ratio to the actor API (T2c)
 // Median and p99 of sequential calls (one in flight). No timed assertions:
 // bench/report.py compares and prints.
 //
@@ -31,6 +35,7 @@
 #include "bench/caf_setup.hpp"
 #include "bench/event_loop.hpp"
 #include "bench/common.hpp"
+#include "core/wake_flag.hpp"
 #include "varsync/actor_api.hpp"
 #include "varsync/varsync.hpp"
 
@@ -57,6 +62,36 @@ stats async_loop(int n, int warmup, Issue issue) {
   }
   return bench::summarize(std::move(us));
 }
+
+// The blocking ON_WRITE read's shape without varsync: a plain thread sends
+// to a relay actor, which requests one echo actor (the primary replica) and
+// then sets the wake_flag the thread sleeps on, the way a blocking call waits
+// for its outcome (api/strategy_calls.hpp).
+class blocking_relay {
+public:
+  blocking_relay(caf::actor_system& sys, caf::actor echo) {
+    relay_ = sys.spawn([echo](caf::event_based_actor* self) -> caf::behavior {
+      return {[self, echo](uint64_t flag) {
+        self->request(echo, caf::infinite, 1).then([flag](int) {
+          reinterpret_cast<varsync::detail::wake_flag*>(flag)->set();
+        });
+      }};
+    });
+  }
+
+  ~blocking_relay() {
+    caf::anon_send_exit(relay_, caf::exit_reason::user_shutdown);
+  }
+
+  void operator()() {
+    varsync::detail::wake_flag flag;
+    caf::anon_send(relay_, reinterpret_cast<uint64_t>(&flag));
+    flag.wait();
+  }
+
+private:
+  caf::actor relay_;
+};
 
 void show(const std::string& what, const stats& s) {
   std::printf("  %-44s median %9.2f us   p99 %9.2f us\n", what.c_str(),
@@ -145,6 +180,11 @@ int main(int argc, char** argv) {
       a->request(relay, caf::infinite, 1).then([done](int) { done(); });
     });
     caf::anon_send_exit(relay, caf::exit_reason::user_shutdown);
+    stats bare_blocking_relay;
+    {
+      blocking_relay bare{sys, echo};
+      bare_blocking_relay = bench::time_calls_us(n, warmup, bare);
+    }
     show("bare CAF scoped_actor round trip (1 actor)", bare_blocking);
     show("bare CAF event-based request (1 actor)", bare_event);
     show("bare CAF fan-out/gather (" + std::to_string(replicas) + " actors)",
@@ -155,6 +195,9 @@ int main(int argc, char** argv) {
          bare_relay);
     rec.latency("control.bare.fanout" + tag, bare_fanout);
     rec.latency("control.bare.relay" + tag, bare_relay);
+    show("bare CAF relay to 1 actor from a sleeping thread",
+         bare_blocking_relay);
+    rec.latency("control.bare.blocking_relay" + tag, bare_blocking_relay);
 
     struct target {
       const char* name; // on_write / on_read

@@ -265,6 +265,21 @@ def build(t):
                           ratio_of(v(block), v(actor)),
                           target=("<=", 3.0, "T2c blocking API %s <= 3x "
                                   "the actor API" % label))
+                if var == "on_write" and op == "read":
+                    # The floor of T2c: the read's shape (caller -> relay ->
+                    # one actor -> relay -> caller) without varsync, once from
+                    # a plain thread asleep on the same kind of flag as a
+                    # blocking call and once from an event-based actor.
+                    sleeping = t.get("control.bare.blocking_relay.r%d" % n)
+                    event = t.get("control.bare.relay.r1")
+                    t.add("floor: bare CAF relay to 1 actor from a sleeping "
+                          "plain thread, %d rep" % n, fmt_us(sleeping),
+                          "bare CAF relay to 1 actor, event-based",
+                          fmt_us(event), ratio_of(v(sleeping), v(event)),
+                          note="T2c's floor" if n == 4 else "")
+                    t.add("blocking API: %s vs its floor" % label,
+                          fmt_us(block), "the sleeping thread's relay above",
+                          fmt_us(sleeping), ratio_of(v(block), v(sleeping)))
                 tf = t.get("tf.control.%s.%s.r%d" % (var, op, n))
                 if n in (2, 4):
                     t.add("varsync blocking vs TF: " + label, fmt_us(block),
