@@ -31,6 +31,7 @@
 #include "bench/caf_setup.hpp"
 #include "bench/common.hpp"
 #include "core/small_object_pool.hpp"
+#include "varsync/host_buffer_cache.hpp"
 #include "varsync/varsync.hpp"
 
 using namespace varsync;
@@ -150,23 +151,87 @@ int run_one(bench::recorder& rec, const std::string& api,
   return failures > 0 ? 1 : 0;
 }
 
+// The buffer cache's bound at work: see the header comment.
+int run_returned(bench::recorder& rec, size_t bound_mib) {
+  constexpr int64_t elements = int64_t{64} << 20; // 256 MiB of float32
+  set_host_buffer_cache_limit(bound_mib << 20);
+  caf::actor_system_config cfg;
+  bench::configure(cfg);
+  caf::actor_system sys{cfg};
+  strategy_options options;
+  options.devices = bench::host_devices(replicas);
+  auto s = strategy::create(sys, options);
+  if (!s) {
+    std::fprintf(stderr, "%s\n", describe(s.error()).c_str());
+    return 1;
+  }
+  malloc_trim(0);
+  auto rss0 = bench::resident_bytes();
+  size_t peak = 0;
+  {
+    auto v = s->create_variable("big", tensor::zeros(dtype::float32, {elements}),
+                                synchronization::on_write, aggregation::sum);
+    if (!v) {
+      std::fprintf(stderr, "%s\n", describe(v.error()).c_str());
+      return 1;
+    }
+    std::vector<tensor> grads;
+    for (int r = 0; r < replicas; ++r)
+      grads.push_back(tensor::filled(dtype::float32, {elements}, 1.0));
+    auto err = s->run([&](replica_context& ctx) {
+      (void) ctx.assign_add(*v, grads[static_cast<size_t>(ctx.replica_id())]);
+    });
+    auto value = s->read(*v);
+    peak = bench::resident_bytes();
+    if (err || !value) {
+      std::fprintf(stderr, "the step or the read failed\n");
+      return 1;
+    }
+    if (auto e = s->destroy(*v)) {
+      std::fprintf(stderr, "%s\n", describe(e).c_str());
+      return 1;
+    }
+  } // every tensor dropped here
+  auto rss1 = bench::resident_bytes();
+  auto cached = host_buffer_cache_bytes();
+  auto mib = [](size_t b) { return static_cast<double>(b) / 1048576.0; };
+  auto kept = rss1 > rss0 ? rss1 - rss0 : 0;
+  std::printf("returned: cache bound %zu MiB; a 256 MiB variable on %d "
+              "replicas created, stepped, read, destroyed: RSS +%.0f MiB at "
+              "the peak, +%.0f MiB after (the cache holds %.0f MiB)\n",
+              bound_mib, replicas, mib(peak - rss0), mib(kept), mib(cached));
+  std::fflush(stdout);
+  rec.record("scale.returned.b" + std::to_string(bound_mib),
+             static_cast<double>(kept), "B",
+             {{"bound", static_cast<double>(bound_mib << 20)},
+              {"peak", static_cast<double>(peak - rss0)},
+              {"cached", static_cast<double>(cached)}});
+  s->shutdown();
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
   auto opt = bench::parse_options(argc, argv);
   bench::recorder rec{opt.json};
+  if (opt.rest.size() == 2 && opt.rest[0] == "returned")
+    return run_returned(rec, std::stoul(opt.rest[1]));
   if (opt.rest.size() == 2)
     return run_one(rec, opt.rest[0], opt.rest[1]);
   // Every configuration in a fresh process.
   int status = 0;
+  auto again = [&](const std::string& args) {
+    auto cmd = std::string{"'"} + argv[0] + "'";
+    if (!opt.json.empty())
+      cmd += " --json '" + opt.json + "'";
+    if (std::system((cmd + " " + args).c_str()) != 0)
+      status = 1;
+  };
   for (const char* api : {"blocking", "async"})
-    for (const char* size : {"scalar", "1k"}) {
-      auto cmd = std::string{"'"} + argv[0] + "'";
-      if (!opt.json.empty())
-        cmd += " --json '" + opt.json + "'";
-      cmd += std::string{" "} + api + " " + size;
-      if (std::system(cmd.c_str()) != 0)
-        status = 1;
-    }
+    for (const char* size : {"scalar", "1k"})
+      again(std::string{api} + " " + size);
+  for (const char* bound : {"1024", "256", "0"})
+    again(std::string{"returned "} + bound);
   return status;
 }
