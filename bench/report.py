@@ -1065,6 +1065,14 @@ def write_md(args, run, t, plot_error):
               "API is an event-based actor's request to the coordinator; the "
               "async API is timed until its callback runs; bare CAF "
               "references are measured in the same process just before.",
+              "- **floors**: the same shape of work without varsync, "
+              "measured in the same run: a bare CAF relay for the actor "
+              "API's calls and small steps, the same relay called from a "
+              "plain thread that sleeps until it answers for the blocking "
+              "API (T2c), the plain kernels (no actors, no messages) for "
+              "the bulk and parallel rows; where a floor misses a target "
+              "too, the target is "
+              "out of reach on this host whatever varsync does.",
               "- **messages leaving the replica**: CAF 0.17 has no public "
               "per-actor message counter, so the suite interposes "
               "`caf::scheduled_actor::enqueue` (bench/message_counter.cpp) "
