@@ -33,6 +33,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include "bench/caf_setup.hpp"
+#include "bench/host_strategy.hpp"
 #include "bench/event_loop.hpp"
 #include "bench/common.hpp"
 #include "core/wake_flag.hpp"
@@ -116,13 +117,9 @@ int main(int argc, char** argv) {
     caf::actor_system_config cfg;
     bench::configure(cfg);
     caf::actor_system sys{cfg};
-    strategy_options options;
-    options.devices = bench::host_devices(replicas);
-    auto s = strategy::create(sys, options);
-    if (!s) {
-      std::fprintf(stderr, "%s\n", describe(s.error()).c_str());
+    auto s = bench::host_strategy(sys, replicas);
+    if (!s)
       return 1;
-    }
     auto w = s->create_variable("w", tensor::scalar<float>(0),
                                 synchronization::on_write, aggregation::sum);
     auto r = s->create_variable("r", tensor::scalar<float>(0),

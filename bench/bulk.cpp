@@ -38,6 +38,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include "bench/caf_setup.hpp"
+#include "bench/host_strategy.hpp"
 #include "bench/common.hpp"
 #include "bench/event_loop.hpp"
 #include "bench/plain_kernels.hpp"
@@ -49,18 +50,6 @@ using namespace varsync;
 using bench::clock_type;
 
 namespace {
-
-// A strategy over `replicas` host replicas; the error printed if none.
-std::optional<strategy> host_strategy(caf::actor_system& sys, int replicas) {
-  strategy_options options;
-  options.devices = bench::host_devices(replicas);
-  auto s = strategy::create(sys, options);
-  if (!s) {
-    std::fprintf(stderr, "%s\n", describe(s.error()).c_str());
-    return std::nullopt;
-  }
-  return std::move(*s);
-}
 
 // Repetitions for a step that moves `bytes` per replica: about `budget`
 // seconds at an assumed 2 GB/s, at least 5 and at most 200.
@@ -86,7 +75,7 @@ bool run_bulk(caf::actor_system& sys, bench::recorder& rec, bool quick,
     budget = 5.0;
   }
   for (int replicas : replica_counts) {
-    auto s = host_strategy(sys, replicas);
+    auto s = bench::host_strategy(sys, replicas);
     if (!s)
       return false;
     for (auto bytes : sizes) {
@@ -155,7 +144,7 @@ bool run_fusion(caf::actor_system& sys, bench::recorder& rec, bool quick,
   const int vars = 1000;
   const int64_t count = 1024 / sizeof(float);
   for (int replicas : {2, 4}) {
-    auto s = host_strategy(sys, replicas);
+    auto s = bench::host_strategy(sys, replicas);
     if (!s)
       return false;
     std::vector<variable> vs;
@@ -314,7 +303,7 @@ struct step_case {
   std::vector<tensor> grads;
 
   bool open(caf::actor_system& sys) {
-    s = host_strategy(sys, replicas);
+    s = bench::host_strategy(sys, replicas);
     if (!s)
       return false;
     auto count = static_cast<int64_t>(bytes / sizeof(float));

@@ -34,6 +34,7 @@
 #include <caf/send.hpp>
 
 #include "bench/caf_setup.hpp"
+#include "bench/host_strategy.hpp"
 #include "bench/common.hpp"
 #include "bench/message_counter.hpp"
 #include "varsync/actor_api.hpp"
@@ -146,13 +147,9 @@ int main(int argc, char** argv) {
              {{"messages", static_cast<double>(oneway_k)}});
 
   for (int replicas : {1, 2, 4}) {
-    strategy_options options;
-    options.devices = bench::host_devices(replicas);
-    auto s = strategy::create(sys, options);
-    if (!s) {
-      std::fprintf(stderr, "%s\n", describe(s.error()).c_str());
+    auto s = bench::host_strategy(sys, replicas);
+    if (!s)
       return 1;
-    }
     auto v = s->create_variable("hits", tensor::scalar<double>(0),
                                 synchronization::on_read, aggregation::sum);
     if (!v) {

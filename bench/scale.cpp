@@ -30,6 +30,7 @@
 
 #include "bench/caf_setup.hpp"
 #include "bench/common.hpp"
+#include "bench/host_strategy.hpp"
 #include "core/small_object_pool.hpp"
 #include "varsync/host_buffer_cache.hpp"
 #include "varsync/varsync.hpp"
@@ -158,13 +159,9 @@ int run_returned(bench::recorder& rec, size_t bound_mib) {
   caf::actor_system_config cfg;
   bench::configure(cfg);
   caf::actor_system sys{cfg};
-  strategy_options options;
-  options.devices = bench::host_devices(replicas);
-  auto s = strategy::create(sys, options);
-  if (!s) {
-    std::fprintf(stderr, "%s\n", describe(s.error()).c_str());
+  auto s = bench::host_strategy(sys, replicas);
+  if (!s)
     return 1;
-  }
   malloc_trim(0);
   auto rss0 = bench::resident_bytes();
   size_t peak = 0;
