@@ -343,6 +343,8 @@ void coordinator_state::start_collective(caf::timespan timeout,
     return drive(finish);
   }
   run->buffers = bind_plan_buffers(*plan);
+  // Device collectives wait for their GPUs until then, and abort past it.
+  run->buffers.deadline = deadline_after(timeout);
   if (collective_.driver) // the replicas publish their step-done events
     run->buffers.ready_events.assign(replicas_.size(), nullptr);
   gather<int64_t>(

@@ -9,6 +9,7 @@
 
 #include <vector>
 
+#include "core/bounded_wait.hpp"
 #include "sync/collective_plan.hpp"
 
 namespace varsync {
@@ -30,6 +31,10 @@ struct collective_buffers {
   /// the collective's streams wait for it. Null for host replicas and
   /// replicas that ran no step yet.
   std::vector<void*> ready_events;
+  /// When the operation that runs the collective must be answered: device
+  /// collectives wait for their GPUs until then and abort past it
+  /// (time_point::max(): no deadline).
+  wait_clock::time_point deadline = wait_clock::time_point::max();
 };
 
 /// The buffers of `plan` that the plan holds itself: every contribution

@@ -96,6 +96,9 @@ struct process_membership {
   /// (what NCCL across processes needs; the same in every process, so that
   /// every process chooses the same collective).
   bool one_gpu_per_replica = false;
+  /// cluster_spec::operation_timeout: every collective across the processes
+  /// finishes within it (NCCL across processes is aborted past it).
+  std::chrono::milliseconds operation_timeout{30000};
 };
 
 using process_group_joiner = caf::expected<process_membership> (*)(

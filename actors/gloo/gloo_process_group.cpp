@@ -529,6 +529,7 @@ caf::expected<process_membership> join_gloo(const cluster_spec& spec,
   auto m = make_membership(std::move(pg), std::move(per_rank));
   m.mode = spec.mode;
   m.one_gpu_per_replica = every_gpu_own;
+  m.operation_timeout = spec.operation_timeout;
   return m;
 }
 

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -69,15 +70,21 @@ size_t pool_size(size_t nbytes) {
   return (nbytes + pool_granularity - 1) / pool_granularity * pool_granularity;
 }
 
-/// The stream-ordered memory pool of GPU `index`, one per process, shared by
+/// The stream-ordered memory pool of GPU `index` and whether work on that GPU
+/// was abandoned (abandon_work), one per process, shared by
 /// every cuda_device of that GPU (its replicas and the collective): memory
 /// one of them releases is reused by all, CUDA ordering the reuse across
 /// their streams. Released memory stays reserved (no release threshold), so
 /// steady-state steps never reach the driver's allocator. Lives as long as
 /// the process.
-caf::expected<cudaMemPool_t> shared_pool(int index) {
+struct gpu_pool {
+  cudaMemPool_t pool = nullptr;
+  std::atomic<bool>* abandoned = nullptr;
+};
+
+caf::expected<gpu_pool> shared_pool(int index) {
   static std::mutex mtx;
-  static std::unordered_map<int, cudaMemPool_t> pools;
+  static std::unordered_map<int, gpu_pool> pools;
   std::lock_guard lock{mtx};
   if (auto i = pools.find(index); i != pools.end())
     return i->second;
@@ -98,8 +105,9 @@ caf::expected<cudaMemPool_t> shared_pool(int index) {
     cudaMemPoolDestroy(pool);
     return cuda::make_cuda_error(index, "cudaMemPoolSetAttribute", e);
   }
-  pools.emplace(index, pool);
-  return pool;
+  gpu_pool out{pool, new std::atomic<bool>{false}}; // lives as long as the process
+  pools.emplace(index, out);
+  return out;
 }
 
 } // namespace
@@ -109,6 +117,9 @@ struct cuda_device::impl {
   cudaStream_t stream = nullptr;
   cudaEvent_t step_done = nullptr; // created by the first mark_step_done
   cudaMemPool_t pool = nullptr;    // shared_pool(index)
+  std::atomic<bool>* abandoned = nullptr; // shared_pool(index): the GPU's
+  bool own_work_abandoned = false;
+  wait_clock::time_point deadline = wait_clock::time_point::max();
   mutable std::mutex mtx;          // guards live
   std::unordered_map<void*, size_t> live; // pointer -> rounded size
   size_t live_total = 0;
@@ -117,10 +128,32 @@ struct cuda_device::impl {
     return cuda::make_cuda_error(index, what, e);
   }
 
+  bool gpu_abandoned() const {
+    return abandoned->load(std::memory_order_acquire);
+  }
+
   caf::error sync(std::string_view what) {
-    if (auto e = cudaStreamSynchronize(stream); e != cudaSuccess)
+    if (deadline == wait_clock::time_point::max()) {
+      if (auto e = cudaStreamSynchronize(stream); e != cudaSuccess)
+        return fail(what, e);
+      return {};
+    }
+    // Bounded: polled, so that a collective whose peer is gone cannot keep
+    // the caller forever (the caller aborts it).
+    pollable_work work;
+    work.poll = [this, what]() -> caf::expected<poll_state> {
+      auto e = cudaStreamQuery(stream);
+      if (e == cudaSuccess)
+        return poll_state::done;
+      if (e == cudaErrorNotReady)
+        return poll_state::pending;
+      cudaGetLastError();
       return fail(what, e);
-    return {};
+    };
+    auto out = wait_for_work(work, deadline, std::chrono::milliseconds{0},
+                             "cuda:" + std::to_string(index) + ": "
+                               + std::string{what});
+    return std::move(out.error);
   }
 };
 
@@ -142,7 +175,8 @@ caf::expected<std::unique_ptr<cuda_device>> cuda_device::open(int index) {
   auto pool = shared_pool(index);
   if (!pool)
     return std::move(pool.error());
-  p->pool = *pool;
+  p->pool = pool->pool;
+  p->abandoned = pool->abandoned;
   if (auto e = cudaStreamCreateWithFlags(&p->stream, cudaStreamNonBlocking);
       e != cudaSuccess)
     return p->fail("cudaStreamCreateWithFlags", e);
@@ -156,6 +190,16 @@ cuda_device::~cuda_device() {
     return;
   cuda::device_guard guard{impl_->index};
   std::lock_guard lock{impl_->mtx};
+  if (impl_->gpu_abandoned()) {
+    // Work that never finished may still use the blocks (abandon_work).
+    impl_->live.clear();
+    if (impl_->own_work_abandoned
+        || (impl_->stream != nullptr
+            && cudaStreamQuery(impl_->stream) == cudaErrorNotReady)) {
+      cudaGetLastError();
+      return; // the stream and event stay: waiting could take forever
+    }
+  }
   for (auto& [p, size] : impl_->live)
     cudaFreeAsync(p, impl_->stream);
   impl_->live.clear();
@@ -206,7 +250,7 @@ caf::expected<void*> cuda_device::allocate(size_t nbytes) {
     return impl_->fail("cudaSetDevice", guard.status());
   void* p = nullptr;
   auto e = cudaMallocFromPoolAsync(&p, size, impl_->pool, impl_->stream);
-  if (e == cudaErrorMemoryAllocation) {
+  if (e == cudaErrorMemoryAllocation && !impl_->gpu_abandoned()) {
     cudaGetLastError();
     // Memory that other streams released becomes reusable once their work
     // is done: wait for the GPU, then try once more.
@@ -233,6 +277,8 @@ void cuda_device::release(void* data) {
     return; // not ours
   impl_->live_total -= i->second;
   impl_->live.erase(i);
+  if (impl_->gpu_abandoned())
+    return; // never reused (abandon_work)
   // Stream-ordered: work already queued on this stream that still uses the
   // block runs first; other streams reuse it only after that (CUDA tracks
   // it). Callers release only what other streams are done with.
@@ -457,6 +503,19 @@ caf::error cuda_device::synchronize() {
   if (guard.status() != cudaSuccess)
     return impl_->fail("cudaSetDevice", guard.status());
   return impl_->sync("cudaStreamSynchronize");
+}
+
+void cuda_device::set_wait_deadline(wait_clock::time_point deadline) {
+  impl_->deadline = deadline;
+}
+
+void cuda_device::abandon_work() {
+  impl_->own_work_abandoned = true;
+  impl_->abandoned->store(true, std::memory_order_release);
+}
+
+bool cuda_device::work_abandoned() const {
+  return impl_->gpu_abandoned();
 }
 
 caf::expected<std::unique_ptr<device>> make_cuda_device(int index) {

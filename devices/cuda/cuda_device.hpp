@@ -17,6 +17,7 @@
 #include <memory>
 #include <span>
 
+#include "core/bounded_wait.hpp"
 #include "devices/device.hpp"
 
 namespace varsync {
@@ -89,6 +90,22 @@ public:
   caf::error copy(void* dst, const void* src, size_t nbytes);
   /// Waits for everything enqueued on the stream.
   caf::error synchronize();
+
+  /// The deadline of this object's waits (synchronize and the synchronous
+  /// data operations): past it they return device_error, and the work stays
+  /// queued. time_point::max() (the default): they wait as long as it takes.
+  /// Set by a collective for the length of one run.
+  void set_wait_deadline(wait_clock::time_point deadline);
+
+  /// Work queued on this GPU may never finish (a collective was aborted and
+  /// its streams did not drain): from now on no memory of this GPU is
+  /// returned to its pool by any cuda_device of the process (a block
+  /// released may still be read or written by that work), and this object's
+  /// destructor does not wait for its stream. The memory is lost until the
+  /// process exits; the GPU's state is suspect anyway.
+  void abandon_work();
+  /// abandon_work() was called on some cuda_device of this GPU.
+  bool work_abandoned() const;
 
   /// The GPU ordinal K.
   int index() const;

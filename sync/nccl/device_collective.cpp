@@ -11,6 +11,7 @@
 #include "core/logging.hpp"
 #include "devices/host_kernels.hpp"
 #include "sync/collective_checks.hpp"
+#include "sync/nccl/nccl_clique.hpp"
 
 namespace varsync {
 
@@ -160,17 +161,67 @@ device_collective::output_overflow(const collective_plan& plan,
   return int64_t{-1};
 }
 
-caf::error device_collective::finish() {
-  caf::error first;
+caf::error device_collective::renew_communicator() {
+  auto* comm = communicator();
+  return make_error(errc::device_error,
+                    description_ + ": the NCCL communicator was aborted ("
+                      + (comm ? describe(comm->failure()) : std::string{"?"})
+                      + ") and cannot be renewed");
+}
+
+bool device_collective::failed() {
+  auto* comm = communicator();
+  return broken_ || (comm != nullptr && comm->failure());
+}
+
+caf::error device_collective::finish(wait_clock::time_point deadline) {
+  auto* comm = communicator();
+  pollable_work work;
+  work.poll = [&]() -> caf::expected<poll_state> {
+    if (comm != nullptr && !comm->failure())
+      if (auto err = comm->async_error())
+        return err;
+    auto state = poll_state::done;
+    for (auto& dev : gpus_) {
+      cuda::device_guard guard{dev->index()};
+      auto e = cudaStreamQuery(cuda::stream_of(*dev));
+      if (e == cudaErrorNotReady)
+        state = poll_state::pending;
+      else if (e != cudaSuccess) {
+        cudaGetLastError();
+        return cuda::make_cuda_error(dev->index(), "collective: stream", e);
+      }
+    }
+    return state;
+  };
+  if (comm != nullptr)
+    work.abort = [comm](const caf::error& why) { comm->abort(why); };
+  else
+    deadline = wait_clock::time_point::max(); // no peer to wait for
+  auto out = wait_for_work(work, deadline, abort_grace, description_);
   for (auto& dev : gpus_)
-    if (auto err = dev->synchronize(); err && !first)
-      first = std::move(err);
-  if (auto err = synchronize_extra(); err && !first)
-    first = std::move(err);
-  for (auto& [slot, p] : scratch_)
-    gpu(slot).release(p);
-  scratch_.clear();
-  return first;
+    dev->set_wait_deadline(wait_clock::time_point::max());
+  if (!out.drained) {
+    // Work that may never finish still uses the scratch and the replicas'
+    // buffers: none of that memory is reused, nor this collective.
+    for (auto& dev : gpus_)
+      dev->abandon_work();
+    scratch_.clear();
+    broken_ = out.error;
+  } else {
+    for (auto& [slot, p] : scratch_)
+      gpu(slot).release(p);
+    scratch_.clear();
+  }
+  if (out.error)
+    log()->error("{}: {}{}", description_, describe(out.error),
+                 !out.aborted   ? ""
+                 : out.drained ? " (communicator aborted; the next collective "
+                                 "makes a new one where it can)"
+                               : " (communicator aborted, the streams did not "
+                                 "drain: their memory is given up and this "
+                                 "collective is not used again)");
+  return std::move(out.error);
 }
 
 caf::error device_collective::check(const collective_plan& plan,
@@ -242,8 +293,20 @@ caf::error device_collective::run_item(const collective_item&, item_buffers&,
 
 caf::error device_collective::run(const collective_plan& plan,
                                   collective_buffers& buffers, int, int) {
+  if (broken_)
+    return make_error(errc::device_error,
+                      description_ + ": not used again after its aborted work "
+                        "did not drain (" + describe(broken_)
+                        + "); the strategy needs to be made anew");
   if (auto err = check(plan, buffers))
     return err;
+  if (auto* comm = communicator()) {
+    if (comm->failure())
+      if (auto err = renew_communicator())
+        return err;
+    for (auto& dev : gpus_)
+      dev->set_wait_deadline(buffers.deadline);
+  }
   const int n = plan.num_replicas;
   caf::error err = wait_for_replicas(buffers);
   if (!err) {
@@ -256,7 +319,7 @@ caf::error device_collective::run(const collective_plan& plan,
   if (!err)
     err = run_items(plan, buffers, n);
   // Wait even after a failure: queued copies may still read scratch memory.
-  auto sync_err = finish();
+  auto sync_err = finish(buffers.deadline);
   if (err)
     log()->error("device collective failed: {}", describe(err));
   return err ? err : sync_err;

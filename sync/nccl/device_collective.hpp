@@ -39,6 +39,21 @@
 // failure halfway leaves the items before it applied: it is a device_error,
 // not a validation error.
 //
+// Deadlines: work that depends on NCCL peers is bounded, work on this
+// process's GPUs alone is not. With an NCCL communicator, run() waits for
+// its GPUs until buffers.deadline (the operation's), polling the streams and
+// the communicator's asynchronous errors; an NCCL error or the deadline
+// aborts the communicator (ncclCommAbort) and the streams get abort_grace to
+// drain. The run fails with device_error (the items before applied). An
+// aborted communicator is never reused: the next run makes a new one
+// (renew_communicator), or fails if it cannot. If the streams did not drain,
+// their work may still touch memory: its scratch, and (through
+// cuda_device::abandon_work) every block later released on those GPUs, is
+// never reused, and the collective is never run again. Without a
+// communicator (kernels and copies on this process's GPUs, which need no
+// peer) the work phase runs to completion like the host's, and CUDA errors
+// still end it.
+
 // No CUDA or NCCL header here. Not thread-safe: one caller (the driver).
 
 #include <memory>
@@ -80,6 +95,10 @@ public:
 
   const cuda_collective_plan& topology() const { return topo_; }
 
+  /// The collective's communicator was aborted (or its work abandoned) by
+  /// its last run.
+  bool failed();
+
   /// Opens what the algorithm needs for `topo` (by default its GPUs).
   virtual caf::error create(cuda_collective_plan topo) {
     return open(std::move(topo));
@@ -99,8 +118,11 @@ protected:
   /// the default run_items).
   virtual caf::error run_item(const collective_item& item, item_buffers& b,
                               int n);
-  /// Waits for the algorithm's own streams (after the GPUs' streams).
-  virtual caf::error synchronize_extra() { return {}; }
+  /// The algorithm's NCCL communicator, whose asynchronous errors the waits
+  /// poll and which a failure aborts; null when it has none.
+  virtual nccl::clique* communicator() { return nullptr; }
+  /// Replaces a communicator that was aborted; by default it cannot be.
+  virtual caf::error renew_communicator();
 
   int slot_of(int replica) const {
     return topo_.gpu_slot[static_cast<size_t>(replica)];
@@ -135,14 +157,22 @@ private:
   caf::expected<int64_t> output_overflow(const collective_plan& plan,
                                          const collective_buffers& buffers,
                                          int n);
-  caf::error finish();
+  /// Waits for the GPUs until `deadline` (aborting the communicator on an
+  /// error or at the deadline), then releases the run's scratch memory.
+  caf::error finish(wait_clock::time_point deadline);
 
   /// One per distinct GPU (topo.gpus order): scratch memory and the stream
   /// every operation on that GPU is issued on.
   std::vector<std::unique_ptr<cuda_device>> gpus_;
   /// Scratch blocks of the current run: (gpu slot, pointer).
   std::vector<std::pair<int, void*>> scratch_;
+  /// Set when aborted work did not drain (finish): the collective is never
+  /// run again.
+  caf::error broken_;
 };
+
+/// How long aborted work gets to drain before its memory is given up.
+inline constexpr std::chrono::milliseconds abort_grace{2000};
 
 /// A device algorithm created for `topo`.
 template <class Algorithm>

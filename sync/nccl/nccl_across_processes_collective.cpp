@@ -80,12 +80,33 @@ public:
     if (nccl_ && nccl_takes(plan)) {
       if (auto err = agree_across_processes(plan, *m_.group))
         return err;
-      return nccl_->run(plan, buffers, 0, 1);
+      // Bounded by the cluster's operation timeout too: a process that died
+      // inside NCCL is noticed by its deadline (the communicator is then
+      // aborted and never used again).
+      buffers.deadline = std::min(buffers.deadline,
+                                  deadline_after(m_.operation_timeout));
+      if (auto err = nccl_->run(plan, buffers, 0, 1))
+        return lost_peer(std::move(err));
+      return {};
     }
     return staged_->run(plan, buffers, worker, num_workers);
   }
 
 private:
+  /// Past its deadline or after an NCCL error, the communicator across the
+  /// processes is aborted: a process is gone or stuck (replica_failed, as
+  /// for host collectives across processes).
+  caf::error lost_peer(caf::error err) {
+    if (!has_code(err, errc::device_error) || !nccl_comm_failed())
+      return err;
+    return make_error(errc::replica_failed,
+                      "NCCL across processes: " + describe(err)
+                        + "; a process is gone or stuck, the communicator "
+                          "was aborted and is not used again");
+  }
+
+  bool nccl_comm_failed() { return nccl_->failed(); }
+
   void fall_back(const std::string& why) {
     log()->warn("NCCL across processes not used ({}): every collective is "
                 "staged through host memory",
@@ -160,7 +181,7 @@ private:
     if (any_failed != 0)
       return fall_back(failed ? describe(failed)
                               : "another process could not join");
-    nccl_ = std::move(algorithm);
+    nccl_ = std::static_pointer_cast<device_collective>(std::move(algorithm));
     log()->info("NCCL across processes: ranks {} to {} of {}",
                 m_.first_replica,
                 m_.first_replica + static_cast<int>(topo_.gpus.size()) - 1,
@@ -170,7 +191,8 @@ private:
   process_membership m_;
   cuda_collective_plan topo_;
   std::shared_ptr<collective_algorithm> staged_;
-  std::shared_ptr<collective_algorithm> nccl_;
+  /// The NCCL clique algorithm (make_nccl_clique_collective), once joined.
+  std::shared_ptr<device_collective> nccl_;
   std::string description_;
   bool tried_ = false;
 };

@@ -98,10 +98,17 @@ struct clique::impl {
   std::vector<cudaStream_t> streams;
   std::vector<void*> staging;       // per rank, for all_reduce_batch
   std::vector<size_t> staging_size; // bytes
+  /// Set by abort(): the communicators are gone, the clique is not reused.
+  caf::error failure;
 
   ~impl() {
     for (size_t r = 0; r < gpus.size(); ++r) {
       cuda::device_guard guard{gpus[r]};
+      if (failure && r < streams.size() && streams[r] != nullptr
+          && cudaStreamQuery(streams[r]) == cudaErrorNotReady) {
+        cudaGetLastError();
+        continue; // aborted work that never drained: leave its memory be
+      }
       if (r < streams.size() && streams[r] != nullptr)
         cudaStreamSynchronize(streams[r]);
       if (r < comms.size() && comms[r] != nullptr)
@@ -114,6 +121,12 @@ struct clique::impl {
   }
 
   int n() const { return static_cast<int>(gpus.size()); }
+
+  caf::error not_reused() const {
+    return make_error(errc::device_error,
+                      "nccl clique: the communicator was aborted ("
+                        + describe(failure) + ") and is never reused");
+  }
 
   /// The per-rank slots and one non-blocking stream per GPU.
   caf::error open_streams() {
@@ -142,6 +155,8 @@ struct clique::impl {
 
   caf::error check_spans(size_t send, size_t recv,
                          std::span<void* const> given) const {
+    if (failure)
+      return not_reused();
     const auto size = gpus.size();
     if (send != size || recv != size)
       return invalid("expected one send and one receive pointer per rank ("
@@ -428,6 +443,8 @@ caf::error clique::reduce(reduce_op op, dtype type,
 caf::error clique::all_reduce_batch(reduce_op op,
                                     std::span<const std::vector<buffer>> per_rank,
                                     std::span<void* const> streams) {
+  if (impl_->failure)
+    return impl_->not_reused();
   const int n = impl_->n();
   if (per_rank.size() != static_cast<size_t>(n))
     return invalid("all_reduce_batch: expected one buffer list per rank ("
@@ -562,27 +579,82 @@ caf::error clique::all_reduce_batch(reduce_op op,
 }
 
 caf::error clique::synchronize(std::span<void* const> streams) {
-  if (!streams.empty() && streams.size() != impl_->gpus.size())
-    return invalid("synchronize: expected one stream per rank or none");
+  return wait(streams, wait_clock::time_point::max(),
+              std::chrono::milliseconds{0})
+    .error;
+}
+
+caf::error clique::async_error() {
   for (int r = 0; r < impl_->n(); ++r) {
-    const auto i = static_cast<size_t>(r);
-    cuda::device_guard guard{impl_->gpus[i]};
-    if (guard.status() != cudaSuccess)
-      return cuda::make_cuda_error(impl_->gpus[i], "cudaSetDevice",
-                                   guard.status());
-    if (auto e = cudaStreamSynchronize(impl_->stream_for(streams, r));
-        e != cudaSuccess)
-      return cuda::make_cuda_error(impl_->gpus[i], "nccl clique synchronize",
-                                   e);
+    auto comm = impl_->comms[static_cast<size_t>(r)];
+    if (comm == nullptr)
+      continue;
     ncclResult_t async = ncclSuccess;
-    if (auto res = ncclCommGetAsyncError(impl_->comms[i], &async);
-        res != ncclSuccess)
-      return nccl_error("ncclCommGetAsyncError", res, impl_->comms[i]);
-    if (async != ncclSuccess)
-      return nccl_error("asynchronous error on rank " + std::to_string(r),
-                        async, impl_->comms[i]);
+    if (auto res = ncclCommGetAsyncError(comm, &async); res != ncclSuccess)
+      return nccl_error("ncclCommGetAsyncError", res, comm);
+    if (async != ncclSuccess && async != ncclInProgress)
+      return nccl_error("asynchronous error on rank "
+                          + std::to_string(impl_->first + r) + " (cuda:"
+                          + std::to_string(impl_->gpus[static_cast<size_t>(r)])
+                          + ")",
+                        async, comm);
   }
   return {};
+}
+
+void clique::abort(const caf::error& cause) {
+  if (impl_->failure)
+    return;
+  impl_->failure = cause ? cause
+                         : make_error(errc::device_error, "aborted");
+  for (size_t r = 0; r < impl_->comms.size(); ++r) {
+    if (impl_->comms[r] == nullptr)
+      continue;
+    cuda::device_guard guard{impl_->gpus[r]};
+    ncclCommAbort(impl_->comms[r]); // frees it; NCCL kernels in flight stop
+    impl_->comms[r] = nullptr;
+  }
+}
+
+const caf::error& clique::failure() const {
+  return impl_->failure;
+}
+
+wait_outcome clique::wait(std::span<void* const> streams,
+                          wait_clock::time_point deadline,
+                          std::chrono::milliseconds grace) {
+  if (impl_->failure) {
+    wait_outcome out;
+    out.error = impl_->not_reused();
+    return out;
+  }
+  if (!streams.empty() && streams.size() != impl_->gpus.size()) {
+    wait_outcome out;
+    out.error = invalid("wait: expected one stream per rank or none");
+    return out;
+  }
+  pollable_work work;
+  work.poll = [&]() -> caf::expected<poll_state> {
+    if (!impl_->failure) // aborted: only the streams are left to drain
+      if (auto err = async_error())
+        return err;
+    auto state = poll_state::done;
+    for (int r = 0; r < impl_->n(); ++r) {
+      const auto i = static_cast<size_t>(r);
+      cuda::device_guard guard{impl_->gpus[i]};
+      auto e = cudaStreamQuery(impl_->stream_for(streams, r));
+      if (e == cudaErrorNotReady)
+        state = poll_state::pending;
+      else if (e != cudaSuccess) {
+        cudaGetLastError();
+        return cuda::make_cuda_error(impl_->gpus[i], "nccl clique: stream",
+                                     e);
+      }
+    }
+    return state;
+  };
+  work.abort = [this](const caf::error& why) { abort(why); };
+  return wait_for_work(work, deadline, grace, "nccl collective");
 }
 
 } // namespace varsync::nccl

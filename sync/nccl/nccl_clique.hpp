@@ -28,6 +28,7 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
+#include "core/bounded_wait.hpp"
 #include "varsync/dtype.hpp"
 #include "varsync/synchronization.hpp"
 
@@ -120,8 +121,28 @@ public:
                               std::span<void* const> streams = {});
 
   /// Waits for the streams (empty: the clique's own) and checks every
-  /// communicator for asynchronous NCCL errors.
+  /// communicator for asynchronous NCCL errors, without a deadline.
   caf::error synchronize(std::span<void* const> streams = {});
+
+  /// Waits for the streams (empty: the clique's own) until `deadline`,
+  /// polling every communicator for asynchronous NCCL errors. An error or
+  /// the deadline aborts the clique (abort()), then waits up to `grace` for
+  /// the streams to drain (wait_outcome::drained).
+  wait_outcome wait(std::span<void* const> streams,
+                    wait_clock::time_point deadline,
+                    std::chrono::milliseconds grace);
+
+  /// The first asynchronous error of any communicator (ncclCommGetAsyncError),
+  /// or none.
+  caf::error async_error();
+
+  /// ncclCommAbort on every communicator: NCCL kernels in flight stop. The
+  /// clique is never used again: every later call returns device_error
+  /// naming `cause`. Idempotent.
+  void abort(const caf::error& cause);
+
+  /// The cause abort() recorded, or none.
+  const caf::error& failure() const;
 
   struct impl;
 

@@ -22,6 +22,7 @@ public:
     if (auto err = open(std::move(topo)))
       return err;
     clique_ = std::move(joined);
+    joined_ = true;
     return {};
   }
 
@@ -36,9 +37,19 @@ public:
   }
 
 private:
-  caf::error synchronize_extra() override {
-    auto s = streams();
-    return clique_->synchronize(s);
+  nccl::clique* communicator() override { return clique_.get(); }
+
+  /// In one process, a new clique over the same GPUs; a communicator
+  /// joined across processes is not renewed (the others would have to
+  /// join again: their collectives fail with replica_failed instead).
+  caf::error renew_communicator() override {
+    if (joined_)
+      return device_collective::renew_communicator();
+    auto c = nccl::clique::create(topo_.gpus);
+    if (!c)
+      return std::move(c.error());
+    clique_ = std::move(*c);
+    return {};
   }
 
   /// The contributions of item `k` in a device buffer per rank, reduced in
@@ -189,6 +200,7 @@ private:
   }
 
   std::unique_ptr<nccl::clique> clique_;
+  bool joined_ = false;
 };
 
 } // namespace
