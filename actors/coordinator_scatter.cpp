@@ -17,11 +17,15 @@ using namespace coordinator_helpers;
 
 namespace {
 
-caf::error not_here(const std::string& what, const char* why) {
+/// Across processes, the collectives that carry scatter rows run on host
+/// replicas only (the staged algorithm copies whole components).
+caf::error not_across_processes(const std::string& what) {
   return make_error(errc::invalid_argument,
-                    what + ": scatter updates need host replicas for now ("
-                      + std::string{why}
-                      + "; docs/sparse-updates.md); nothing was changed");
+                    what + ": across processes, a scatter that goes through "
+                           "a collective (in a step, or checked for integer "
+                           "overflow on every component) needs host "
+                           "replicas, and this strategy has CUDA replicas "
+                           "(docs/sparse-updates.md); nothing was changed");
 }
 
 /// Whether applying `op` to integer rows can fail on one component and not
@@ -33,6 +37,15 @@ bool may_overflow(scatter_op op) {
 
 } // namespace
 
+bool coordinator_state::checked_on_every_component(const variable_info& info,
+                                                   const sync_policy& policy,
+                                                   update_target target,
+                                                   scatter_op op) const {
+  return target == update_target::every_component && !policy.mirrored()
+         && !is_floating(info.type) && may_overflow(op)
+         && total_replicas() > 1;
+}
+
 caf::error coordinator_state::add_step_scatter(collective_plan& plan, size_t k,
                                                std::vector<step_report>& reports) {
   auto& first = reports[0].updates[k];
@@ -42,8 +55,8 @@ caf::error coordinator_state::add_step_scatter(collective_plan& plan, size_t k,
   auto& info = *(*e)->info;
   const auto what = std::string{to_string(first.sop)} + " of '" + info.name
                     + "' in a step";
-  if (!host_replicas_only())
-    return not_here(what, "the replicas are not all host replicas");
+  if (processes && !host_replicas_only())
+    return not_across_processes(what);
   if (auto err = (*e)->policy()->check_scatter(info, first.sop))
     return err;
   // Each replica combined its duplicate rows; the reports are checked like
@@ -116,8 +129,9 @@ void coordinator_state::scatter(caf::timespan timeout, uint64_t id,
   auto target = policy.cross_replica_scatter(info, op);
   if (!local && !target)
     local = std::move(target.error());
-  if (!local && !host_replicas_only())
-    local = not_here(what, "the replicas are not all host replicas");
+  if (!local && processes && !host_replicas_only()
+      && checked_on_every_component(info, policy, *target, op))
+    local = not_across_processes(what);
   if (!local)
     local = check_replicas();
   caf::expected<scatter_rows> rows = caf::error{};
@@ -173,8 +187,7 @@ void coordinator_state::dispatch_scatter(caf::timespan timeout, uint64_t id,
     write_done(id);
     done(std::move(r));
   };
-  if (target == update_target::every_component && !(*e)->policy()->mirrored()
-      && !is_floating(info.type) && may_overflow(op) && total_replicas() > 1) {
+  if (checked_on_every_component(info, *(*e)->policy(), target, op)) {
     // V4: components differ, so one may overflow where the others do not;
     // a collective checks every component before any is written (across
     // processes: every process's), all change or none.

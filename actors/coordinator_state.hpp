@@ -435,6 +435,11 @@ private:
   void dispatch_scatter(caf::timespan timeout, uint64_t id, scatter_op op,
                         update_target target, scatter_rows rows,
                         reply_fn<ok_atom> done);
+  /// V4 for a cross-replica scatter into components that differ: a
+  /// collective checks every component before any is written.
+  bool checked_on_every_component(const variable_info& info,
+                                  const sync_policy& policy,
+                                  update_target target, scatter_op op) const;
   void create_here(caf::timespan timeout, variable_spec spec,
                    variable_info info, reply_fn<variable_info> done);
 

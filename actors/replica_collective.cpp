@@ -2,6 +2,7 @@
 
 #include "actors/replica_state.hpp"
 
+#include "devices/row_update.hpp"
 #include "sync/scatter_update.hpp"
 
 namespace varsync::replica_internal {
@@ -58,7 +59,24 @@ caf::expected<int64_t> replica_state::enter(collective_run& run) {
       copies.push_back(std::move(c->first));
       return c->second;
     };
-    auto k = enter_overflow(plan, buffers, component_of);
+    // Scatter items: the touched rows only (devices/row_update).
+    auto scatter_overflow = [&](size_t k, const void* rows) -> int64_t {
+      auto& item = plan.items[k];
+      row_update u;
+      u.op = item.sop;
+      u.type = item.type;
+      u.data = buffers.items[k].components[rank];
+      u.row_elems = item.row_elems;
+      u.rows = item.rows;
+      u.y = rows;
+      auto at = row_update_overflow(host_memory_ ? nullptr : device_.get(), u);
+      if (!at) {
+        copy_failed = std::move(at.error());
+        return -1;
+      }
+      return *at;
+    };
+    auto k = enter_overflow(plan, buffers, component_of, scatter_overflow);
     if (copy_failed)
       return copy_failed;
     if (k >= 0) {
@@ -70,9 +88,7 @@ caf::expected<int64_t> replica_state::enter(collective_run& run) {
         inputs = inputs.first(1);
       int64_t at = -1;
       if (item.scatter) { // the element of the component, not of the rows
-        auto e = host::scatter_first_overflow(
-          item.sop, item.type, component_of(static_cast<size_t>(k)),
-          item.row_elems, item.rows, inputs[0], 0, item.count);
+        auto e = scatter_overflow(static_cast<size_t>(k), inputs[0]);
         auto j = e / item.row_elems;
         at = item.rows[static_cast<size_t>(j)] * item.row_elems
              + (e - j * item.row_elems);
@@ -99,7 +115,7 @@ caf::error replica_state::check_plan_rows(const component& comp,
                                           const collective_item& item) const {
   auto& info = *comp.info;
   // Ascending, so the first and last rows bound them all.
-  bool ok = host_memory_ && !info.shape.empty() && item.type == info.type
+  bool ok = !info.shape.empty() && item.type == info.type
             && item.row_elems == row_elements(info)
             && distinct_ascending(item.rows)
             && (item.rows.empty()

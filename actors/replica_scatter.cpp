@@ -4,17 +4,22 @@
 
 #include "actors/replica_state.hpp"
 
+#include "devices/row_update.hpp"
 #include "sync/scatter_update.hpp"
 
 namespace varsync::replica_internal {
 
 namespace {
 
-caf::error host_only(const component& comp, const device_id& device) {
-  return make_error(errc::invalid_argument,
-                    "variable '" + comp.info->name + "' on " + to_string(device)
-                      + ": scatter updates need host replicas for now "
-                        "(docs/sparse-updates.md); nothing was changed");
+row_update as_row_update(const component& comp, const recorded_update& u) {
+  row_update out;
+  out.op = u.sop;
+  out.type = comp.info->type;
+  out.data = comp.data;
+  out.row_elems = row_elements(*comp.info);
+  out.rows = u.indices;
+  out.y = u.value.raw();
+  return out;
 }
 
 } // namespace
@@ -32,8 +37,6 @@ caf::error replica_state::scatter(const variable_info& v, scatter_op op,
     return record_failure(std::move(err));
   if (auto err = comp.policy().check_scatter(info, op))
     return record_failure(std::move(err));
-  if (!host_memory_)
-    return record_failure(host_only(comp, cfg_.device));
   const bool collective = comp.policy().collective_replica_updates();
   if (collective && recording_ == nullptr)
     return make_error(errc::invalid_argument,
@@ -53,18 +56,16 @@ caf::error replica_state::scatter(const variable_info& v, scatter_op op,
     recording_->updates.push_back(std::move(u));
     return {};
   }
-  // S3 (R1, N1): the local component, at once (validated above).
-  if (auto err = check_scatter_overflow(comp, u))
+  // S3 (R1, N1): the local component, at once (validated above; the
+  // overflow check comes with the write).
+  if (auto err = write_scatter_rows(comp, u))
     return record_failure(std::move(err));
-  write_scatter_rows(comp, u);
   return {};
 }
 
 caf::error replica_state::check_scatter_rows(const component& comp,
                                              const recorded_update& u) const {
   auto& info = *comp.info;
-  if (!host_memory_)
-    return host_only(comp, cfg_.device);
   if (auto err = validate_scatter(info, u.sop, u.indices, u.value,
                                   to_string(u.sop)))
     return err;
@@ -76,30 +77,46 @@ caf::error replica_state::check_scatter_rows(const component& comp,
   return check_scatter_overflow(comp, u);
 }
 
-caf::error
-replica_state::check_scatter_overflow(const component& comp,
-                                      const recorded_update& u) const {
+namespace {
+
+caf::error scatter_overflow_error(const component& comp,
+                                  const recorded_update& u, int64_t at,
+                                  int rank) {
   auto& info = *comp.info;
-  auto at = host::scatter_first_overflow(u.sop, info.type, comp.data,
-                                         row_elements(info), u.indices,
-                                         u.value.raw(), 0, u.value.size());
-  if (at < 0)
-    return {};
   return make_error(errc::overflow,
                     "variable '" + info.name + "': "
                       + std::string{to_string(u.sop)} + " overflows "
                       + std::string{to_string(info.type)} + " in row "
                       + std::to_string(u.indices[static_cast<size_t>(
                         at / row_elements(info))])
-                      + " on replica " + std::to_string(cfg_.rank)
+                      + " on replica " + std::to_string(rank)
                       + "; nothing was changed");
 }
 
-void replica_state::write_scatter_rows(component& comp,
-                                       const recorded_update& u) {
-  host::scatter_apply(u.sop, comp.info->type, comp.data,
-                      row_elements(*comp.info), u.indices, u.value.raw(), 0,
-                      u.value.size());
+} // namespace
+
+caf::error
+replica_state::check_scatter_overflow(const component& comp,
+                                      const recorded_update& u) const {
+  // Device memory: only the touched rows are read (devices/row_update).
+  auto at = row_update_overflow(host_memory_ ? nullptr : device_.get(),
+                                as_row_update(comp, u));
+  if (!at)
+    return std::move(at.error());
+  if (*at < 0)
+    return {};
+  return scatter_overflow_error(comp, u, *at, cfg_.rank);
+}
+
+caf::error replica_state::write_scatter_rows(component& comp,
+                                             const recorded_update& u) {
+  auto at = apply_row_update(host_memory_ ? nullptr : device_.get(),
+                             as_row_update(comp, u));
+  if (!at)
+    return std::move(at.error());
+  if (*at >= 0)
+    return scatter_overflow_error(comp, u, *at, cfg_.rank);
+  return {};
 }
 
 caf::expected<ok_atom> replica_state::apply_scatter(const recorded_update& u,
@@ -115,7 +132,8 @@ caf::expected<ok_atom> replica_state::apply_scatter(const recorded_update& u,
   if (!split) {
     if (auto err = check_scatter_rows(comp, u))
       return err;
-    write_scatter_rows(comp, u);
+    if (auto err = write_scatter_rows(comp, u))
+      return err;
     return ok_atom::value;
   }
   // S4 (R4 row by row): this replica's share of each row, so that the
@@ -130,7 +148,8 @@ caf::expected<ok_atom> replica_state::apply_scatter(const recorded_update& u,
   share.value = tensor::empty(u.value.type(), u.value.shape());
   host::split_assign(u.value.type(), share.value.mutable_raw(), u.value.raw(),
                      0, u.value.size(), cfg_.rank, cfg_.num_replicas);
-  write_scatter_rows(comp, share);
+  if (auto err = write_scatter_rows(comp, share))
+    return err;
   return ok_atom::value;
 }
 

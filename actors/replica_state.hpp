@@ -254,16 +254,17 @@ private:
   /// this component: as they are, or (split) this replica's R4 share of
   /// each.
   caf::expected<ok_atom> apply_scatter(const recorded_update& u, bool split);
-  /// Every check of applying scatter rows `u` to `comp`, read-only: a host
-  /// component, rows in range and distinct, values shaped for them, no
-  /// integer overflow or zero divisor.
+  /// Every check of applying scatter rows `u` to `comp`, read-only: rows
+  /// in range and distinct, values shaped for them, no integer overflow or
+  /// zero divisor (a device component's touched rows are read for it).
   caf::error check_scatter_rows(const component& comp,
                                 const recorded_update& u) const;
   /// The integer overflow check alone, for rows this replica combined.
   caf::error check_scatter_overflow(const component& comp,
                                     const recorded_update& u) const;
-  /// Applies checked rows.
-  void write_scatter_rows(component& comp, const recorded_update& u);
+  /// Applies rows (checked; V4 is checked again on the rows it reads):
+  /// host memory in place, device memory through its touched rows only.
+  caf::error write_scatter_rows(component& comp, const recorded_update& u);
 
   // S3 from an actor bound to the replica (ON_READ, NONE).
   caf::expected<ok_atom> local_scatter(uint64_t id, scatter_op op,

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <span>
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
@@ -47,6 +48,17 @@ public:
   /// Copies `nbytes` within this device's memory (a step's buffer into a
   /// staging buffer). Host: at once; CUDA: asynchronous on the stream.
   virtual caf::error copy_local(void* dst, const void* src, size_t nbytes) = 0;
+
+  /// Copies the rows `rows` (each `row_bytes` bytes) of the table at `src`
+  /// into host memory at `out`, packed in order. Only those rows move (a
+  /// sparse update of an embedding table). The default is for memory the
+  /// host reaches.
+  virtual caf::error read_rows(const void* src, size_t row_bytes,
+                               std::span<const int64_t> rows, void* out);
+  /// Writes packed host rows `in` into the table at `dst`, row j at
+  /// rows[j] (distinct rows).
+  virtual caf::error write_rows(void* dst, size_t row_bytes,
+                                std::span<const int64_t> rows, const void* in);
 
   // -- asynchronous devices (CUDA); host devices keep these defaults ---------
 

@@ -111,6 +111,33 @@ void register_device_factory(device_kind kind, device_factory factory) {
     cuda_factory.store(factory);
 }
 
+caf::error device::read_rows(const void* src, size_t row_bytes,
+                             std::span<const int64_t> rows, void* out) {
+  if (!host_accessible())
+    return make_error(errc::device_error,
+                      to_string(id()) + ": read_rows is not implemented");
+  auto* to = static_cast<std::byte*>(out);
+  for (size_t j = 0; j < rows.size(); ++j)
+    std::memcpy(to + j * row_bytes,
+                static_cast<const std::byte*>(src)
+                  + static_cast<size_t>(rows[j]) * row_bytes,
+                row_bytes);
+  return {};
+}
+
+caf::error device::write_rows(void* dst, size_t row_bytes,
+                              std::span<const int64_t> rows, const void* in) {
+  if (!host_accessible())
+    return make_error(errc::device_error,
+                      to_string(id()) + ": write_rows is not implemented");
+  auto* from = static_cast<const std::byte*>(in);
+  for (size_t j = 0; j < rows.size(); ++j)
+    std::memcpy(static_cast<std::byte*>(dst)
+                  + static_cast<size_t>(rows[j]) * row_bytes,
+                from + j * row_bytes, row_bytes);
+  return {};
+}
+
 caf::expected<std::unique_ptr<device>> make_device(const device_id& id) {
   if (id.kind == device_kind::host)
     return std::unique_ptr<device>{new host_device(id.index)};

@@ -17,11 +17,14 @@ namespace varsync {
 /// The integer overflow check of one replica at enter: -1, or the index of
 /// the first item with target components whose update of `component_of(k)`
 /// (this replica's component of item k, in host memory) would overflow.
-/// Read-only.
-template <class ComponentOf>
+/// Scatter items ask `scatter_overflow(k, rows)` instead (the first
+/// overflowing packed element of the rows `rows`, or -1), so that a device
+/// component is read at its touched rows only. Read-only.
+template <class ComponentOf, class ScatterOverflow>
 int64_t enter_overflow(const collective_plan& plan,
                        const collective_buffers& buffers,
-                       ComponentOf component_of) {
+                       ComponentOf component_of,
+                       ScatterOverflow scatter_overflow) {
   for (size_t i = 0; i < plan.items.size(); ++i) {
     auto& item = plan.items[i];
     if (is_floating(item.type) || item.target != collective_target::components)
@@ -31,10 +34,7 @@ int64_t enter_overflow(const collective_plan& plan,
       inputs = inputs.first(1);
     const bool bad
       = item.scatter
-          ? host::scatter_first_overflow(item.sop, item.type, component_of(i),
-                                         item.row_elems, item.rows, inputs[0],
-                                         0, item.count)
-              >= 0
+          ? scatter_overflow(i, inputs[0]) >= 0
           : host::first_overflow(item.rop, item.uop, item.type, inputs,
                                  component_of(i), 0, item.count)
               >= 0;

@@ -344,6 +344,86 @@ caf::error cuda_device::apply(void* dst, update_op op, const tensor& y) {
   return err;
 }
 
+namespace {
+
+/// Where the packed rows start in a block that holds the row numbers first.
+size_t packed_offset(size_t num_rows) {
+  return (num_rows * sizeof(int64_t) + 255) / 256 * 256;
+}
+
+} // namespace
+
+caf::error cuda_device::read_rows(const void* src, size_t row_bytes,
+                                  std::span<const int64_t> rows, void* out) {
+  if (rows.empty() || row_bytes == 0)
+    return {};
+  const size_t at = packed_offset(rows.size());
+  const size_t packed = rows.size() * row_bytes;
+  auto block = allocate(at + packed);
+  if (!block)
+    return std::move(block.error());
+  auto* index = static_cast<int64_t*>(*block);
+  auto* rows_dev = static_cast<std::byte*>(*block) + at;
+  cuda::device_guard guard{impl_->index};
+  caf::error err;
+  if (guard.status() != cudaSuccess)
+    err = impl_->fail("cudaSetDevice", guard.status());
+  else if (auto e = cudaMemcpyAsync(index, rows.data(),
+                                    rows.size() * sizeof(int64_t),
+                                    cudaMemcpyHostToDevice, impl_->stream);
+           e != cudaSuccess)
+    err = impl_->fail("read_rows: row numbers (cudaMemcpyAsync)", e);
+  else if (auto e = cuda::launch_gather_rows(
+             rows_dev, src, row_bytes, index,
+             static_cast<int64_t>(rows.size()), impl_->stream);
+           e != cudaSuccess)
+    err = impl_->fail("read_rows (gather kernel launch)", e);
+  else if (auto e = cudaMemcpyAsync(out, rows_dev, packed,
+                                    cudaMemcpyDeviceToHost, impl_->stream);
+           e != cudaSuccess)
+    err = impl_->fail("read_rows (cudaMemcpyAsync)", e);
+  if (!err)
+    err = impl_->sync("read_rows (cudaStreamSynchronize)");
+  release(*block);
+  return err;
+}
+
+caf::error cuda_device::write_rows(void* dst, size_t row_bytes,
+                                   std::span<const int64_t> rows,
+                                   const void* in) {
+  if (rows.empty() || row_bytes == 0)
+    return {};
+  const size_t at = packed_offset(rows.size());
+  const size_t packed = rows.size() * row_bytes;
+  auto block = allocate(at + packed);
+  if (!block)
+    return std::move(block.error());
+  auto* index = static_cast<int64_t*>(*block);
+  auto* rows_dev = static_cast<std::byte*>(*block) + at;
+  cuda::device_guard guard{impl_->index};
+  caf::error err;
+  if (guard.status() != cudaSuccess)
+    err = impl_->fail("cudaSetDevice", guard.status());
+  else if (auto e = cudaMemcpyAsync(index, rows.data(),
+                                    rows.size() * sizeof(int64_t),
+                                    cudaMemcpyHostToDevice, impl_->stream);
+           e != cudaSuccess)
+    err = impl_->fail("write_rows: row numbers (cudaMemcpyAsync)", e);
+  else if (auto e = cudaMemcpyAsync(rows_dev, in, packed,
+                                    cudaMemcpyHostToDevice, impl_->stream);
+           e != cudaSuccess)
+    err = impl_->fail("write_rows (cudaMemcpyAsync)", e);
+  else if (auto e = cuda::launch_scatter_rows(
+             dst, rows_dev, row_bytes, index,
+             static_cast<int64_t>(rows.size()), impl_->stream);
+           e != cudaSuccess)
+    err = impl_->fail("write_rows (scatter kernel launch)", e);
+  if (!err)
+    err = impl_->sync("write_rows (cudaStreamSynchronize)");
+  release(*block);
+  return err;
+}
+
 caf::error cuda_device::split_assign(void* dst, const tensor& x, int rank,
                                      int num_replicas) {
   if (num_replicas < 1 || rank < 0 || rank >= num_replicas)

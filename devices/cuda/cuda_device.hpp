@@ -53,6 +53,12 @@ public:
   caf::error apply(void* dst, update_op op, const tensor& y) override;
   caf::error split_assign(void* dst, const tensor& x, int rank,
                           int num_replicas) override;
+  /// The rows go through one device block (the row numbers, then the packed
+  /// rows), a gather or scatter kernel and one copy each way; synchronous.
+  caf::error read_rows(const void* src, size_t row_bytes,
+                       std::span<const int64_t> rows, void* out) override;
+  caf::error write_rows(void* dst, size_t row_bytes,
+                        std::span<const int64_t> rows, const void* in) override;
   /// Launches the update kernel on the stream and returns (asynchronous).
   caf::error apply_local(void* dst, update_op op, dtype type, const void* y,
                          int64_t count) override;

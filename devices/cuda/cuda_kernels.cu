@@ -302,6 +302,22 @@ __global__ void scale_kernel(typename K::storage* data,
   }
 }
 
+/// Moves whole rows between a packed buffer and a table: Gather reads table
+/// rows into the packed buffer, else the packed rows are written into the
+/// table. W is the widest word that divides the row size.
+template <class W, bool Gather>
+__global__ void rows_kernel(W* table, W* packed, int64_t row_words,
+                            const int64_t* rows, int64_t n) {
+  VARSYNC_GRID_LOOP(i, n) {
+    const int64_t j = i / row_words;
+    const int64_t at = rows[j] * row_words + i % row_words;
+    if (Gather)
+      packed[i] = table[at];
+    else
+      table[at] = packed[i];
+  }
+}
+
 #undef VARSYNC_GRID_LOOP
 
 /// f(op_functor, mean_tag) for the reduce_op code `rop`; integer mean and
@@ -420,6 +436,49 @@ cudaError_t launch_split_assign(dtype t, void* dst, const void* x, int64_t n,
       static_cast<S*>(dst), static_cast<const S*>(x), rank, num_replicas, n);
     return cudaGetLastError();
   });
+}
+
+namespace {
+
+template <bool Gather>
+cudaError_t launch_rows(void* table, void* packed, size_t row_bytes,
+                        const int64_t* rows, int64_t num_rows,
+                        cudaStream_t stream) {
+  if (num_rows <= 0 || row_bytes == 0)
+    return cudaSuccess;
+  auto go = [&](auto word) {
+    using W = decltype(word);
+    const auto row_words = static_cast<int64_t>(row_bytes / sizeof(W));
+    const int64_t n = row_words * num_rows;
+    rows_kernel<W, Gather><<<blocks_for(n), threads, 0, stream>>>(
+      static_cast<W*>(table), static_cast<W*>(packed), row_words, rows, n);
+    return cudaGetLastError();
+  };
+  const auto addr = reinterpret_cast<uintptr_t>(table)
+                    | reinterpret_cast<uintptr_t>(packed) | row_bytes;
+  if (addr % 8 == 0)
+    return go(uint64_t{});
+  if (addr % 4 == 0)
+    return go(uint32_t{});
+  if (addr % 2 == 0)
+    return go(uint16_t{});
+  return go(uint8_t{});
+}
+
+} // namespace
+
+cudaError_t launch_gather_rows(void* packed, const void* src, size_t row_bytes,
+                               const int64_t* rows, int64_t num_rows,
+                               cudaStream_t stream) {
+  return launch_rows<true>(const_cast<void*>(src), packed, row_bytes, rows,
+                           num_rows, stream);
+}
+
+cudaError_t launch_scatter_rows(void* dst, const void* packed, size_t row_bytes,
+                                const int64_t* rows, int64_t num_rows,
+                                cudaStream_t stream) {
+  return launch_rows<false>(dst, const_cast<void*>(packed), row_bytes, rows,
+                            num_rows, stream);
 }
 
 cudaError_t launch_divide(dtype t, void* data, int64_t divisor, int64_t n,

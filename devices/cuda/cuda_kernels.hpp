@@ -81,5 +81,18 @@ cudaError_t launch_divide(dtype t, void* data, int64_t divisor, int64_t n,
 cudaError_t launch_scale(dtype t, void* data, double factor, int64_t n,
                          cudaStream_t stream);
 
+/// Row gather: packed[j * row_bytes ...] = src row rows[j], for j in
+/// [0, num_rows). `rows` is a device array. Copies whole words when the row
+/// size allows.
+cudaError_t launch_gather_rows(void* packed, const void* src, size_t row_bytes,
+                               const int64_t* rows, int64_t num_rows,
+                               cudaStream_t stream);
+
+/// Row scatter: dst row rows[j] = packed[j * row_bytes ...]. The rows must
+/// be distinct.
+cudaError_t launch_scatter_rows(void* dst, const void* packed, size_t row_bytes,
+                                const int64_t* rows, int64_t num_rows,
+                                cudaStream_t stream);
+
 } // namespace cuda
 } // namespace varsync

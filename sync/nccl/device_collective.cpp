@@ -10,6 +10,7 @@
 #include "devices/cuda/cuda_device_internal.hpp"
 #include "core/logging.hpp"
 #include "devices/host_kernels.hpp"
+#include "devices/row_update.hpp"
 #include "sync/collective_checks.hpp"
 #include "sync/nccl/nccl_clique.hpp"
 
@@ -279,8 +280,36 @@ caf::error device_collective::run_items(const collective_plan& plan,
     if (item.source == collective_source::contributions
         && item.target == collective_target::output)
       host_item(item, buffers.items[k]);
-    else if (auto err = run_item(item, buffers.items[k], n))
+    else if (auto err = item.scatter ? scatter_item(item, buffers.items[k], n)
+                                     : run_item(item, buffers.items[k], n))
       return err;
+  }
+  return {};
+}
+
+caf::error device_collective::scatter_item(const collective_item& item,
+                                           item_buffers& b, int n) {
+  for (int r = 0; r < n; ++r) {
+    void* component = b.components[static_cast<size_t>(r)];
+    if (component == nullptr)
+      continue;
+    row_update u;
+    u.op = item.sop;
+    u.type = item.type;
+    u.data = component;
+    u.row_elems = item.row_elems;
+    u.rows = item.rows;
+    u.y = b.inputs[0];
+    auto at = apply_row_update(slot_of(r) < 0 ? nullptr : &gpu_of(r), u);
+    if (!at)
+      return std::move(at.error());
+    if (*at >= 0) // checked at enter: the component changed since?
+      return make_error(errc::overflow,
+                        description_ + ": " + std::string{to_string(item.sop)}
+                          + " overflows "
+                          + std::string{to_string(item.type)}
+                          + " on replica " + std::to_string(r)
+                          + " after the check at enter");
   }
   return {};
 }

@@ -143,6 +143,13 @@ protected:
   /// or a contribution it kept in a staging buffer.
   bool on_device(const collective_item& item, int r) const;
 
+  /// A sparse update (item.scatter): the rows of input 0 into every
+  /// replica's component, moving only those rows (devices/row_update: read
+  /// to the host, computed by the host kernels, written back; in issue
+  /// order on the GPU's stream). V4 was checked by every replica at enter.
+  caf::error scatter_item(const collective_item& item, item_buffers& b,
+                          int n);
+
   static size_t nbytes_of(const collective_item& item);
   /// contributions -> output: host values, host kernels.
   static void host_item(const collective_item& item, item_buffers& b);

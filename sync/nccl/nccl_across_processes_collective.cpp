@@ -26,7 +26,7 @@ bool nccl_takes(const collective_plan& plan) {
     return is_floating(item.type)
            && item.source == collective_source::contributions
            && item.target == collective_target::components
-           && !item.require_equal && !item.gather;
+           && !item.require_equal && !item.gather && !item.scatter;
   });
 }
 

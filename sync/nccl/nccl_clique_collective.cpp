@@ -189,7 +189,9 @@ private:
         continue;
       }
       caf::error err;
-      if (item.target == collective_target::output)
+      if (item.scatter) // first_only, so never fused
+        err = scatter_item(item, b, n);
+      else if (item.target == collective_target::output)
         err = read_item(item, b, n, streams_span);
       else if (!fuse)
         err = update_item(item, b, n, streams_span);
