@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "devices/element_ops.hpp"
 #include "varsync/half.hpp"
 
 namespace varsync::host {
@@ -17,89 +18,21 @@ namespace {
 /// Elements per chunk of the chunked kernels (stack buffers of at most 16 KiB).
 constexpr int64_t chunk = 2048;
 
-// -- element kinds: storage type, compute type, conversions ------------------
+// -- element kinds and arithmetic: devices/element_ops.hpp, shared with the
+//    CUDA kernels ---------------------------------------------------------------
 
-template <class T>
-struct native {
-  using storage = T;
-  using compute = T;
-  static constexpr bool narrow = false;
-  static T load(T x) { return x; }
-  static T store(T x) { return x; }
-};
-
-// The 16-bit conversions below give bit for bit the results of core/half.hpp
-// (checked exhaustively over every input), but are written with selects
-// instead of branches so that the loops vectorize.
-
-/// c ? a : b, written with masks. A plain ?: lets GCC sink the computation of
-/// `a` into a branch; when `a` comes from a float operation (which may trap),
-/// that branch then keeps the loop from being if-converted and vectorized.
-inline uint32_t select_bits(bool c, uint32_t a, uint32_t b) {
-  const uint32_t mask = 0u - static_cast<uint32_t>(c);
-  return (a & mask) | (b & ~mask);
-}
-
-/// float16 bits -> float (as float16_to_float).
-inline float half_to_float(uint16_t h) {
-  const uint32_t em = static_cast<uint32_t>(h & 0x7fffu) << 13;
-  const uint32_t exp = em & 0x0f800000u;
-  const uint32_t o = em + ((127u - 15u) << 23);
-  // Normal values just rebias the exponent; inf and NaN get exponent 255.
-  const uint32_t normal = exp == 0x0f800000u ? o + ((128u - 16u) << 23) : o;
-  // Zero and subnormals: renormalize through a float subtraction (exact).
-  const float sub = bits_to_float(o + (1u << 23)) - bits_to_float(113u << 23);
-  const uint32_t bits = select_bits(exp == 0, float_to_bits(sub), normal);
-  return bits_to_float(bits | (static_cast<uint32_t>(h & 0x8000u) << 16));
-}
-
-/// float -> float16 bits, round to nearest even (as float_to_float16).
-inline uint16_t float_to_half(float x) {
-  uint32_t f = float_to_bits(x);
-  const uint32_t sign = f & 0x80000000u;
-  f ^= sign;
-  // f < 2^31 now, so the comparisons can be signed (cheaper in SIMD).
-  const auto fs = static_cast<int32_t>(f);
-  // Overflow gives infinity, NaN a quiet NaN.
-  const uint32_t special = fs > int32_t{255 << 23} ? 0x7e00u : 0x7c00u;
-  // Results below the normal range: let the FPU round (to nearest even).
-  const float magic = bits_to_float(((127u - 15u) + (23u - 10u) + 1u) << 23);
-  const uint32_t sub = float_to_bits(bits_to_float(f) + magic)
-                       - float_to_bits(magic);
-  // Normal results: rebias and round the mantissa to nearest even.
-  const uint32_t odd = (f >> 13) & 1u;
-  const uint32_t norm = (f + ((15u - 127u) << 23) + 0xfffu + odd) >> 13;
-  const uint32_t finite = select_bits(fs < int32_t{113 << 23}, sub, norm);
-  const uint32_t o = select_bits(fs >= int32_t{(127 + 16) << 23}, special,
-                                 finite);
-  return static_cast<uint16_t>(o | (sign >> 16));
-}
-
-/// float -> bfloat16 bits, round to nearest even (as float_to_bfloat16).
-inline uint16_t float_to_bfloat(float x) {
-  const uint32_t b = float_to_bits(x);
-  const uint32_t rounded = (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
-  const uint32_t quiet_nan = (b >> 16) | 0x40u;
-  const auto magnitude = static_cast<int32_t>(b & 0x7fffffffu);
-  return static_cast<uint16_t>(magnitude > int32_t{0x7f800000} ? quiet_nan
-                                                               : rounded);
-}
-
-struct half_kind {
-  using storage = uint16_t;
-  using compute = float;
-  static constexpr bool narrow = true;
-  static float load(uint16_t h) { return half_to_float(h); }
-  static uint16_t store(float f) { return float_to_half(f); }
-};
-
-struct bfloat_kind {
-  using storage = uint16_t;
-  using compute = float;
-  static constexpr bool narrow = true;
-  static float load(uint16_t h) { return bfloat16_to_float(h); }
-  static uint16_t store(float f) { return float_to_bfloat(f); }
-};
+using elem::bfloat_kind;
+using elem::half_kind;
+using elem::native;
+using elem::op_diff;
+using elem::op_max;
+using elem::op_min;
+using elem::op_prod;
+using elem::op_sum;
+using elem::split_int;
+using elem::wrap_add;
+using elem::wrap_mul;
+using elem::wrap_sub;
 
 /// Calls f(kind{}) for the element kind of `t`: the one dtype dispatch.
 template <class F>
@@ -115,83 +48,6 @@ decltype(auto) dispatch(dtype t, F&& f) {
   throw std::invalid_argument("host kernels: unknown dtype "
                               + std::to_string(static_cast<int>(t)));
 }
-
-// -- arithmetic without undefined behavior ------------------------------------
-
-template <class T>
-inline T wrap_add(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-  } else {
-    return a + b;
-  }
-}
-
-template <class T>
-inline T wrap_sub(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
-  } else {
-    return a - b;
-  }
-}
-
-template <class T>
-inline T wrap_mul(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    // Promote so that e.g. uint16 * uint16 cannot overflow a signed int.
-    using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
-    return static_cast<T>(static_cast<W>(static_cast<U>(a))
-                          * static_cast<W>(static_cast<U>(b)));
-  } else {
-    return a * b;
-  }
-}
-
-struct op_sum {
-  template <class T>
-  T operator()(T a, T b) const {
-    return wrap_add(a, b);
-  }
-};
-
-struct op_diff {
-  template <class T>
-  T operator()(T a, T b) const {
-    return wrap_sub(a, b);
-  }
-};
-
-struct op_prod {
-  template <class T>
-  T operator()(T a, T b) const {
-    return wrap_mul(a, b);
-  }
-};
-
-// min/max: NaN in either operand propagates (b != b is only true for NaN).
-struct op_min {
-  template <class T>
-  T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>)
-      return (b < a || b != b) ? b : a;
-    else
-      return b < a ? b : a;
-  }
-};
-
-struct op_max {
-  template <class T>
-  T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>)
-      return (a < b || b != b) ? b : a;
-    else
-      return a < b ? b : a;
-  }
-};
 
 // -- loops --------------------------------------------------------------------
 // Written for GCC's -O2 vectorizer (the "very cheap" cost model), which only
@@ -351,20 +207,10 @@ split_float_loop(typename K::storage* __restrict out,
   blocked(n, [=](int64_t i) { out[i] = K::store(K::load(in[i]) / count); });
 }
 
-// Floor division x = q * N + r with 0 <= r < N. N >= 1, so x / N never
-// overflows (not even for the minimum value); q - 1 cannot overflow when r < 0
-// (then N >= 2 and q >= min / 2), and q + 1 cannot overflow when k < r (then
-// N >= 2 and q <= max / 2).
-template <class T>
-inline T split_int(T v, T divisor, T k) {
-  T q = v / divisor;
-  T r = v % divisor;
-  const bool negative = r < 0;
-  q -= negative ? 1 : 0;
-  r += negative ? divisor : 0;
-  return q + (k < r ? 1 : 0);
-}
-
+// split_int (element_ops.hpp): floor division x = q * N + r with 0 <= r < N.
+// N >= 1, so x / N never overflows (not even for the minimum value); q - 1
+// cannot overflow when r < 0 (then N >= 2 and q >= min / 2), and q + 1
+// cannot overflow when k < r (then N >= 2 and q <= max / 2).
 template <class T>
 [[gnu::noinline]] void split_int_loop(T* __restrict out, const T* __restrict in,
                                       T divisor, T k, int64_t n) {

@@ -1,14 +1,17 @@
-// CUDA kernels of the CUDA backend (see cuda_kernels.hpp). Each element kind
-// mirrors host_kernels.cpp: the storage type, the compute type and the
-// conversions are ported bit for bit (the same integer bit manipulations and
-// the same float operations, which round to nearest even on the GPU as on the
-// host: this file is compiled with --fmad=false, IEEE division and no
-// flush-to-zero). float16 and bfloat16 are stored as their 16-bit patterns
+// CUDA kernels of the CUDA backend (see cuda_kernels.hpp). The element kinds
+// and the arithmetic are host_kernels.cpp's own functions
+// (devices/element_ops.hpp, compiled __host__ __device__): the storage type,
+// the compute type, the conversions and the operations are the same code,
+// and the float operations round to nearest even on the GPU as on the host
+// (the _rn intrinsics; this file is also compiled with --fmad=false, IEEE
+// division and no flush-to-zero). float16 and bfloat16 are stored as their 16-bit patterns
 // (the layout of __half / __nv_bfloat16) and computed in float; the
 // conversions are the host's rather than __float2half_rn /
 // __float2bfloat16_rn so that NaN results carry the same bits as on the host.
 
 #include "devices/cuda/cuda_kernels.hpp"
+
+#include "devices/element_ops.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -18,71 +21,20 @@ namespace varsync::cuda {
 
 namespace {
 
-// -- element kinds ------------------------------------------------------------
+// -- element kinds and arithmetic: devices/element_ops.hpp, shared with the
+//    host kernels (the same functions, compiled __host__ __device__) --------
 
-__device__ __forceinline__ uint32_t fbits(float f) { return __float_as_uint(f); }
-__device__ __forceinline__ float bitsf(uint32_t b) { return __uint_as_float(b); }
-
-/// float16 bits -> float (host_kernels.cpp's half_to_float).
-__device__ __forceinline__ float half_to_float(uint16_t h) {
-  const uint32_t em = static_cast<uint32_t>(h & 0x7fffu) << 13;
-  const uint32_t exp = em & 0x0f800000u;
-  const uint32_t o = em + ((127u - 15u) << 23);
-  const uint32_t normal = exp == 0x0f800000u ? o + ((128u - 16u) << 23) : o;
-  const float sub = __fsub_rn(bitsf(o + (1u << 23)), bitsf(113u << 23));
-  const uint32_t bits = exp == 0 ? fbits(sub) : normal;
-  return bitsf(bits | (static_cast<uint32_t>(h & 0x8000u) << 16));
-}
-
-/// float -> float16 bits, round to nearest even (host's float_to_half).
-__device__ __forceinline__ uint16_t float_to_half(float x) {
-  uint32_t f = fbits(x);
-  const uint32_t sign = f & 0x80000000u;
-  f ^= sign;
-  const auto fs = static_cast<int32_t>(f);
-  const uint32_t special = fs > int32_t{255 << 23} ? 0x7e00u : 0x7c00u;
-  const float magic = bitsf(((127u - 15u) + (23u - 10u) + 1u) << 23);
-  const uint32_t sub = fbits(__fadd_rn(bitsf(f), magic)) - fbits(magic);
-  const uint32_t odd = (f >> 13) & 1u;
-  const uint32_t norm = (f + ((15u - 127u) << 23) + 0xfffu + odd) >> 13;
-  const uint32_t finite = fs < int32_t{113 << 23} ? sub : norm;
-  const uint32_t o = fs >= int32_t{(127 + 16) << 23} ? special : finite;
-  return static_cast<uint16_t>(o | (sign >> 16));
-}
-
-/// float -> bfloat16 bits, round to nearest even (host's float_to_bfloat).
-__device__ __forceinline__ uint16_t float_to_bfloat(float x) {
-  const uint32_t b = fbits(x);
-  const uint32_t rounded = (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
-  const uint32_t quiet_nan = (b >> 16) | 0x40u;
-  const auto magnitude = static_cast<int32_t>(b & 0x7fffffffu);
-  return static_cast<uint16_t>(magnitude > int32_t{0x7f800000} ? quiet_nan
-                                                               : rounded);
-}
-
-template <class T>
-struct native {
-  using storage = T;
-  using compute = T;
-  __device__ static T load(T x) { return x; }
-  __device__ static T store(T x) { return x; }
-};
-
-struct half_kind {
-  using storage = uint16_t;
-  using compute = float;
-  __device__ static float load(uint16_t h) { return half_to_float(h); }
-  __device__ static uint16_t store(float f) { return float_to_half(f); }
-};
-
-struct bfloat_kind {
-  using storage = uint16_t;
-  using compute = float;
-  __device__ static float load(uint16_t h) {
-    return bitsf(static_cast<uint32_t>(h) << 16);
-  }
-  __device__ static uint16_t store(float f) { return float_to_bfloat(f); }
-};
+using elem::bfloat_kind;
+using elem::half_kind;
+using elem::native;
+using elem::op_diff;
+using elem::op_max;
+using elem::op_min;
+using elem::op_prod;
+using elem::op_sum;
+using elem::fdiv;
+using elem::fmul;
+using elem::split_int;
 
 /// Calls f(kind{}) for the element kind of `t`.
 template <class F>
@@ -96,86 +48,6 @@ cudaError_t dispatch(dtype t, F&& f) {
     case dtype::int64: return f(native<int64_t>{});
   }
   return cudaErrorInvalidValue;
-}
-
-// -- arithmetic without undefined behavior (host_kernels.cpp) -----------------
-// Floating operations use the explicit round-to-nearest intrinsics, which are
-// never contracted into a multiply-add whatever the compiler flags.
-
-__device__ __forceinline__ float fadd(float a, float b) { return __fadd_rn(a, b); }
-__device__ __forceinline__ double fadd(double a, double b) { return __dadd_rn(a, b); }
-__device__ __forceinline__ float fsub(float a, float b) { return __fsub_rn(a, b); }
-__device__ __forceinline__ double fsub(double a, double b) { return __dsub_rn(a, b); }
-__device__ __forceinline__ float fmul(float a, float b) { return __fmul_rn(a, b); }
-__device__ __forceinline__ double fmul(double a, double b) { return __dmul_rn(a, b); }
-__device__ __forceinline__ float fdiv(float a, float b) { return __fdiv_rn(a, b); }
-__device__ __forceinline__ double fdiv(double a, double b) { return __ddiv_rn(a, b); }
-
-struct op_sum {
-  template <class T>
-  __device__ T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>) {
-      using U = std::make_unsigned_t<T>;
-      return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-    } else {
-      return fadd(a, b);
-    }
-  }
-};
-
-struct op_diff {
-  template <class T>
-  __device__ T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>) {
-      using U = std::make_unsigned_t<T>;
-      return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
-    } else {
-      return fsub(a, b);
-    }
-  }
-};
-
-struct op_prod {
-  template <class T>
-  __device__ T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>) {
-      using U = std::make_unsigned_t<T>;
-      return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-    } else {
-      return fmul(a, b);
-    }
-  }
-};
-
-struct op_min {
-  template <class T>
-  __device__ T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>)
-      return (b < a || b != b) ? b : a;
-    else
-      return b < a ? b : a;
-  }
-};
-
-struct op_max {
-  template <class T>
-  __device__ T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>)
-      return (a < b || b != b) ? b : a;
-    else
-      return a < b ? b : a;
-  }
-};
-
-/// Floor-division split (host_kernels.cpp's split_int).
-template <class T>
-__device__ __forceinline__ T split_int(T v, T divisor, T k) {
-  T q = v / divisor;
-  T r = v % divisor;
-  const bool negative = r < 0;
-  q -= negative ? 1 : 0;
-  r += negative ? divisor : 0;
-  return q + (k < r ? 1 : 0);
 }
 
 /// c = uop(c, y) on storage values, as host update_range: assign copies the
@@ -299,6 +171,28 @@ __global__ void scale_kernel(typename K::storage* data,
                              typename K::compute factor, int64_t n) {
   VARSYNC_GRID_LOOP(i, n) {
     data[i] = K::store(fmul(K::load(data[i]), factor));
+  }
+}
+
+/// mask[i] = 1 where data[i] is NaN, else 0 (loaded: 16-bit NaNs are NaNs
+/// in float too).
+template <class K>
+__global__ void nan_mask_kernel(const typename K::storage* data, uint8_t* mask,
+                                int64_t n) {
+  VARSYNC_GRID_LOOP(i, n) {
+    const auto x = K::load(data[i]);
+    mask[i] = x != x ? 1 : 0;
+  }
+}
+
+/// data[i] = a quiet NaN where mask[i] is set.
+template <class K>
+__global__ void apply_nan_mask_kernel(typename K::storage* data,
+                                      const uint8_t* mask, int64_t n) {
+  using C = typename K::compute;
+  VARSYNC_GRID_LOOP(i, n) {
+    if (mask[i] != 0)
+      data[i] = K::store(C(NAN));
   }
 }
 
@@ -493,6 +387,44 @@ cudaError_t launch_divide(dtype t, void* data, int64_t divisor, int64_t n,
     divide_kernel<K><<<blocks_for(n), threads, 0, stream>>>(
       static_cast<S*>(data), divisor, n);
     return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_nan_mask(dtype t, const void* data, uint8_t* mask,
+                            int64_t n, cudaStream_t stream) {
+  if (!is_floating(t))
+    return cudaErrorInvalidValue;
+  if (n <= 0)
+    return cudaSuccess;
+  return dispatch(t, [&](auto kind) {
+    using K = decltype(kind);
+    using S = typename K::storage;
+    if constexpr (std::is_floating_point_v<typename K::compute>) {
+      nan_mask_kernel<K><<<blocks_for(n), threads, 0, stream>>>(
+        static_cast<const S*>(data), mask, n);
+      return cudaGetLastError();
+    } else {
+      return cudaErrorInvalidValue;
+    }
+  });
+}
+
+cudaError_t launch_apply_nan_mask(dtype t, void* data, const uint8_t* mask,
+                                  int64_t n, cudaStream_t stream) {
+  if (!is_floating(t))
+    return cudaErrorInvalidValue;
+  if (n <= 0)
+    return cudaSuccess;
+  return dispatch(t, [&](auto kind) {
+    using K = decltype(kind);
+    using S = typename K::storage;
+    if constexpr (std::is_floating_point_v<typename K::compute>) {
+      apply_nan_mask_kernel<K><<<blocks_for(n), threads, 0, stream>>>(
+        static_cast<S*>(data), mask, n);
+      return cudaGetLastError();
+    } else {
+      return cudaErrorInvalidValue;
+    }
   });
 }
 

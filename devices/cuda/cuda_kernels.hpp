@@ -81,6 +81,16 @@ cudaError_t launch_divide(dtype t, void* data, int64_t divisor, int64_t n,
 cudaError_t launch_scale(dtype t, void* data, double factor, int64_t n,
                          cudaStream_t stream);
 
+/// NaN propagation for NCCL's min and max, which drop NaN where the host
+/// kernels propagate it: mask[i] = 1 where data[i] is NaN (floating dtypes;
+/// cudaErrorInvalidValue for integers) ...
+cudaError_t launch_nan_mask(dtype t, const void* data, uint8_t* mask,
+                            int64_t n, cudaStream_t stream);
+/// ... and, after the masks were max-reduced too, data[i] = a quiet NaN
+/// where mask[i] is set.
+cudaError_t launch_apply_nan_mask(dtype t, void* data, const uint8_t* mask,
+                                  int64_t n, cudaStream_t stream);
+
 /// Row gather: packed[j * row_bytes ...] = src row rows[j], for j in
 /// [0, num_rows). `rows` is a device array. Copies whole words when the row
 /// size allows.

@@ -1,6 +1,7 @@
 #include "sync/nccl/nccl_clique.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <set>
@@ -98,6 +99,8 @@ struct clique::impl {
   std::vector<cudaStream_t> streams;
   std::vector<void*> staging;       // per rank, for all_reduce_batch
   std::vector<size_t> staging_size; // bytes
+  std::vector<void*> masks;         // per rank: NaN masks of min / max
+  std::vector<size_t> mask_size;    // bytes
   /// Set by abort(): the communicators are gone, the clique is not reused.
   caf::error failure;
 
@@ -115,6 +118,8 @@ struct clique::impl {
         ncclCommDestroy(comms[r]);
       if (r < staging.size() && staging[r] != nullptr)
         cudaFree(staging[r]);
+      if (r < masks.size() && masks[r] != nullptr)
+        cudaFree(masks[r]);
       if (r < streams.size() && streams[r] != nullptr)
         cudaStreamDestroy(streams[r]);
     }
@@ -135,6 +140,8 @@ struct clique::impl {
     streams.assign(count, nullptr);
     staging.assign(count, nullptr);
     staging_size.assign(count, 0);
+    masks.assign(count, nullptr);
+    mask_size.assign(count, 0);
     for (size_t r = 0; r < count; ++r) {
       cuda::device_guard guard{gpus[r]};
       if (guard.status() != cudaSuccess)
@@ -208,28 +215,84 @@ struct clique::impl {
     return {};
   }
 
-  /// Grows rank r's staging buffer to at least `bytes`.
-  caf::error reserve_staging(int r, size_t bytes) {
+  /// Grows rank r's buffer of `bufs` (staging or masks) to at least
+  /// `bytes`.
+  caf::error reserve(std::vector<void*>& bufs, std::vector<size_t>& sizes,
+                     int r, size_t bytes, const char* what) {
     auto i = static_cast<size_t>(r);
-    if (staging_size[i] >= bytes)
+    if (sizes[i] >= bytes)
       return {};
     cuda::device_guard guard{gpus[i]};
     if (guard.status() != cudaSuccess)
       return cuda::make_cuda_error(gpus[i], "cudaSetDevice", guard.status());
-    if (staging[i] != nullptr) {
-      cudaStreamSynchronize(streams[i]);
-      cudaFree(staging[i]);
-      staging[i] = nullptr;
-      staging_size[i] = 0;
+    if (bufs[i] != nullptr) {
+      cudaDeviceSynchronize(); // any stream of this clique may still use it
+      cudaFree(bufs[i]);
+      bufs[i] = nullptr;
+      sizes[i] = 0;
     }
-    if (auto e = cudaMalloc(&staging[i], bytes); e != cudaSuccess) {
+    if (auto e = cudaMalloc(&bufs[i], bytes); e != cudaSuccess) {
       cudaGetLastError();
-      staging[i] = nullptr;
-      return cuda::make_cuda_error(gpus[i], "nccl staging buffer (cudaMalloc)",
-                                   e);
+      bufs[i] = nullptr;
+      return cuda::make_cuda_error(gpus[i], what, e);
     }
-    staging_size[i] = bytes;
+    sizes[i] = bytes;
     return {};
+  }
+
+  caf::error reserve_staging(int r, size_t bytes) {
+    return reserve(staging, staging_size, r, bytes,
+                   "nccl staging buffer (cudaMalloc)");
+  }
+
+  /// NCCL's min and max drop NaN; the host kernels propagate it. So a
+  /// floating min / max also max-reduces a byte mask of NaNs (made from the
+  /// inputs, applied to the results): a quarter of float32's traffic.
+  static bool masks_nan(reduce_op op, dtype t) {
+    return (op == reduce_op::min || op == reduce_op::max) && is_floating(t);
+  }
+
+  /// Every local rank's NaN mask of `count` elements at data[r], at byte
+  /// `at` of its mask buffer (grown to at + count first).
+  caf::error make_masks(dtype type, std::span<const void* const> data,
+                        int64_t count, size_t at,
+                        std::span<void* const> given) {
+    for (int r = 0; r < n(); ++r) {
+      const auto i = static_cast<size_t>(r);
+      if (auto err = reserve(masks, mask_size, r,
+                             at + static_cast<size_t>(count),
+                             "nccl NaN mask (cudaMalloc)"))
+        return err;
+      cuda::device_guard guard{gpus[i]};
+      if (auto e = cuda::launch_nan_mask(type, data[i],
+                                         static_cast<uint8_t*>(masks[i]) + at,
+                                         count, stream_for(given, r));
+          e != cudaSuccess)
+        return cuda::make_cuda_error(gpus[i], "NaN mask kernel", e);
+    }
+    return {};
+  }
+
+  /// The reduced masks onto the results (null: no result on that rank).
+  caf::error apply_masks(dtype type, std::span<void* const> results,
+                         int64_t count, size_t at,
+                         std::span<void* const> given) {
+    for (int r = 0; r < n(); ++r) {
+      const auto i = static_cast<size_t>(r);
+      if (results[i] == nullptr)
+        continue;
+      cuda::device_guard guard{gpus[i]};
+      if (auto e = cuda::launch_apply_nan_mask(
+            type, results[i], static_cast<uint8_t*>(masks[i]) + at, count,
+            stream_for(given, r));
+          e != cudaSuccess)
+        return cuda::make_cuda_error(gpus[i], "NaN mask kernel", e);
+    }
+    return {};
+  }
+
+  uint8_t* mask_at(int r, size_t at) const {
+    return static_cast<uint8_t*>(masks[static_cast<size_t>(r)]) + at;
   }
 };
 
@@ -362,16 +425,27 @@ caf::error clique::all_reduce(reduce_op op, dtype type,
     return std::move(nop.error());
   if (count <= 0)
     return {};
-  auto err = impl_->grouped("ncclAllReduce", streams,
-                            [&](int r, ncclComm_t comm, cudaStream_t s) {
-                              auto i = static_cast<size_t>(r);
-                              return ncclAllReduce(send[i], recv[i],
-                                                   static_cast<size_t>(count),
-                                                   nccl_type(type), *nop, comm,
-                                                   s);
-                            });
-  if (err || op != reduce_op::mean)
+  const bool nan = impl::masks_nan(op, type);
+  if (nan)
+    if (auto err = impl_->make_masks(type, send, count, 0, streams))
+      return err;
+  auto err = impl_->grouped(
+    "ncclAllReduce", streams, [&](int r, ncclComm_t comm, cudaStream_t s) {
+      auto i = static_cast<size_t>(r);
+      auto res = ncclAllReduce(send[i], recv[i], static_cast<size_t>(count),
+                               nccl_type(type), *nop, comm, s);
+      if (res == ncclSuccess && nan)
+        res = ncclAllReduce(impl_->mask_at(r, 0), impl_->mask_at(r, 0),
+                            static_cast<size_t>(count), ncclUint8, ncclMax,
+                            comm, s);
+      return res;
+    });
+  if (err)
     return err;
+  if (nan)
+    return impl_->apply_masks(type, recv, count, 0, streams);
+  if (op != reduce_op::mean)
+    return {};
   return impl_->divide_results(type, recv, count, streams);
 }
 
@@ -422,21 +496,32 @@ caf::error clique::reduce(reduce_op op, dtype type,
     return std::move(nop.error());
   if (count <= 0)
     return {};
-  auto err = impl_->grouped("ncclReduce", streams,
-                            [&](int r, ncclComm_t comm, cudaStream_t s) {
-                              auto i = static_cast<size_t>(r);
-                              return ncclReduce(send[i], recv[i],
-                                                static_cast<size_t>(count),
-                                                nccl_type(type), *nop, root,
-                                                comm, s);
-                            });
-  if (err || op != reduce_op::mean)
+  const bool nan = impl::masks_nan(op, type);
+  if (nan)
+    if (auto err = impl_->make_masks(type, send, count, 0, streams))
+      return err;
+  auto err = impl_->grouped(
+    "ncclReduce", streams, [&](int r, ncclComm_t comm, cudaStream_t s) {
+      auto i = static_cast<size_t>(r);
+      auto res = ncclReduce(send[i], recv[i], static_cast<size_t>(count),
+                            nccl_type(type), *nop, root, comm, s);
+      if (res == ncclSuccess && nan)
+        res = ncclReduce(impl_->mask_at(r, 0), impl_->mask_at(r, 0),
+                         static_cast<size_t>(count), ncclUint8, ncclMax, root,
+                         comm, s);
+      return res;
+    });
+  if (err)
     return err;
   std::vector<void*> at_root(static_cast<size_t>(impl_->n()), nullptr);
   const int local_root = root - impl_->first; // the root may be elsewhere
   if (local_root >= 0 && local_root < impl_->n())
     at_root[static_cast<size_t>(local_root)]
       = recv[static_cast<size_t>(local_root)];
+  if (nan)
+    return impl_->apply_masks(type, at_root, count, 0, streams);
+  if (op != reduce_op::mean)
+    return {};
   return impl_->divide_results(type, at_root, count, streams);
 }
 
@@ -542,17 +627,51 @@ caf::error clique::all_reduce_batch(reduce_op op,
     if (auto err = copy_all(true))
       return err;
   }
+  // The data each group reduces on rank r (packed, or its one buffer).
+  auto data_of = [&](const group_plan& g, int r) -> void* {
+    const auto i = static_cast<size_t>(r);
+    return g.members.size() > 1
+             ? static_cast<char*>(impl_->staging[i]) + g.offset
+             : per_rank[i][g.members[0]].data;
+  };
+  // Floating min / max: NaN masks, one slice per group (impl::masks_nan).
+  constexpr size_t unmasked = SIZE_MAX;
+  std::vector<size_t> mask_at(groups.size(), unmasked);
+  size_t mask_bytes = 0;
+  for (size_t gi = 0; gi < groups.size(); ++gi)
+    if (impl::masks_nan(op, groups[gi].type)) {
+      mask_at[gi] = mask_bytes;
+      mask_bytes += static_cast<size_t>(groups[gi].total);
+    }
+  if (mask_bytes > 0) {
+    for (int r = 0; r < n; ++r) // all slices first: growing drops contents
+      if (auto err = impl_->reserve(impl_->masks, impl_->mask_size, r,
+                                    mask_bytes, "nccl NaN mask (cudaMalloc)"))
+        return err;
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      if (mask_at[gi] == unmasked)
+        continue;
+      std::vector<const void*> data(static_cast<size_t>(n));
+      for (int r = 0; r < n; ++r)
+        data[static_cast<size_t>(r)] = data_of(groups[gi], r);
+      if (auto err = impl_->make_masks(groups[gi].type, data,
+                                       groups[gi].total, mask_at[gi], streams))
+        return err;
+    }
+  }
   auto err = impl_->grouped(
     "ncclAllReduce (batch)", streams,
     [&](int r, ncclComm_t comm, cudaStream_t s) {
-      const auto i = static_cast<size_t>(r);
       for (size_t gi = 0; gi < groups.size(); ++gi) {
         const auto& g = groups[gi];
-        void* data = g.members.size() > 1
-                       ? static_cast<char*>(impl_->staging[i]) + g.offset
-                       : per_rank[i][g.members[0]].data;
+        void* data = data_of(g, r);
         auto res = ncclAllReduce(data, data, static_cast<size_t>(g.total),
                                  nccl_type(g.type), ops[gi], comm, s);
+        if (res == ncclSuccess && mask_at[gi] != unmasked)
+          res = ncclAllReduce(impl_->mask_at(r, mask_at[gi]),
+                              impl_->mask_at(r, mask_at[gi]),
+                              static_cast<size_t>(g.total), ncclUint8,
+                              ncclMax, comm, s);
         if (res != ncclSuccess)
           return res;
       }
@@ -560,6 +679,16 @@ caf::error clique::all_reduce_batch(reduce_op op,
     });
   if (err)
     return err;
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    if (mask_at[gi] == unmasked)
+      continue;
+    std::vector<void*> data(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r)
+      data[static_cast<size_t>(r)] = data_of(groups[gi], r);
+    if (auto e = impl_->apply_masks(groups[gi].type, data, groups[gi].total,
+                                    mask_at[gi], streams))
+      return e;
+  }
   if (op == reduce_op::mean) // the division, on the fused data
     for (size_t gi = 0; gi < groups.size(); ++gi) {
       const auto& g = groups[gi];

@@ -87,7 +87,10 @@ public:
   /// recv[r] = op over all ranks of send[*], for every rank. sum, prod, min,
   /// max; mean is ncclSum, then one division by the rank count on each
   /// rank (floating dtypes only; integer mean is invalid_argument, as
-  /// everywhere in varsync).
+  /// everywhere in varsync). Floating min and max propagate NaN as the host
+  /// kernels do (NCCL's drop it): a byte mask of the inputs' NaNs is
+  /// max-reduced with them and sets those results to a quiet NaN. The same
+  /// holds for reduce and all_reduce_batch.
   caf::error all_reduce(reduce_op op, dtype type,
                         std::span<const void* const> send,
                         std::span<void* const> recv, int64_t count,

@@ -5,6 +5,7 @@
 
 #include "gpu_test_util.hpp"
 
+#include <cmath>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -106,6 +107,55 @@ TEST_CASE("nccl clique: mean is ncclAvg for floats, rejected for integers",
   }
   auto err = g.clique->all_reduce(reduce_op::mean, dtype::int32, send, recv, n);
   CHECK(has_code(err, errc::invalid_argument));
+}
+
+TEST_CASE("nccl clique: floating min and max propagate NaN like the host "
+          "kernels (NCCL alone drops it), in all_reduce and the batch",
+          "[gpu][nccl]") {
+  gpus g;
+  std::mt19937_64 rng{21};
+  for (auto t : {dtype::float16, dtype::bfloat16, dtype::float32,
+                 dtype::float64}) {
+    for (auto op : {reduce_op::min, reduce_op::max}) {
+      INFO(to_string(t) << " " << to_string(op));
+      std::vector<tensor> xs;
+      for (size_t r = 0; r < g.size(); ++r) {
+        auto x = random_small_ints(t, n, rng);
+        // A NaN on the last rank at element 7, on rank 0 at element 11.
+        if (r + 1 == g.size())
+          store_double(t, x.mutable_raw(), 7, std::nan(""));
+        if (r == 0)
+          store_double(t, x.mutable_raw(), 11, std::nan(""));
+        xs.push_back(x);
+      }
+      auto expected = host_reduce(op, t, xs);
+      for (bool batch : {false, true}) {
+        INFO((batch ? "all_reduce_batch" : "all_reduce"));
+        std::vector<device_buffer> bufs;
+        std::vector<const void*> send;
+        std::vector<void*> recv;
+        std::vector<std::vector<nccl::buffer>> per_rank(g.size());
+        for (size_t r = 0; r < g.size(); ++r) {
+          bufs.emplace_back(*g.devs[r], xs[r]);
+          send.push_back(bufs.back().get());
+          recv.push_back(bufs.back().get());
+          per_rank[r] = {{recv[r], n, t}};
+        }
+        if (batch)
+          REQUIRE_FALSE(g.clique->all_reduce_batch(op, per_rank));
+        else
+          REQUIRE_FALSE(g.clique->all_reduce(op, t, send, recv, n));
+        REQUIRE_FALSE(g.clique->synchronize());
+        for (size_t r = 0; r < g.size(); ++r) {
+          auto got = bufs[r].download(t, {n});
+          std::string why;
+          CHECK(same_values(got, expected, &why));
+          CHECK(std::isnan(got.as_double(7)));
+          CHECK(std::isnan(got.as_double(11)));
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("nccl clique: broadcast, all_gather and reduce to one",

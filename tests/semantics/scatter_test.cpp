@@ -388,7 +388,7 @@ TEST_CASE("S5: duplicate indices in one contribution combine by the op") {
   }
 }
 
-TEST_CASE("S6: scatters run on CUDA replicas in one process; across "
+TEST_CASE("S6: scatters run on CUDA replicas in one process, and across "
           "processes, a step's scatter on CUDA replicas is refused with "
           "nothing changed") {
   auto s = make_strategy(2);
