@@ -565,6 +565,21 @@ caf::error cuda_device::scale(dtype type, void* data, double factor,
   return {};
 }
 
+caf::error cuda_device::divide(dtype type, void* data, int64_t divisor,
+                               int64_t count) {
+  if (divisor < 1)
+    return make_error(errc::invalid_argument,
+                      "cuda:" + std::to_string(impl_->index)
+                        + ": divide by " + std::to_string(divisor));
+  cuda::device_guard guard{impl_->index};
+  if (guard.status() != cudaSuccess)
+    return impl_->fail("cudaSetDevice", guard.status());
+  if (auto e = cuda::launch_divide(type, data, divisor, count, impl_->stream);
+      e != cudaSuccess)
+    return impl_->fail("divide (kernel launch)", e);
+  return {};
+}
+
 caf::error cuda_device::copy(void* dst, const void* src, size_t nbytes) {
   if (nbytes == 0 || dst == src)
     return {};

@@ -92,6 +92,9 @@ public:
                               int64_t count, bool mirrored = false);
   /// data *= factor (floating dtypes).
   caf::error scale(dtype type, void* data, double factor, int64_t count);
+  /// data /= divisor in the dtype's arithmetic (the second half of a mean:
+  /// one division, as the host computes it; floor division for integers).
+  caf::error divide(dtype type, void* data, int64_t divisor, int64_t count);
   /// Device-to-device copy of `nbytes` (src and dst on this GPU or peers).
   caf::error copy(void* dst, const void* src, size_t nbytes);
   /// Waits for everything enqueued on the stream.

@@ -19,12 +19,12 @@ make_cuda_collective(const std::vector<device_id>& devices) {
       return make_error(errc::invalid_argument,
                         "device collective: the strategy has no CUDA device");
     case cuda_collective_path::nccl_clique:
+    case cuda_collective_path::same_gpu_then_nccl:
       out = make_nccl_clique_collective(std::move(topo));
       break;
     case cuda_collective_path::same_gpu:
       out = make_same_gpu_collective(std::move(topo));
       break;
-    case cuda_collective_path::same_gpu_then_nccl:
     case cuda_collective_path::mixed_host_cuda:
       out = make_host_staging_collective(std::move(topo));
       break;

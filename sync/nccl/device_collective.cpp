@@ -36,9 +36,11 @@ std::string describe_device_collective(const cuda_collective_plan& plan) {
                "a reduce kernel, one copy to the host";
       break;
     case cuda_collective_path::same_gpu_then_nccl:
-      out += " is not implemented: staged through host memory instead (" + n
-             + " replicas; GPU inputs copied to the host, host kernels reduce, "
-               "the result copied to every GPU component)";
+      out += " (" + n + " replicas): step updates from device buffers (host "
+             "values copied to their GPU first), each GPU's replicas reduced "
+             "by the reduce kernel, then ncclAllReduce per dtype in one group "
+             "over the GPUs, update kernel on each GPU; reads: the same, "
+             "ncclReduce to replica 0's GPU, one copy to the host";
       break;
     case cuda_collective_path::mixed_host_cuda:
       out += " (" + n + " replicas): the host is that device, so data is "

@@ -4,25 +4,29 @@
 // thread (collective_workers::driver), and is chosen from the strategy's
 // device list once (sync/nccl/cuda_collective_selection.cpp):
 //
-//   nccl_clique_collective   N distinct GPUs: one NCCL clique (created
-//                            once); every rank's call issued inside one
-//                            ncclGroupStart/End; step updates: the
+//   nccl_clique_collective   CUDA replicas on several GPUs, one or more per
+//                            GPU: one NCCL clique with a rank per GPU
+//                            (created once); every rank's call issued inside
+//                            one ncclGroupStart/End; step updates: the
 //                            contributions the replicas kept on their GPU
 //                            (staging buffers, reduced in place; host values
-//                            are copied to each GPU first), then one
-//                            ncclAllReduce per dtype (all_reduce_batch) or
-//                            per item (ncclBroadcast from replica 0 for
-//                            only_first_replica and aggregation none), then
-//                            the update kernel on every component; reads:
-//                            ncclReduce to replica 0, one device-to-host copy.
+//                            are copied to their GPU first), those of one
+//                            GPU's replicas reduced there by the reduce
+//                            kernel, then one ncclAllReduce per dtype
+//                            (all_reduce_batch) or per item (ncclBroadcast
+//                            from replica 0's GPU for only_first_replica and
+//                            aggregation none), a mean divided by the
+//                            replica count, then the update kernel on every
+//                            component; reads: the same per GPU, ncclReduce
+//                            to replica 0's GPU, one device-to-host copy.
 //   same_gpu_collective      every replica on one GPU (NCCL refuses
 //                            duplicate devices): the reduce_and_apply kernel
 //                            over the replicas' staging buffers (host values
 //                            copied to the GPU first); reads: the reduce
 //                            kernel, one device-to-host copy. Bit-identical
 //                            to the host kernels.
-//   host_staging_collective  host and CUDA replicas mixed, or GPUs shared by
-//                            several replicas: GPU inputs are copied to the
+//   host_staging_collective  host and CUDA replicas mixed: GPU inputs are
+//                            copied to the
 //                            host, reduced there by the host kernels, and
 //                            the result is copied to every GPU component and
 //                            applied to every host component. Bit-identical
