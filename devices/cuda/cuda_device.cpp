@@ -353,17 +353,18 @@ size_t packed_offset(size_t num_rows) {
 
 } // namespace
 
-caf::error cuda_device::read_rows(const void* src, size_t row_bytes,
-                                  std::span<const int64_t> rows, void* out) {
+template <class Move>
+caf::error cuda_device::through_rows_block(std::span<const int64_t> rows,
+                                           size_t row_bytes, const char* what,
+                                           Move move) {
   if (rows.empty() || row_bytes == 0)
     return {};
   const size_t at = packed_offset(rows.size());
-  const size_t packed = rows.size() * row_bytes;
-  auto block = allocate(at + packed);
+  auto block = allocate(at + rows.size() * row_bytes);
   if (!block)
     return std::move(block.error());
   auto* index = static_cast<int64_t*>(*block);
-  auto* rows_dev = static_cast<std::byte*>(*block) + at;
+  auto* packed = static_cast<std::byte*>(*block) + at;
   cuda::device_guard guard{impl_->index};
   caf::error err;
   if (guard.status() != cudaSuccess)
@@ -372,56 +373,53 @@ caf::error cuda_device::read_rows(const void* src, size_t row_bytes,
                                     rows.size() * sizeof(int64_t),
                                     cudaMemcpyHostToDevice, impl_->stream);
            e != cudaSuccess)
-    err = impl_->fail("read_rows: row numbers (cudaMemcpyAsync)", e);
-  else if (auto e = cuda::launch_gather_rows(
-             rows_dev, src, row_bytes, index,
-             static_cast<int64_t>(rows.size()), impl_->stream);
-           e != cudaSuccess)
-    err = impl_->fail("read_rows (gather kernel launch)", e);
-  else if (auto e = cudaMemcpyAsync(out, rows_dev, packed,
-                                    cudaMemcpyDeviceToHost, impl_->stream);
-           e != cudaSuccess)
-    err = impl_->fail("read_rows (cudaMemcpyAsync)", e);
+    err = impl_->fail(std::string{what} + ": row numbers (cudaMemcpyAsync)",
+                      e);
+  else
+    err = move(index, packed, impl_->stream);
   if (!err)
-    err = impl_->sync("read_rows (cudaStreamSynchronize)");
+    err = impl_->sync(std::string{what} + " (cudaStreamSynchronize)");
   release(*block);
   return err;
+}
+
+caf::error cuda_device::read_rows(const void* src, size_t row_bytes,
+                                  std::span<const int64_t> rows, void* out) {
+  return through_rows_block(
+    rows, row_bytes, "read_rows",
+    [&](const int64_t* index, std::byte* packed,
+        cudaStream_t stream) -> caf::error {
+      if (auto e = cuda::launch_gather_rows(packed, src, row_bytes, index,
+                                            static_cast<int64_t>(rows.size()),
+                                            stream);
+          e != cudaSuccess)
+        return impl_->fail("read_rows (gather kernel launch)", e);
+      if (auto e = cudaMemcpyAsync(out, packed, rows.size() * row_bytes,
+                                   cudaMemcpyDeviceToHost, stream);
+          e != cudaSuccess)
+        return impl_->fail("read_rows (cudaMemcpyAsync)", e);
+      return {};
+    });
 }
 
 caf::error cuda_device::write_rows(void* dst, size_t row_bytes,
                                    std::span<const int64_t> rows,
                                    const void* in) {
-  if (rows.empty() || row_bytes == 0)
-    return {};
-  const size_t at = packed_offset(rows.size());
-  const size_t packed = rows.size() * row_bytes;
-  auto block = allocate(at + packed);
-  if (!block)
-    return std::move(block.error());
-  auto* index = static_cast<int64_t*>(*block);
-  auto* rows_dev = static_cast<std::byte*>(*block) + at;
-  cuda::device_guard guard{impl_->index};
-  caf::error err;
-  if (guard.status() != cudaSuccess)
-    err = impl_->fail("cudaSetDevice", guard.status());
-  else if (auto e = cudaMemcpyAsync(index, rows.data(),
-                                    rows.size() * sizeof(int64_t),
-                                    cudaMemcpyHostToDevice, impl_->stream);
-           e != cudaSuccess)
-    err = impl_->fail("write_rows: row numbers (cudaMemcpyAsync)", e);
-  else if (auto e = cudaMemcpyAsync(rows_dev, in, packed,
-                                    cudaMemcpyHostToDevice, impl_->stream);
-           e != cudaSuccess)
-    err = impl_->fail("write_rows (cudaMemcpyAsync)", e);
-  else if (auto e = cuda::launch_scatter_rows(
-             dst, rows_dev, row_bytes, index,
-             static_cast<int64_t>(rows.size()), impl_->stream);
-           e != cudaSuccess)
-    err = impl_->fail("write_rows (scatter kernel launch)", e);
-  if (!err)
-    err = impl_->sync("write_rows (cudaStreamSynchronize)");
-  release(*block);
-  return err;
+  return through_rows_block(
+    rows, row_bytes, "write_rows",
+    [&](const int64_t* index, std::byte* packed,
+        cudaStream_t stream) -> caf::error {
+      if (auto e = cudaMemcpyAsync(packed, in, rows.size() * row_bytes,
+                                   cudaMemcpyHostToDevice, stream);
+          e != cudaSuccess)
+        return impl_->fail("write_rows (cudaMemcpyAsync)", e);
+      if (auto e = cuda::launch_scatter_rows(dst, packed, row_bytes, index,
+                                             static_cast<int64_t>(rows.size()),
+                                             stream);
+          e != cudaSuccess)
+        return impl_->fail("write_rows (scatter kernel launch)", e);
+      return {};
+    });
 }
 
 caf::error cuda_device::split_assign(void* dst, const tensor& x, int rank,

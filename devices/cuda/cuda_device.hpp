@@ -129,6 +129,12 @@ public:
 
 private:
   explicit cuda_device(std::unique_ptr<impl> p);
+  /// Copies the row numbers into a fresh device block with room for the
+  /// packed rows after them, runs move(index, packed, stream), waits,
+  /// releases the block.
+  template <class Move>
+  caf::error through_rows_block(std::span<const int64_t> rows,
+                                size_t row_bytes, const char* what, Move move);
   std::unique_ptr<impl> impl_;
 };
 

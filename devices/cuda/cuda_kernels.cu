@@ -390,61 +390,54 @@ cudaError_t launch_divide(dtype t, void* data, int64_t divisor, int64_t n,
   });
 }
 
-cudaError_t launch_nan_mask(dtype t, const void* data, uint8_t* mask,
-                            int64_t n, cudaStream_t stream) {
+namespace {
+
+/// f(kind{}) launches a kernel for a floating dtype `t` over n elements;
+/// integers are cudaErrorInvalidValue.
+template <class F>
+cudaError_t launch_floating(dtype t, int64_t n, F&& f) {
   if (!is_floating(t))
     return cudaErrorInvalidValue;
   if (n <= 0)
     return cudaSuccess;
   return dispatch(t, [&](auto kind) {
     using K = decltype(kind);
-    using S = typename K::storage;
     if constexpr (std::is_floating_point_v<typename K::compute>) {
-      nan_mask_kernel<K><<<blocks_for(n), threads, 0, stream>>>(
-        static_cast<const S*>(data), mask, n);
+      f(kind);
       return cudaGetLastError();
     } else {
       return cudaErrorInvalidValue;
     }
+  });
+}
+
+} // namespace
+
+cudaError_t launch_nan_mask(dtype t, const void* data, uint8_t* mask,
+                            int64_t n, cudaStream_t stream) {
+  return launch_floating(t, n, [&](auto kind) {
+    using K = decltype(kind);
+    nan_mask_kernel<K><<<blocks_for(n), threads, 0, stream>>>(
+      static_cast<const typename K::storage*>(data), mask, n);
   });
 }
 
 cudaError_t launch_apply_nan_mask(dtype t, void* data, const uint8_t* mask,
                                   int64_t n, cudaStream_t stream) {
-  if (!is_floating(t))
-    return cudaErrorInvalidValue;
-  if (n <= 0)
-    return cudaSuccess;
-  return dispatch(t, [&](auto kind) {
+  return launch_floating(t, n, [&](auto kind) {
     using K = decltype(kind);
-    using S = typename K::storage;
-    if constexpr (std::is_floating_point_v<typename K::compute>) {
-      apply_nan_mask_kernel<K><<<blocks_for(n), threads, 0, stream>>>(
-        static_cast<S*>(data), mask, n);
-      return cudaGetLastError();
-    } else {
-      return cudaErrorInvalidValue;
-    }
+    apply_nan_mask_kernel<K><<<blocks_for(n), threads, 0, stream>>>(
+      static_cast<typename K::storage*>(data), mask, n);
   });
 }
 
 cudaError_t launch_scale(dtype t, void* data, double factor, int64_t n,
                          cudaStream_t stream) {
-  if (!is_floating(t))
-    return cudaErrorInvalidValue;
-  if (n <= 0)
-    return cudaSuccess;
-  return dispatch(t, [&](auto kind) {
+  return launch_floating(t, n, [&](auto kind) {
     using K = decltype(kind);
-    using S = typename K::storage;
-    using C = typename K::compute;
-    if constexpr (std::is_floating_point_v<C>) {
-      scale_kernel<K><<<blocks_for(n), threads, 0, stream>>>(
-        static_cast<S*>(data), static_cast<C>(factor), n);
-      return cudaGetLastError();
-    } else {
-      return cudaErrorInvalidValue;
-    }
+    scale_kernel<K><<<blocks_for(n), threads, 0, stream>>>(
+      static_cast<typename K::storage*>(data),
+      static_cast<typename K::compute>(factor), n);
   });
 }
 
