@@ -17,17 +17,6 @@ using namespace coordinator_helpers;
 
 namespace {
 
-/// Across processes, the collectives that carry scatter rows run on host
-/// replicas only (the staged algorithm copies whole components).
-caf::error not_across_processes(const std::string& what) {
-  return make_error(errc::invalid_argument,
-                    what + ": across processes, a scatter that goes through "
-                           "a collective (in a step, or checked for integer "
-                           "overflow on every component) needs host "
-                           "replicas, and this strategy has CUDA replicas "
-                           "(docs/sparse-updates.md); nothing was changed");
-}
-
 /// Whether applying `op` to integer rows can fail on one component and not
 /// on another (components that differ: on_read, none).
 bool may_overflow(scatter_op op) {
@@ -55,8 +44,6 @@ caf::error coordinator_state::add_step_scatter(collective_plan& plan, size_t k,
   auto& info = *(*e)->info;
   const auto what = std::string{to_string(first.sop)} + " of '" + info.name
                     + "' in a step";
-  if (processes && !host_replicas_only())
-    return not_across_processes(what);
   if (auto err = (*e)->policy()->check_scatter(info, first.sop))
     return err;
   // Each replica combined its duplicate rows; the reports are checked like
@@ -129,9 +116,6 @@ void coordinator_state::scatter(caf::timespan timeout, uint64_t id,
   auto target = policy.cross_replica_scatter(info, op);
   if (!local && !target)
     local = std::move(target.error());
-  if (!local && processes && !host_replicas_only()
-      && checked_on_every_component(info, policy, *target, op))
-    local = not_across_processes(what);
   if (!local)
     local = check_replicas();
   caf::expected<scatter_rows> rows = caf::error{};

@@ -373,13 +373,6 @@ private:
   bool cross_process() const { return processes.has_value(); }
   /// The collective reads contributions that replicas keep in staging
   /// buffers until their step is released.
-  /// Every replica of this process is a host replica.
-  bool host_replicas_only() const {
-    for (auto& d : devices_)
-      if (d.kind != device_kind::host)
-        return false;
-    return true;
-  }
   bool uses_staging_buffers() const {
     return collective_.uses_staging_buffers;
   }

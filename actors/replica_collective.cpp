@@ -28,9 +28,12 @@ caf::expected<int64_t> replica_state::enter(collective_run& run) {
         b.inputs[rank] = (*c)->data;
       if (item.target == collective_target::components)
         b.components[rank] = (*c)->data;
-      if (item.scatter)
+      if (item.scatter) {
         if (auto err = check_plan_rows(**c, item))
           return err;
+        if (rank < b.component_elements.size())
+          b.component_elements[rank] = element_count((*c)->info->shape);
+      }
     }
     if (rank < item.staged.size() && item.staged[rank] != 0)
       if (auto err = publish_staged(item, b, rank))

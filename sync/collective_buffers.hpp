@@ -21,6 +21,10 @@ struct item_buffers {
   std::vector<void*> components;
   /// target == output: the result's data.
   void* output = nullptr;
+  /// Scatter items: one per replica, the elements of its component (the
+  /// item's count is that of its rows), bound with the component at enter,
+  /// for algorithms that copy whole components (staged_across_processes).
+  std::vector<int64_t> component_elements;
 };
 
 struct collective_buffers {

@@ -31,6 +31,8 @@ collective_buffers bind_plan_buffers(collective_plan& plan) {
         b.inputs[r] = item.contributions[r].raw();
     if (item.target == collective_target::output)
       b.output = item.result.mutable_raw();
+    if (item.scatter)
+      b.component_elements.assign(n, -1); // bound at enter
   }
   return out;
 }

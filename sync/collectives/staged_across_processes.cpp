@@ -75,10 +75,11 @@ private:
     // twice applies both updates to the same copy, in order.
     std::unordered_map<const void*, size_t> copy_of;
     auto host_copy = [&](device& dev, const void* data,
-                         const collective_item& item) -> caf::expected<size_t> {
+                         const collective_item& item,
+                         int64_t count) -> caf::expected<size_t> {
       if (auto i = copy_of.find(data); i != copy_of.end())
         return i->second;
-      auto t = dev.download(data, item.type, tensor_shape{item.count});
+      auto t = dev.download(data, item.type, tensor_shape{count});
       if (!t)
         return std::move(t.error());
       copies.push_back(std::move(*t));
@@ -95,7 +96,8 @@ private:
           = item.source == collective_source::components
             || (r < item.staged.size() && item.staged[r] != 0);
         if (device_input && buffers.items[k].inputs[r] != nullptr) {
-          auto c = host_copy(*dev, buffers.items[k].inputs[r], item);
+          auto c = host_copy(*dev, buffers.items[k].inputs[r], item,
+                             item.count);
           if (!c)
             return std::move(c.error());
           host.items[k].inputs[r] = copies[*c].raw();
@@ -103,8 +105,20 @@ private:
         auto* component = buffers.items[k].components[r];
         if (item.target == collective_target::components
             && component != nullptr) {
+          // A scatter's rows are known only once the processes exchanged
+          // theirs: its components are copied whole.
+          int64_t count = item.count;
+          if (item.scatter) {
+            auto& sizes = buffers.items[k].component_elements;
+            count = r < sizes.size() ? sizes[r] : -1;
+            if (count < 0)
+              return make_error(errc::invalid_argument,
+                                plan.description + ": replica "
+                                  + std::to_string(r)
+                                  + " bound no component size for a scatter");
+          }
           const bool first = copy_of.count(component) == 0;
-          auto c = host_copy(*dev, component, item);
+          auto c = host_copy(*dev, component, item, count);
           if (!c)
             return std::move(c.error());
           host.items[k].components[r] = copies[*c].mutable_raw();

@@ -6,17 +6,6 @@ using namespace vs_test;
 
 namespace {
 
-/// Where every scatter runs: host replicas in one process or across
-/// processes, CUDA replicas in one process. Across processes with CUDA
-/// replicas, scatters that go through a collective are refused (S6).
-bool scatter_here() {
-#ifdef VARSYNC_SEMANTICS_ON_GPU
-  return !across_processes();
-#else
-  return true;
-#endif
-}
-
 tensor rows_f(std::vector<float> values, int64_t k, int64_t width = 1) {
   if (width == 1)
     return tensor::from_vector<float>({k}, values);
@@ -45,8 +34,6 @@ caf::error step_scatter(const strategy& s, const variable& v, scatter_op op,
 
 TEST_CASE("S1: a step's scatter_sub of a mean on_write variable gives "
           "TensorFlow's result") {
-  if (!scatter_here())
-    return;
   auto s = make_strategy(2);
   auto v = make_var(s, "emb", tensor::from_vector<float>({3}, {0, 0, 0}),
                     synchronization::on_write, aggregation::mean);
@@ -59,8 +46,6 @@ TEST_CASE("S1: a step's scatter_sub of a mean on_write variable gives "
 
 TEST_CASE("S1: a step's scatter combines the contributions row by row per "
           "aggregation (W4)") {
-  if (!scatter_here())
-    return;
   auto s = make_strategy(3);
   // Rows of width 2. Replica r adds (r + 1) to row r and 10 to row 3.
   std::vector<std::vector<int64_t>> idx{{0, 3}, {1, 3}, {2, 3}};
@@ -118,8 +103,6 @@ TEST_CASE("S1: a step's scatter combines the contributions row by row per "
 
 TEST_CASE("S1: scatters apply with the step's other updates, in issue order, "
           "all or none") {
-  if (!scatter_here())
-    return;
   auto s = make_strategy(2);
   auto v = make_var(s, "w", tensor::from_vector<float>({4}, {1, 1, 1, 1}),
                     synchronization::on_write, aggregation::sum);
@@ -177,8 +160,6 @@ TEST_CASE("S1: scatters apply with the step's other updates, in issue order, "
 
 TEST_CASE("S2: scatter_min and scatter_max need aggregation none or "
           "only_first_replica on on_write variables") {
-  if (!scatter_here())
-    return;
   auto s = make_strategy(2);
   auto sum = make_var(s, "sum", tensor::from_vector<float>({3}, {5, 5, 5}),
                       synchronization::on_write, aggregation::sum);
@@ -210,8 +191,6 @@ TEST_CASE("S2: scatter_min and scatter_max need aggregation none or "
 
 TEST_CASE("S3: in replica context, scatters of on_read and none variables "
           "change the local component at once (TF refuses)") {
-  if (!scatter_here())
-    return;
   auto s = make_strategy(3);
   for (auto sync : {synchronization::on_read, synchronization::none}) {
     INFO("synchronization " << to_string(sync));
@@ -238,8 +217,6 @@ TEST_CASE("S3: in replica context, scatters of on_read and none variables "
 }
 
 TEST_CASE("S4: cross-replica scatters follow W3, N2, R4 and R5 row by row") {
-  if (!scatter_here())
-    return;
   auto s = make_strategy(3);
   SECTION("on_write and none: every component") {
     for (auto sync : {synchronization::on_write, synchronization::none}) {
@@ -295,8 +272,6 @@ TEST_CASE("S4: cross-replica scatters follow W3, N2, R4 and R5 row by row") {
 }
 
 TEST_CASE("S5: bad scatters fail with a clear error and change nothing") {
-  if (!scatter_here())
-    return;
   auto s = make_strategy(2);
   auto v = make_var(s, "tab", tensor::zeros(dtype::float32, {4, 2}),
                     synchronization::on_write, aggregation::sum);
@@ -347,8 +322,6 @@ TEST_CASE("S5: bad scatters fail with a clear error and change nothing") {
 }
 
 TEST_CASE("S5: duplicate indices in one contribution combine by the op") {
-  if (!scatter_here())
-    return;
   auto s = make_strategy(2);
   auto make = [&](const char* name) {
     return make_var(s, name, tensor::from_vector<float>({3}, {8, 8, 8}),
@@ -388,25 +361,15 @@ TEST_CASE("S5: duplicate indices in one contribution combine by the op") {
   }
 }
 
-TEST_CASE("S6: scatters run on CUDA replicas in one process, and across "
-          "processes, a step's scatter on CUDA replicas is refused with "
-          "nothing changed") {
+TEST_CASE("S6: scatters run on every layout: a cross-replica scatter and "
+          "a step's scatter") {
   auto s = make_strategy(2);
   auto v = make_var(s, "w", tensor::zeros(dtype::float32, {3}),
                     synchronization::on_write, aggregation::sum);
-  auto cross = s.scatter_add(v, {{1}, rows_f({1}, 1)});
-  VS_REQUIRE_OK(cross); // replica by replica: on every layout
-  auto before = take_snapshot(s);
-  auto step = s.run([&](replica_context& ctx) {
-    (void) ctx.scatter_add(v, {1}, rows_f({1}, 1));
-  });
-  if (scatter_here()) {
-    VS_REQUIRE_OK(step);
-    for (auto& c : all_components_f(s, v))
-      CHECK(c == std::vector<float>{0, 3, 0});
-    return;
-  }
-  VS_CHECK_CODE(step, invalid_argument);
-  CHECK(message_of(step).find("needs host replicas") != std::string::npos);
-  CHECK(same(before, take_snapshot(s)));
+  VS_REQUIRE_OK(s.scatter_add(v, {{1}, rows_f({1}, 1)}));
+  VS_REQUIRE_OK(s.run([&](replica_context& ctx) {
+    VS_STEP_OK(ctx.scatter_add(v, {1}, rows_f({1}, 1)));
+  }));
+  for (auto& c : all_components_f(s, v))
+    CHECK(c == std::vector<float>{0, 3, 0});
 }

@@ -488,3 +488,60 @@ TEST_CASE("staged across processes: two updates of one variable in a step "
   CHECK(f.far() == want);
   CHECK(f.dev->uploads == 1);
 }
+
+TEST_CASE("staged across processes: a step's scatter reaches a device "
+          "replica's component copied whole, and only its rows change") {
+  auto owned = std::make_unique<far_device>();
+  auto* dev = owned.get();
+  std::vector<std::unique_ptr<device>> devices;
+  devices.emplace_back(); // replica 0: host memory
+  devices.push_back(std::move(owned));
+  auto group = std::make_shared<scripted_group>(); // rank 1 echoes rank 0
+  auto algorithm = make_staged_across_processes(
+    make_membership(group, {2, 1}), std::move(devices));
+  // A table of 4 rows of 2; process 0's combined rows add to rows 1 and 3
+  // (only_first_replica: process 0's rows are the step's).
+  float host_table[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  const float zeros[8] = {};
+  auto* far_table = static_cast<float*>(dev->hold(zeros, sizeof(zeros)));
+  collective_plan plan;
+  plan.num_replicas = 2;
+  plan.cross_process = true;
+  plan.total_replicas = 3;
+  plan.description = "step: 't' scatter_add";
+  auto& item = plan.add_item();
+  item.name = "t";
+  item.type = dtype::float32;
+  item.scatter = true;
+  item.sop = scatter_op::add;
+  item.row_elems = 2;
+  item.rows = {1, 3};
+  item.count = 4;
+  item.rop = reduce_op::sum;
+  item.first_only = true;
+  item.mirrored = true;
+  item.source = collective_source::contributions;
+  item.target = collective_target::components;
+  auto rows = tensor::from_vector<float>({2, 2}, {1, 2, 3, 4});
+  item.contributions = {rows, rows};
+  auto buffers = bind_plan_buffers(plan);
+  buffers.items[0].components = {host_table, far_table};
+  buffers.ready_events = {nullptr, nullptr};
+  SECTION("with the components' sizes bound, every row lands") {
+    buffers.items[0].component_elements = {8, 8};
+    REQUIRE_FALSE(algorithm->run(plan, buffers, 0, 1));
+    const std::vector<float> want{0, 0, 1, 2, 0, 0, 3, 4};
+    CHECK(std::vector<float>(host_table, host_table + 8) == want);
+    CHECK(std::vector<float>(far_table, far_table + 8) == want);
+    CHECK(dev->downloads == 1); // the whole component, once
+    CHECK(dev->uploads == 1);
+  }
+  SECTION("without them, nothing moves and the error says why") {
+    auto err = algorithm->run(plan, buffers, 0, 1);
+    CHECK(has_code(err, errc::invalid_argument));
+    CHECK(message_of(err).find("no component size") != std::string::npos);
+    CHECK(dev->downloads == 0);
+    CHECK(std::vector<float>(far_table, far_table + 8)
+          == std::vector<float>(8, 0.0f));
+  }
+}
