@@ -2,7 +2,6 @@
 
 #include "actors/replica_state.hpp"
 
-#include "devices/row_update.hpp"
 #include "sync/scatter_update.hpp"
 
 namespace varsync::replica_internal {
@@ -64,15 +63,10 @@ caf::expected<int64_t> replica_state::enter(collective_run& run) {
     };
     // Scatter items: the touched rows only (devices/row_update).
     auto scatter_overflow = [&](size_t k, const void* rows) -> int64_t {
-      auto& item = plan.items[k];
-      row_update u;
-      u.op = item.sop;
-      u.type = item.type;
-      u.data = buffers.items[k].components[rank];
-      u.row_elems = item.row_elems;
-      u.rows = item.rows;
-      u.y = rows;
-      auto at = row_update_overflow(host_memory_ ? nullptr : device_.get(), u);
+      auto at = row_update_overflow(
+        host_memory_ ? nullptr : device_.get(),
+        item_row_update(plan.items[k], buffers.items[k].components[rank],
+                        rows));
       if (!at) {
         copy_failed = std::move(at.error());
         return -1;

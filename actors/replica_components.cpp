@@ -105,7 +105,7 @@ caf::expected<ok_atom> replica_state::apply_step(const std::vector<recorded_upda
   }
   for (size_t k = 0; k < ys.size(); ++k) {
     if (ys[k].scatter) {
-      if (auto err = write_scatter_rows(*comps[k], ys[k]))
+      if (auto err = write_scatter_rows(*comps[k], ys[k], true))
         return err;
       continue;
     }

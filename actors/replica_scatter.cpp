@@ -65,6 +65,13 @@ caf::error replica_state::scatter(const variable_info& v, scatter_op op,
 
 caf::error replica_state::check_scatter_rows(const component& comp,
                                              const recorded_update& u) const {
+  if (auto err = check_scatter_shape(comp, u))
+    return err;
+  return check_scatter_overflow(comp, u);
+}
+
+caf::error replica_state::check_scatter_shape(const component& comp,
+                                              const recorded_update& u) const {
   auto& info = *comp.info;
   if (auto err = validate_scatter(info, u.sop, u.indices, u.value,
                                   to_string(u.sop)))
@@ -74,7 +81,7 @@ caf::error replica_state::check_scatter_rows(const component& comp,
                       "replica " + std::to_string(cfg_.rank) + ": the rows of "
                         + std::string{to_string(u.sop)} + " of '" + info.name
                         + "' are not distinct and ascending");
-  return check_scatter_overflow(comp, u);
+  return {};
 }
 
 namespace {
@@ -109,9 +116,11 @@ replica_state::check_scatter_overflow(const component& comp,
 }
 
 caf::error replica_state::write_scatter_rows(component& comp,
-                                             const recorded_update& u) {
-  auto at = apply_row_update(host_memory_ ? nullptr : device_.get(),
-                             as_row_update(comp, u));
+                                             const recorded_update& u,
+                                             bool checked) {
+  auto ru = as_row_update(comp, u);
+  ru.check_overflow = !checked;
+  auto at = apply_row_update(host_memory_ ? nullptr : device_.get(), ru);
   if (!at)
     return std::move(at.error());
   if (*at >= 0)
@@ -129,8 +138,8 @@ caf::expected<ok_atom> replica_state::apply_scatter(const recorded_update& u,
     return make_error(errc::invalid_argument,
                       "replica " + std::to_string(cfg_.rank)
                         + ": a component scatter without rows");
-  if (!split) {
-    if (auto err = check_scatter_rows(comp, u))
+  if (!split) { // V4 with the write: the rows are read once
+    if (auto err = check_scatter_shape(comp, u))
       return err;
     if (auto err = write_scatter_rows(comp, u))
       return err;
@@ -148,7 +157,7 @@ caf::expected<ok_atom> replica_state::apply_scatter(const recorded_update& u,
   share.value = tensor::empty(u.value.type(), u.value.shape());
   host::split_assign(u.value.type(), share.value.mutable_raw(), u.value.raw(),
                      0, u.value.size(), cfg_.rank, cfg_.num_replicas);
-  if (auto err = write_scatter_rows(comp, share))
+  if (auto err = write_scatter_rows(comp, share, true))
     return err;
   return ok_atom::value;
 }

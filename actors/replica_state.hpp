@@ -259,12 +259,16 @@ private:
   /// zero divisor (a device component's touched rows are read for it).
   caf::error check_scatter_rows(const component& comp,
                                 const recorded_update& u) const;
+  /// check_scatter_rows without the overflow check.
+  caf::error check_scatter_shape(const component& comp,
+                                 const recorded_update& u) const;
   /// The integer overflow check alone, for rows this replica combined.
   caf::error check_scatter_overflow(const component& comp,
                                     const recorded_update& u) const;
-  /// Applies rows (checked; V4 is checked again on the rows it reads):
+  /// Applies rows, checking V4 on the rows it reads unless `checked`:
   /// host memory in place, device memory through its touched rows only.
-  caf::error write_scatter_rows(component& comp, const recorded_update& u);
+  caf::error write_scatter_rows(component& comp, const recorded_update& u,
+                                bool checked = false);
 
   // S3 from an actor bound to the replica (ON_READ, NONE).
   caf::expected<ok_atom> local_scatter(uint64_t id, scatter_op op,

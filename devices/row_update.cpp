@@ -51,8 +51,9 @@ caf::expected<int64_t> apply_row_update(device* dev, const row_update& u) {
   if (u.rows.empty())
     return int64_t{-1};
   const int64_t n = packed_count(u);
+  const bool check = u.check_overflow && !is_floating(u.type);
   if (dev == nullptr || dev->host_accessible()) {
-    if (!is_floating(u.type))
+    if (check)
       if (auto at = host::scatter_first_overflow(u.op, u.type, u.data,
                                                  u.row_elems, u.rows, u.y, 0,
                                                  n);
@@ -64,7 +65,7 @@ caf::expected<int64_t> apply_row_update(device* dev, const row_update& u) {
   auto rows = read(*dev, u);
   if (!rows)
     return std::move(rows.error());
-  if (!is_floating(u.type))
+  if (check)
     if (auto at = host::scatter_first_overflow(u.op, u.type, rows->data.data(),
                                                u.row_elems, rows->local, u.y,
                                                0, n);

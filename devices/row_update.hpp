@@ -25,13 +25,17 @@ struct row_update {
   int64_t row_elems = 0;
   std::span<const int64_t> rows;
   const void* y = nullptr;
+  /// False where V4 was checked already (at a collective's enter, or for
+  /// every update of a step before any is written): apply_row_update then
+  /// applies without checking again.
+  bool check_overflow = true;
 };
 
 // `dev`: the device that owns the memory; null for host memory.
 
-/// V4 first: the packed element (j * row_elems + k) of the first integer
-/// result that does not fit, with nothing changed; else applies the update
-/// and returns -1. Errors: the device's (reading or writing the rows).
+/// V4 first (unless u.check_overflow is false): the packed element
+/// (j * row_elems + k) of the first integer result that does not fit, with
+/// nothing changed; else applies the update and returns -1. Errors: the device's (reading or writing the rows).
 caf::expected<int64_t> apply_row_update(device* dev, const row_update& u);
 
 /// The V4 check alone (read-only): the first overflowing packed element, or

@@ -228,6 +228,18 @@ combine_scatter_contributions(const variable_info& info, scatter_op op,
   return out;
 }
 
+row_update item_row_update(const collective_item& item, void* component,
+                           const void* rows) {
+  row_update u;
+  u.op = item.sop;
+  u.type = item.type;
+  u.data = component;
+  u.row_elems = item.row_elems;
+  u.rows = item.rows;
+  u.y = rows;
+  return u;
+}
+
 void fill_scatter_item(collective_item& item, const variable_info& info,
                        scatter_op op, scatter_rows rows, bool mirrored,
                        int num_replicas) {

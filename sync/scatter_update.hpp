@@ -13,6 +13,7 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
+#include "devices/row_update.hpp"
 #include "sync/collective_plan.hpp"
 #include "sync/sync_policy.hpp"
 #include "varsync/scatter.hpp"
@@ -27,6 +28,11 @@ struct scatter_rows {
   std::vector<int64_t> rows;
   tensor values;
 };
+
+/// Scatter item `item`'s rows `rows` (its input 0) into one replica's
+/// `component`, as devices/row_update applies them.
+row_update item_row_update(const collective_item& item, void* component,
+                           const void* rows);
 
 /// Elements per row of `info` (the product of its shape after the first
 /// axis).

@@ -51,6 +51,23 @@ device_guard::device_guard(int device) {
     cudaGetLastError(); // clear, so that the error does not leak elsewhere
 }
 
+caf::expected<poll_state> query_streams(std::span<const int> gpus,
+                                        std::span<const cudaStream_t> streams,
+                                        std::string_view what) {
+  auto state = poll_state::done;
+  for (size_t i = 0; i < streams.size(); ++i) {
+    device_guard guard{gpus[i]};
+    auto e = cudaStreamQuery(streams[i]);
+    if (e == cudaErrorNotReady) {
+      state = poll_state::pending;
+    } else if (e != cudaSuccess) {
+      cudaGetLastError();
+      return make_cuda_error(gpus[i], what, e);
+    }
+  }
+  return state;
+}
+
 device_guard::~device_guard() {
   int current = -1;
   if (previous_ >= 0 && cudaGetDevice(&current) == cudaSuccess
@@ -141,14 +158,8 @@ struct cuda_device::impl {
     // Bounded: polled, so that a collective whose peer is gone cannot keep
     // the caller forever (the caller aborts it).
     pollable_work work;
-    work.poll = [this, what]() -> caf::expected<poll_state> {
-      auto e = cudaStreamQuery(stream);
-      if (e == cudaSuccess)
-        return poll_state::done;
-      if (e == cudaErrorNotReady)
-        return poll_state::pending;
-      cudaGetLastError();
-      return fail(what, e);
+    work.poll = [this, what] {
+      return cuda::query_streams({&index, 1}, {&stream, 1}, what);
     };
     auto out = wait_for_work(work, deadline, std::chrono::milliseconds{0},
                              "cuda:" + std::to_string(index) + ": "

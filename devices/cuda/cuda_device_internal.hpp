@@ -2,10 +2,14 @@
 // The CUDA side of cuda_device, for the backend's own .cpp files only
 // (devices/cuda/, sync/nccl/): it includes cuda_runtime.h.
 
+#include <span>
 #include <string_view>
 
 #include <caf/error.hpp>
+#include <caf/expected.hpp>
 #include <cuda_runtime.h>
+
+#include "core/bounded_wait.hpp"
 
 #include "devices/cuda/cuda_device.hpp"
 #include "devices/cuda/cuda_kernels.hpp"
@@ -20,6 +24,13 @@ inline cudaStream_t stream_of(const cuda_device& dev) {
 /// out_of_memory for cudaErrorMemoryAllocation, device_error otherwise:
 /// "cuda:K: <what>: <cudaErrorName> (<description>)".
 caf::error make_cuda_error(int device, std::string_view what, cudaError_t e);
+
+/// One poll of streams[i] on GPU gpus[i] (cudaStreamQuery, no wait): done
+/// when all have finished their work, pending while one has not, else the
+/// CUDA error, naming `what`.
+caf::expected<poll_state> query_streams(std::span<const int> gpus,
+                                        std::span<const cudaStream_t> streams,
+                                        std::string_view what);
 
 /// Makes GPU `device` current for the calling thread for the guard's
 /// lifetime and restores the previous device afterwards.

@@ -10,9 +10,9 @@
 #include "devices/cuda/cuda_device_internal.hpp"
 #include "core/logging.hpp"
 #include "devices/host_kernels.hpp"
-#include "devices/row_update.hpp"
 #include "sync/collective_checks.hpp"
 #include "sync/nccl/nccl_clique.hpp"
+#include "sync/scatter_update.hpp"
 
 namespace varsync {
 
@@ -178,30 +178,24 @@ bool device_collective::failed() {
 }
 
 caf::error device_collective::finish(wait_clock::time_point deadline) {
-  auto* comm = communicator();
-  pollable_work work;
-  work.poll = [&]() -> caf::expected<poll_state> {
-    if (comm != nullptr && !comm->failure())
-      if (auto err = comm->async_error())
-        return err;
-    auto state = poll_state::done;
+  wait_outcome out;
+  if (auto* comm = communicator()) {
+    // The communicator's streams are the GPUs' (streams()).
+    out = comm->wait(streams(), deadline, abort_grace);
+  } else { // no peer to wait for: to completion, CUDA errors end it
+    std::vector<int> gpus;
+    std::vector<cudaStream_t> waited;
     for (auto& dev : gpus_) {
-      cuda::device_guard guard{dev->index()};
-      auto e = cudaStreamQuery(cuda::stream_of(*dev));
-      if (e == cudaErrorNotReady)
-        state = poll_state::pending;
-      else if (e != cudaSuccess) {
-        cudaGetLastError();
-        return cuda::make_cuda_error(dev->index(), "collective: stream", e);
-      }
+      gpus.push_back(dev->index());
+      waited.push_back(cuda::stream_of(*dev));
     }
-    return state;
-  };
-  if (comm != nullptr)
-    work.abort = [comm](const caf::error& why) { comm->abort(why); };
-  else
-    deadline = wait_clock::time_point::max(); // no peer to wait for
-  auto out = wait_for_work(work, deadline, abort_grace, description_);
+    pollable_work work;
+    work.poll = [&] {
+      return cuda::query_streams(gpus, waited, "collective: stream");
+    };
+    out = wait_for_work(work, wait_clock::time_point::max(), abort_grace,
+                        description_);
+  }
   for (auto& dev : gpus_)
     dev->set_wait_deadline(wait_clock::time_point::max());
   if (!out.drained) {
@@ -295,23 +289,11 @@ caf::error device_collective::scatter_item(const collective_item& item,
     void* component = b.components[static_cast<size_t>(r)];
     if (component == nullptr)
       continue;
-    row_update u;
-    u.op = item.sop;
-    u.type = item.type;
-    u.data = component;
-    u.row_elems = item.row_elems;
-    u.rows = item.rows;
-    u.y = b.inputs[0];
+    auto u = item_row_update(item, component, b.inputs[0]);
+    u.check_overflow = false; // every replica checked at enter (V4)
     auto at = apply_row_update(slot_of(r) < 0 ? nullptr : &gpu_of(r), u);
     if (!at)
       return std::move(at.error());
-    if (*at >= 0) // checked at enter: the component changed since?
-      return make_error(errc::overflow,
-                        description_ + ": " + std::string{to_string(item.sop)}
-                          + " overflows "
-                          + std::string{to_string(item.type)}
-                          + " on replica " + std::to_string(r)
-                          + " after the check at enter");
   }
   return {};
 }

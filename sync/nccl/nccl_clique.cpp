@@ -762,25 +762,15 @@ wait_outcome clique::wait(std::span<void* const> streams,
     out.error = invalid("wait: expected one stream per rank or none");
     return out;
   }
+  std::vector<cudaStream_t> waited;
+  for (int r = 0; r < impl_->n(); ++r)
+    waited.push_back(impl_->stream_for(streams, r));
   pollable_work work;
   work.poll = [&]() -> caf::expected<poll_state> {
     if (!impl_->failure) // aborted: only the streams are left to drain
       if (auto err = async_error())
         return err;
-    auto state = poll_state::done;
-    for (int r = 0; r < impl_->n(); ++r) {
-      const auto i = static_cast<size_t>(r);
-      cuda::device_guard guard{impl_->gpus[i]};
-      auto e = cudaStreamQuery(impl_->stream_for(streams, r));
-      if (e == cudaErrorNotReady)
-        state = poll_state::pending;
-      else if (e != cudaSuccess) {
-        cudaGetLastError();
-        return cuda::make_cuda_error(impl_->gpus[i], "nccl clique: stream",
-                                     e);
-      }
-    }
-    return state;
+    return cuda::query_streams(impl_->gpus, waited, "nccl clique: stream");
   };
   work.abort = [this](const caf::error& why) { abort(why); };
   return wait_for_work(work, deadline, grace, "nccl collective");
