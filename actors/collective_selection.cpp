@@ -35,6 +35,8 @@ select_collective(caf::actor_system& sys, const std::vector<device_id>& devices,
   selected_collective out;
   out.description = (*algorithm)->description();
   out.uses_staging_buffers = (*algorithm)->uses_staging_buffers();
+  out.checks_device_contributions
+    = (*algorithm)->checks_device_contributions();
   if ((*algorithm)->workers() == collective_workers::driver) {
     out.driver = spawn_collective_driver(sys, std::move(*algorithm));
     log()->info("collective: {}", out.description);

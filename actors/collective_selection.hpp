@@ -39,6 +39,9 @@ struct selected_collective {
   /// The algorithm reads contributions the replicas kept in staging buffers
   /// (device memory), which the replicas release after each step.
   bool uses_staging_buffers = false;
+  /// It checks V4 and W4 on device contributions
+  /// (collective_algorithm::checks_device_contributions).
+  bool checks_device_contributions = false;
 };
 
 /// Chooses the collective of a strategy over `devices`, in this process,

@@ -312,10 +312,16 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
   const int total = layout ? layout->total_replicas
                            : static_cast<int>(cfg.devices.size());
   auto dropped = std::make_shared<std::atomic<uint64_t>>(0);
+  // Chosen first: the replicas keep contributions where it reads them.
+  auto selected = select_collective(sys, cfg.devices, std::move(cfg.processes));
+  if (!selected)
+    return std::move(selected.error());
   std::vector<replica_actor> replicas;
   auto stop_all = [&] {
     for (auto& r : replicas)
       caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
+    if (selected->driver)
+      caf::anon_send_exit(*selected->driver, caf::exit_reason::user_shutdown);
   };
   for (size_t i = 0; i < cfg.devices.size(); ++i) {
     for (size_t j = 0; j < i; ++j)
@@ -329,6 +335,7 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
     replica_config rc{first + static_cast<int>(i), total, cfg.devices[i], {},
                       cfg.step_exception, cfg.max_queued_operations, dropped,
                       static_cast<int>(i)};
+    rc.collective_checks_device = selected->checks_device_contributions;
     for (auto& f : cfg.faults)
       if (f.replica == first + static_cast<int>(i))
         rc.faults.push_back(f);
@@ -338,11 +345,6 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
       return std::move(replica.error());
     }
     replicas.push_back(std::move(*replica));
-  }
-  auto selected = select_collective(sys, cfg.devices, std::move(cfg.processes));
-  if (!selected) {
-    stop_all();
-    return std::move(selected.error());
   }
   // The driver's handle, or none (a plain handle: GCC warns about an
   // optional one copied into the functor below).

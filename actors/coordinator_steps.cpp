@@ -17,6 +17,7 @@
 #include "core/logging.hpp"
 #include "sync/distributed_reduce.hpp"
 #include "actors/coordinator_gather.hpp"
+#include "sync/collective_checks.hpp"
 #include "sync/small_step.hpp"
 #include "sync/step_rules.hpp"
 
@@ -145,6 +146,11 @@ void coordinator_state::finish_step(caf::timespan timeout,
       item.staged[item.contributions.size()] = report.updates[k].staged;
       item.contributions.push_back(std::move(report.updates[k].value));
     }
+    // The collective names the variable in a V4 or W4 error it finds on
+    // the device.
+    if (item.name.empty() && (item.require_equal || !is_floating(item.type))
+        && staged_on_device(item))
+      item.name = (*e)->info->name;
   }
   // Replica-run (host, one process) collectives only for now: device
   // replicas would stage small contributions through the host to take

@@ -37,6 +37,10 @@ struct replica_config {
   /// The replica's index among the strategy's replicas in this process: its
   /// slot in a collective plan. -1: `rank` (a strategy of one process).
   int slot = -1;
+  /// The strategy's collective checks V4 and W4 on device contributions
+  /// (collective_algorithm::checks_device_contributions): every ON_WRITE
+  /// contribution of a device replica stays on the device.
+  bool collective_checks_device = false;
 };
 
 /// Spawns the replica actor of `cfg.device` (device_error if the device

@@ -37,7 +37,9 @@ caf::expected<int64_t> replica_state::enter(collective_run& run) {
     if (rank < item.staged.size() && item.staged[rank] != 0)
       if (auto err = publish_staged(item, b, rank))
         return err;
-    if (item.require_equal && mismatch < 0 && !inputs_equal(item, slot()))
+    // W4 on host values; the collective compares values on devices.
+    if (item.require_equal && mismatch < 0 && !staged_on_device(item)
+        && !inputs_equal(item, slot()))
       mismatch = static_cast<int64_t>(i);
   }
   // V4: every replica checks its own component before any worker writes,
@@ -94,15 +96,10 @@ caf::expected<int64_t> replica_state::enter(collective_run& run) {
                                   component_of(static_cast<size_t>(k)), 0,
                                   item.count);
       }
-      return make_error(errc::overflow,
-                        "variable '" + (c ? (*c)->info->name : std::string{"?"})
-                          + "': "
-                          + std::string{item.scatter ? to_string(item.sop)
-                                                     : to_string(item.uop)}
-                          + " overflows " + std::string{to_string(item.type)}
-                          + " at element " + std::to_string(at)
-                          + " on replica " + std::to_string(cfg_.rank)
-                          + "; nothing was applied");
+      return update_overflow_error(
+        c ? (*c)->info->name : std::string{"?"},
+        item.scatter ? to_string(item.sop) : to_string(item.uop), item.type,
+        at, cfg_.rank);
     }
   }
   return mismatch;
@@ -129,9 +126,10 @@ caf::error replica_state::publish_staged(const collective_item& item,
                                          item_buffers& b, size_t rank) {
   auto i = staged_.find(item.staged[rank]);
   const size_t nbytes = static_cast<size_t>(item.count) * size_of(item.type);
+  const bool checked_here = item.require_equal || !is_floating(item.type);
   if (i == staged_.end() || !i->second.recorded || host_memory_
-      || i->second.nbytes != nbytes || item.require_equal
-      || !is_floating(item.type)
+      || i->second.nbytes != nbytes
+      || (checked_here && !cfg_.collective_checks_device)
       || item.source != collective_source::contributions)
     return make_error(errc::invalid_argument,
                       "replica " + std::to_string(cfg_.rank)

@@ -156,8 +156,9 @@ private:
 
   /// An ON_WRITE contribution in this device's memory. Floating variables
   /// with an aggregation keep it on the device (a staging buffer the
-  /// collective reads at enter); the others are checked on the host (V4's
-  /// overflow check, W4's equality), so their value is copied there.
+  /// collective reads at enter); the others too where the collective checks
+  /// V4 and W4 on the device (cfg.collective_checks_device), else their
+  /// value is copied to the host for the replicas' checks at enter.
   caf::error contribute_from_device(component& comp, update_op op,
                                     const void* data);
 

@@ -176,9 +176,12 @@ caf::error replica_state::contribute_from_device(component& comp, update_op op,
     recording_->updates.push_back({comp.info->id, op, std::move(value)});
     return {};
   }
-  const bool stays = !host_memory_ && is_floating(comp.info->type)
-                     && !comp.policy().combine_contributions(*comp.info)
-                           .require_equal;
+  const bool stays
+    = !host_memory_
+      && (cfg_.collective_checks_device
+          || (is_floating(comp.info->type)
+              && !comp.policy().combine_contributions(*comp.info)
+                    .require_equal));
   if (!stays) {
     auto value = device_->download(data, comp.info->type, comp.info->shape);
     if (!value)

@@ -86,6 +86,9 @@ public:
 /// is linked), device_error otherwise.
 caf::expected<std::unique_ptr<device>> make_device(const device_id& id);
 
+/// device_error: `id` is a CUDA device and the CUDA backend is not linked.
+caf::error cuda_backend_missing(const device_id& id);
+
 /// Makes the device of one kind with index K. The host library carries no
 /// device backend but the host one, so that host-only programs never link
 /// CUDA; a backend library registers its factory when it is loaded.

@@ -270,6 +270,76 @@ struct op_max {
   }
 };
 
+// -- V4: integer arithmetic that reports overflow ----------------------------
+
+/// a + b, a - b and a * b in int64: true when the exact result does not fit
+/// (`out` then holds the wrapped value). nvcc's device code has no
+/// __builtin_*_overflow.
+VARSYNC_HD bool add_overflows(int64_t a, int64_t b, int64_t& out) {
+  out = static_cast<int64_t>(static_cast<uint64_t>(a)
+                             + static_cast<uint64_t>(b));
+  return ((a ^ out) & (b ^ out)) < 0;
+}
+
+VARSYNC_HD bool sub_overflows(int64_t a, int64_t b, int64_t& out) {
+  out = static_cast<int64_t>(static_cast<uint64_t>(a)
+                             - static_cast<uint64_t>(b));
+  return ((a ^ b) & (a ^ out)) < 0;
+}
+
+VARSYNC_HD bool mul_overflows(int64_t a, int64_t b, int64_t& out) {
+  out = static_cast<int64_t>(static_cast<uint64_t>(a)
+                             * static_cast<uint64_t>(b));
+#ifdef __CUDA_ARCH__
+  // The high half of the 128-bit product is the low half's sign extension
+  // exactly when the product fits.
+  return __mul64hi(a, b) != (out < 0 ? -1 : 0);
+#else
+  return __builtin_mul_overflow(a, b, &out);
+#endif
+}
+
+/// The combination of two int64 partial results by a reduction (the codes
+/// of reduce_op: sum 0, mean 1, min 2, max 3, prod 4); true on overflow.
+/// A mean combines as a sum (the division comes after).
+VARSYNC_HD bool combine_overflows(uint8_t rop, int64_t a, int64_t b,
+                                  int64_t& out) {
+  switch (rop) {
+    case 0:
+    case 1: return add_overflows(a, b, out);
+    case 2: out = b < a ? b : a; return false;
+    case 3: out = a < b ? b : a; return false;
+    case 4: return mul_overflows(a, b, out);
+    default: out = a; return false;
+  }
+}
+
+/// V4 at element i: y = the reduction of inputs[0..n)[i] (exact in int64),
+/// then, for `uop` assign_add (1) or assign_sub (2) with a component c,
+/// c[i] +/- y; true if an intermediate does not fit int64 or the result
+/// does not fit T. An int32 result is checked once, at the end (partial
+/// sums outside int32 that come back in range are fine: the wrapping
+/// kernels then store the exact value).
+template <class T>
+VARSYNC_HD bool overflows_at(uint8_t rop, uint8_t uop, const T* const* inputs,
+                             int n, const T* c, int64_t i) {
+  int64_t y = inputs[0][i];
+  bool bad = false;
+  for (int k = 1; k < n; ++k)
+    bad |= combine_overflows(rop, y, static_cast<int64_t>(inputs[k][i]), y);
+  if (c != nullptr && (uop == 1 || uop == 2)) {
+    int64_t v = 0;
+    bad |= uop == 1 ? add_overflows(static_cast<int64_t>(c[i]), y, v)
+                    : sub_overflows(static_cast<int64_t>(c[i]), y, v);
+    y = v;
+  }
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "int32 or int64");
+  if constexpr (sizeof(T) == 4)
+    return bad || y < INT32_MIN || y > INT32_MAX;
+  else
+    return bad;
+}
+
 /// R4's integer split: replica k's share of v over `divisor` replicas, with
 /// floor division, so that the shares add up to v (N >= 2 and q <= max / 2).
 template <class T>

@@ -144,6 +144,10 @@ caf::expected<std::unique_ptr<device>> make_device(const device_id& id) {
   if (id.kind == device_kind::cuda)
     if (auto factory = cuda_factory.load())
       return factory(id.index);
+  return cuda_backend_missing(id);
+}
+
+caf::error cuda_backend_missing(const device_id& id) {
   return make_error(errc::device_error,
                     "device " + to_string(id)
                       + " needs the CUDA backend: link varsync::cuda "

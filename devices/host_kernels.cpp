@@ -7,6 +7,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "devices/element_ops.hpp"
 #include "varsync/half.hpp"
@@ -584,46 +585,27 @@ int64_t first_zero(dtype t, const void* x, int64_t begin, int64_t end) {
 
 namespace {
 
-// Exact in int64: an int32 result is checked once, at the end (so
-// intermediate sums outside int32 that come back in range are fine, as the
-// wrapping kernels then store the exact value); int64 fails on the first
-// intermediate that does not fit.
-inline bool combine_overflows(reduce_op op, int64_t a, int64_t b,
-                              int64_t& out) {
-  switch (op) {
-    case reduce_op::sum:
-    case reduce_op::mean: return __builtin_add_overflow(a, b, &out);
-    case reduce_op::prod: return __builtin_mul_overflow(a, b, &out);
-    case reduce_op::min: out = b < a ? b : a; return false;
-    case reduce_op::max: out = a < b ? b : a; return false;
-  }
-  out = a;
-  return false;
-}
-
 template <class T>
 int64_t first_overflow_of(reduce_op rop, update_op uop,
                           std::span<const void* const> inputs,
                           const void* component, int64_t begin, int64_t end) {
-  const T* c = static_cast<const T*>(component);
-  const bool updates = c != nullptr && uop != update_op::assign;
-  constexpr int64_t lo = std::numeric_limits<T>::min();
-  constexpr int64_t hi = std::numeric_limits<T>::max();
-  for (int64_t i = begin; i < end; ++i) {
-    int64_t y = static_cast<const T*>(inputs[0])[i];
-    bool bad = false;
-    for (size_t k = 1; k < inputs.size(); ++k)
-      bad |= combine_overflows(rop, y, static_cast<const T*>(inputs[k])[i], y);
-    if (updates) {
-      int64_t v = 0;
-      bad |= uop == update_op::assign_add
-               ? __builtin_add_overflow(static_cast<int64_t>(c[i]), y, &v)
-               : __builtin_sub_overflow(static_cast<int64_t>(c[i]), y, &v);
-      y = v;
-    }
-    if (bad || y < lo || y > hi)
-      return i;
+  constexpr size_t stack = 64;
+  const T* on_stack[stack];
+  std::vector<const T*> on_heap;
+  const T** in = on_stack;
+  if (inputs.size() > stack) {
+    on_heap.resize(inputs.size());
+    in = on_heap.data();
   }
+  for (size_t k = 0; k < inputs.size(); ++k)
+    in[k] = static_cast<const T*>(inputs[k]);
+  const T* c = static_cast<const T*>(component);
+  const auto r = static_cast<uint8_t>(rop);
+  const auto u = static_cast<uint8_t>(uop);
+  const int n = static_cast<int>(inputs.size());
+  for (int64_t i = begin; i < end; ++i)
+    if (elem::overflows_at<T>(r, u, in, n, c, i))
+      return i;
   return -1;
 }
 
@@ -655,7 +637,8 @@ int64_t reduce_int32_widened(reduce_op rop, int64_t* out,
     int64_t y = inputs[0][i];
     bool bad = false;
     for (size_t k = 1; k < inputs.size(); ++k)
-      bad |= combine_overflows(rop, y, inputs[k][i], y);
+      bad |= elem::combine_overflows(static_cast<uint8_t>(rop), y,
+                                     inputs[k][i], y);
     if (bad && first_bad < 0)
       first_bad = i;
     out[i] = y;

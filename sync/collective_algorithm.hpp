@@ -52,6 +52,12 @@ public:
   /// in staging buffers until their step is over (collective_item::staged).
   virtual bool uses_staging_buffers() const { return false; }
 
+  /// True if the algorithm checks V4 and W4 on contributions that stayed
+  /// on a device: device replicas then keep integer contributions and
+  /// those of aggregation none in staging buffers too, instead of copying
+  /// them to the host for the replicas' checks at enter.
+  virtual bool checks_device_contributions() const { return false; }
+
   /// Runs `worker`'s part of `plan` on the data `buffers` binds; the
   /// replicas are quiesced (between enter and leave) meanwhile. Errors are
   /// varsync errors naming what failed; what an error leaves applied is the

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <set>
 
+#include "devices/device.hpp"
 #include "varsync/error.hpp"
 
 namespace varsync {
@@ -27,11 +28,12 @@ namespace {
 std::atomic<device_collective_factory> factory{nullptr};
 std::atomic<process_device_collective_factory> process_factory{nullptr};
 
-caf::error no_backend() {
-  return make_error(errc::device_error,
-                    "device replicas need the CUDA backend: link varsync::cuda "
-                    "(find_package(varsync COMPONENTS cuda)), built with "
-                    "VARSYNC_CUDA=ON");
+// Names the first device replica, as opening it would.
+caf::error no_backend(const std::vector<device_id>& devices) {
+  auto d = std::find_if(devices.begin(), devices.end(), [](auto& x) {
+    return x.kind != device_kind::host;
+  });
+  return cuda_backend_missing(d != devices.end() ? *d : device_id{});
 }
 
 } // namespace
@@ -44,7 +46,7 @@ caf::expected<std::shared_ptr<collective_algorithm>>
 make_device_collective(const std::vector<device_id>& devices) {
   if (auto fn = factory.load())
     return fn(devices);
-  return no_backend();
+  return no_backend(devices);
 }
 
 void register_process_device_collective_factory(
@@ -57,7 +59,7 @@ make_device_collective(process_membership membership,
                        const std::vector<device_id>& devices) {
   if (auto fn = process_factory.load())
     return fn(std::move(membership), devices);
-  return no_backend();
+  return no_backend(devices);
 }
 
 } // namespace varsync

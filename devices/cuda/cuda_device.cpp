@@ -609,6 +609,95 @@ caf::error cuda_device::synchronize() {
   return impl_->sync("cudaStreamSynchronize");
 }
 
+namespace {
+
+/// Runs `launch(flag)` with a device word set to all ones first, waits for
+/// the stream and returns the word (all ones: nothing found).
+template <class Word, class Launch>
+caf::expected<Word> device_search(cuda_device& dev, const char* what,
+                                  Launch launch) {
+  auto mem = dev.allocate(sizeof(Word));
+  if (!mem)
+    return std::move(mem.error());
+  auto* flag = static_cast<Word*>(*mem);
+  auto stream = cuda::stream_of(dev);
+  Word found = 0;
+  caf::error failed;
+  if (auto e = cudaMemsetAsync(flag, 0xff, sizeof(Word), stream);
+      e != cudaSuccess)
+    failed = cuda::make_cuda_error(dev.index(),
+                                   std::string{what} + " (cudaMemsetAsync)", e);
+  else if (auto e = launch(flag, stream); e != cudaSuccess)
+    failed = cuda::make_cuda_error(dev.index(),
+                                   std::string{what} + " (kernel launch)", e);
+  else if (auto e = cudaMemcpyAsync(&found, flag, sizeof(Word),
+                                    cudaMemcpyDeviceToHost, stream);
+           e != cudaSuccess)
+    failed = cuda::make_cuda_error(dev.index(),
+                                   std::string{what} + " (cudaMemcpyAsync)", e);
+  if (!failed)
+    failed = dev.synchronize();
+  // After the wait: the stream no longer uses the word.
+  dev.release(flag);
+  if (failed)
+    return failed;
+  return found;
+}
+
+} // namespace
+
+caf::expected<int64_t>
+cuda_device::first_overflow(reduce_op rop, update_op uop, dtype type,
+                            std::span<const void* const> inputs,
+                            const void* component, int64_t count) {
+  if (inputs.empty() || inputs.size() > cuda::max_kernel_pointers
+      || (type != dtype::int32 && type != dtype::int64))
+    return make_error(errc::invalid_argument,
+                      "cuda:" + std::to_string(impl_->index)
+                        + ": first_overflow: expected 1 to 64 inputs of an "
+                          "integer dtype, found "
+                        + std::to_string(inputs.size()) + " of "
+                        + std::string{to_string(type)});
+  if (count <= 0)
+    return int64_t{-1};
+  cuda::device_guard guard{impl_->index};
+  if (guard.status() != cudaSuccess)
+    return impl_->fail("cudaSetDevice", guard.status());
+  auto found = device_search<unsigned long long>(
+    *this, "first_overflow",
+    [&](unsigned long long* flag, cudaStream_t stream) {
+      return cuda::launch_first_overflow(rop, uop, type, inputs.data(),
+                                         static_cast<int>(inputs.size()),
+                                         component, count, flag, stream);
+    });
+  if (!found)
+    return std::move(found.error());
+  return *found == ~0ull ? int64_t{-1} : static_cast<int64_t>(*found);
+}
+
+caf::expected<int> cuda_device::first_unequal(
+  dtype type, std::span<const void* const> inputs, int64_t count) {
+  if (inputs.empty() || inputs.size() > cuda::max_kernel_pointers)
+    return make_error(errc::invalid_argument,
+                      "cuda:" + std::to_string(impl_->index)
+                        + ": first_unequal: expected 1 to 64 inputs, found "
+                        + std::to_string(inputs.size()));
+  if (count <= 0 || inputs.size() == 1)
+    return -1;
+  cuda::device_guard guard{impl_->index};
+  if (guard.status() != cudaSuccess)
+    return impl_->fail("cudaSetDevice", guard.status());
+  auto found = device_search<unsigned int>(
+    *this, "first_unequal", [&](unsigned int* flag, cudaStream_t stream) {
+      return cuda::launch_first_unequal(type, inputs.data(),
+                                        static_cast<int>(inputs.size()), count,
+                                        flag, stream);
+    });
+  if (!found)
+    return std::move(found.error());
+  return *found == ~0u ? -1 : static_cast<int>(*found);
+}
+
 void cuda_device::set_wait_deadline(wait_clock::time_point deadline) {
   impl_->deadline = deadline;
 }

@@ -100,6 +100,22 @@ public:
   /// Waits for everything enqueued on the stream.
   caf::error synchronize();
 
+  // -- checks before anything changes (they wait for the stream) ----------
+
+  /// V4 on this GPU: the first element whose integer reduction of `inputs`
+  /// (applied to `component` by `uop`; null: no component) does not fit
+  /// `type`, or -1 (host::first_overflow's answer, from the same element
+  /// code). int32/int64; at most 64 inputs.
+  caf::expected<int64_t> first_overflow(reduce_op rop, update_op uop,
+                                        dtype type,
+                                        std::span<const void* const> inputs,
+                                        const void* component, int64_t count);
+  /// W4 on this GPU: the first input (from 1) whose bits differ from input
+  /// 0's, or -1. At most 64 inputs.
+  caf::expected<int> first_unequal(dtype type,
+                                   std::span<const void* const> inputs,
+                                   int64_t count);
+
   /// The deadline of this object's waits (synchronize and the synchronous
   /// data operations): past it they return device_error, and the work stays
   /// queued. time_point::max() (the default): they wait as long as it takes.

@@ -212,6 +212,35 @@ __global__ void rows_kernel(W* table, W* packed, int64_t row_words,
   }
 }
 
+template <class T>
+__global__ void first_overflow_kernel(uint8_t rop, uint8_t uop,
+                                      ptr_list<const void*> in, int k,
+                                      const T* component, int64_t n,
+                                      unsigned long long* first) {
+  const T* inputs[max_kernel_pointers];
+  for (int j = 0; j < k; ++j)
+    inputs[j] = static_cast<const T*>(in.p[j]);
+  VARSYNC_GRID_LOOP(i, n) {
+    if (elem::overflows_at<T>(rop, uop, inputs, k, component, i))
+      atomicMin(first, static_cast<unsigned long long>(i));
+  }
+}
+
+/// Bits of one element, compared as an unsigned word of its size.
+template <class W>
+__global__ void first_unequal_kernel(ptr_list<const void*> in, int k,
+                                     int64_t n, unsigned int* first) {
+  const W* base = static_cast<const W*>(in.p[0]);
+  VARSYNC_GRID_LOOP(i, n) {
+    const W x = base[i];
+    for (int j = 1; j < k; ++j)
+      if (static_cast<const W*>(in.p[j])[i] != x) {
+        atomicMin(first, static_cast<unsigned int>(j));
+        break;
+      }
+  }
+}
+
 #undef VARSYNC_GRID_LOOP
 
 /// f(op_functor, mean_tag) for the reduce_op code `rop`; integer mean and
@@ -388,6 +417,65 @@ cudaError_t launch_divide(dtype t, void* data, int64_t divisor, int64_t n,
       static_cast<S*>(data), divisor, n);
     return cudaGetLastError();
   });
+}
+
+cudaError_t launch_first_overflow(reduce_op rop, update_op uop, dtype t,
+                                  const void* const* inputs, int num_inputs,
+                                  const void* component, int64_t n,
+                                  unsigned long long* first,
+                                  cudaStream_t stream) {
+  if (num_inputs < 1 || num_inputs > max_kernel_pointers || first == nullptr
+      || static_cast<uint8_t>(uop) > op_code::assign_sub)
+    return cudaErrorInvalidValue;
+  ptr_list<const void*> in{};
+  for (int j = 0; j < num_inputs; ++j)
+    in.p[j] = inputs[j];
+  const auto r = static_cast<uint8_t>(rop);
+  const auto u = static_cast<uint8_t>(uop);
+  if (n <= 0)
+    return t == dtype::int32 || t == dtype::int64 ? cudaSuccess
+                                                  : cudaErrorInvalidValue;
+  switch (t) {
+    case dtype::int32:
+      first_overflow_kernel<int32_t><<<blocks_for(n), threads, 0, stream>>>(
+        r, u, in, num_inputs, static_cast<const int32_t*>(component), n,
+        first);
+      return cudaGetLastError();
+    case dtype::int64:
+      first_overflow_kernel<int64_t><<<blocks_for(n), threads, 0, stream>>>(
+        r, u, in, num_inputs, static_cast<const int64_t*>(component), n,
+        first);
+      return cudaGetLastError();
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t launch_first_unequal(dtype t, const void* const* inputs,
+                                 int num_inputs, int64_t n,
+                                 unsigned int* first, cudaStream_t stream) {
+  if (num_inputs < 1 || num_inputs > max_kernel_pointers || first == nullptr)
+    return cudaErrorInvalidValue;
+  if (n <= 0 || num_inputs == 1)
+    return cudaSuccess;
+  ptr_list<const void*> in{};
+  for (int j = 0; j < num_inputs; ++j)
+    in.p[j] = inputs[j];
+  switch (size_of(t)) {
+    case 2:
+      first_unequal_kernel<uint16_t>
+        <<<blocks_for(n), threads, 0, stream>>>(in, num_inputs, n, first);
+      break;
+    case 4:
+      first_unequal_kernel<uint32_t>
+        <<<blocks_for(n), threads, 0, stream>>>(in, num_inputs, n, first);
+      break;
+    case 8:
+      first_unequal_kernel<uint64_t>
+        <<<blocks_for(n), threads, 0, stream>>>(in, num_inputs, n, first);
+      break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
 }
 
 namespace {

@@ -104,5 +104,24 @@ cudaError_t launch_scatter_rows(void* dst, const void* packed, size_t row_bytes,
                                 const int64_t* rows, int64_t num_rows,
                                 cudaStream_t stream);
 
+/// V4 on the device: *first = the smallest i in [0, n) at which the
+/// integer reduction of inputs[0..k) (exact in int64), applied to
+/// component[i] by `uop` (none when `component` is null), does not fit `t`
+/// (elem::overflows_at, the host check's own code). The caller sets *first
+/// to all ones before; it stays so when nothing overflows. int32 and int64
+/// only (cudaErrorInvalidValue otherwise). Host array of device pointers.
+cudaError_t launch_first_overflow(reduce_op rop, update_op uop, dtype t,
+                                  const void* const* inputs, int num_inputs,
+                                  const void* component, int64_t n,
+                                  unsigned long long* first,
+                                  cudaStream_t stream);
+
+/// W4 on the device: *first = the smallest j >= 1 such that inputs[j]
+/// differs from inputs[0] in any bit of its n elements. The caller sets
+/// *first to all ones before; it stays so when every input is equal.
+cudaError_t launch_first_unequal(dtype t, const void* const* inputs,
+                                 int num_inputs, int64_t n,
+                                 unsigned int* first, cudaStream_t stream);
+
 } // namespace cuda
 } // namespace varsync

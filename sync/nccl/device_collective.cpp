@@ -13,6 +13,7 @@
 #include "sync/collective_checks.hpp"
 #include "sync/nccl/nccl_clique.hpp"
 #include "sync/scatter_update.hpp"
+#include "sync/step_rules.hpp"
 
 namespace varsync {
 
@@ -162,6 +163,96 @@ device_collective::output_overflow(const collective_plan& plan,
       return static_cast<int64_t>(k);
   }
   return int64_t{-1};
+}
+
+caf::expected<const void*>
+device_collective::on_gpu(int slot, int r, const void* data,
+                          const tensor* host_value, size_t nbytes) {
+  if (host_value == nullptr && slot_of(r) == slot)
+    return data;
+  auto p = scratch_on(slot, nbytes);
+  if (!p)
+    return std::move(p.error());
+  if (auto err = host_value != nullptr ? gpu(slot).upload(*p, *host_value)
+                                       : gpu(slot).copy(*p, data, nbytes))
+    return err;
+  return static_cast<const void*>(*p);
+}
+
+caf::error
+device_collective::check_device_contributions(const collective_plan& plan,
+                                              const collective_buffers& buffers,
+                                              int n) {
+  const int home = slot_of(0);
+  bool waited = false;
+  for (size_t k = 0; k < plan.items.size(); ++k) {
+    auto& item = plan.items[k];
+    if (item.count == 0 || item.scatter
+        || item.source != collective_source::contributions
+        || item.target != collective_target::components
+        || !staged_on_device(item)
+        || !(item.require_equal || !is_floating(item.type)))
+      continue;
+    auto& dev = gpu(home);
+    if (!waited) { // what other GPUs' replicas wrote, read from this stream
+      waited = true;
+      cuda::device_guard guard{dev.index()};
+      for (size_t r = 0; r < buffers.ready_events.size(); ++r) {
+        void* ev = buffers.ready_events[r];
+        if (ev == nullptr || topo_.gpu_slot[r] < 0
+            || topo_.gpu_slot[r] == home)
+          continue;
+        if (auto e = cudaStreamWaitEvent(cuda::stream_of(dev),
+                                         static_cast<cudaEvent_t>(ev), 0);
+            e != cudaSuccess)
+          return cuda::make_cuda_error(dev.index(),
+                                       "collective: cudaStreamWaitEvent", e);
+      }
+    }
+    auto& b = buffers.items[k];
+    const size_t nbytes = nbytes_of(item);
+    const int used = item.first_only ? 1 : n;
+    std::vector<const void*> inputs;
+    for (int r = 0; r < (item.require_equal ? n : used); ++r) {
+      const bool device = on_device(item, r);
+      auto p = on_gpu(home, r, b.inputs[static_cast<size_t>(r)],
+                      device ? nullptr
+                             : &item.contributions[static_cast<size_t>(r)],
+                      nbytes);
+      if (!p)
+        return std::move(p.error());
+      inputs.push_back(*p);
+    }
+    if (item.require_equal) {
+      auto j = dev.first_unequal(item.type, inputs, item.count);
+      if (!j)
+        return std::move(j.error());
+      if (*j >= 0)
+        return unequal_contributions_error("'" + item.name + "'", *j);
+      inputs.resize(static_cast<size_t>(used));
+    }
+    if (is_floating(item.type))
+      continue;
+    // V4 against every component; a mirrored item's hold the same values,
+    // so replica 0's stands for all of them.
+    const int checked = item.mirrored ? 1 : n;
+    for (int r = 0; r < checked; ++r) {
+      const void* component = b.components[static_cast<size_t>(r)];
+      if (component == nullptr)
+        continue;
+      auto c = on_gpu(home, r, component, nullptr, nbytes);
+      if (!c)
+        return std::move(c.error());
+      auto at = dev.first_overflow(item.rop, item.uop, item.type, inputs, *c,
+                                   item.count);
+      if (!at)
+        return std::move(at.error());
+      if (*at >= 0)
+        return update_overflow_error(item.name, to_string(item.uop),
+                                     item.type, *at, r);
+    }
+  }
+  return {};
 }
 
 caf::error device_collective::renew_communicator() {
@@ -330,10 +421,13 @@ caf::error device_collective::run(const collective_plan& plan,
       err = output_overflow_error(plan, *k);
   }
   if (!err)
+    err = check_device_contributions(plan, buffers, n);
+  if (!err)
     err = run_items(plan, buffers, n);
   // Wait even after a failure: queued copies may still read scratch memory.
   auto sync_err = finish(buffers.deadline);
-  if (err)
+  // Refusals (V4, W4, bad input) are the caller's to report.
+  if (err && has_code(err, errc::device_error))
     log()->error("device collective failed: {}", describe(err));
   return err ? err : sync_err;
 }

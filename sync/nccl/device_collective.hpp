@@ -93,7 +93,9 @@ public:
   bool uses_staging_buffers() const override { return true; }
 
   /// Checks the plan against the topology, waits for the replicas' steps,
-  /// checks V4 for output items, runs the items, waits for the GPUs.
+  /// checks V4 for output items and V4/W4 for contributions that stayed on
+  /// the GPUs (where checks_device_contributions() is true), runs the
+  /// items, waits for the GPUs.
   caf::error run(const collective_plan& plan, collective_buffers& buffers,
                  int worker, int num_workers) final;
 
@@ -168,6 +170,16 @@ private:
   caf::expected<int64_t> output_overflow(const collective_plan& plan,
                                          const collective_buffers& buffers,
                                          int n);
+  /// W4 and V4 for the step items whose contributions stayed on the GPUs
+  /// (staged_on_device; the replicas checked only host values at enter),
+  /// on replica 0's GPU by the check kernels, before any item runs.
+  caf::error check_device_contributions(const collective_plan& plan,
+                                        const collective_buffers& buffers,
+                                        int n);
+  /// `data` (replica r's memory: on a GPU, or in host memory when
+  /// `host_value` is set) on GPU `slot`: itself, or a copy in scratch.
+  caf::expected<const void*> on_gpu(int slot, int r, const void* data,
+                                    const tensor* host_value, size_t nbytes);
   /// Waits for the GPUs until `deadline` (aborting the communicator on an
   /// error or at the deadline), then releases the run's scratch memory.
   caf::error finish(wait_clock::time_point deadline);

@@ -28,6 +28,9 @@ reduce_op across_gpus(reduce_op op) {
 
 class nccl_clique_collective final : public device_collective {
 public:
+  /// In one process (across processes, nccl_across_processes decides).
+  bool checks_device_contributions() const override { return !joined_; }
+
   /// Over a clique joined across processes (nccl::clique::join): a rank per
   /// replica in every process.
   caf::error adopt(cuda_collective_plan topo,

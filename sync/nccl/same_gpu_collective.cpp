@@ -13,6 +13,9 @@ namespace varsync {
 namespace {
 
 class same_gpu_collective final : public device_collective {
+public:
+  bool checks_device_contributions() const override { return true; }
+
 private:
   caf::error run_item(const collective_item& item, item_buffers& b,
                       int n) override {

@@ -277,3 +277,94 @@ TEST_CASE("plan_cuda_collective names the path for a device list",
 // replica step with ON_WRITE updates) waits for the actor integration of the
 // CUDA backend (replica actors on cuda devices entering the NCCL / same-GPU
 // collectives). See docs/cuda.md.
+
+// The checks a collective runs on device contributions (V4, W4) give the
+// host checks' answers: the first overflowing element, the first replica
+// whose bits differ.
+TEST_CASE("cuda_device: first_overflow finds the element host::first_overflow "
+          "finds", "[gpu][cuda_device][checks]") {
+  auto dev = open_gpu();
+  std::mt19937_64 rng{11};
+  for (dtype t : {dtype::int32, dtype::int64}) {
+    for (reduce_op op : {reduce_op::sum, reduce_op::prod, reduce_op::min,
+                         reduce_op::max}) {
+      for (update_op u : update_ops) {
+        for (int k : {1, 2, 5}) {
+          INFO("dtype " << to_string(t) << ", op " << to_string(op) << ", "
+                        << to_string(u) << ", " << k << " inputs");
+          // Small values fit; one element near the end gets the dtype's
+          // extreme in every input, so that sums, products and updates of
+          // it overflow (min/max never do).
+          std::vector<tensor> inputs;
+          for (int j = 0; j < k; ++j)
+            inputs.push_back(random_small_ints(t, n, rng, 1000));
+          auto component = random_small_ints(t, n, rng, 1000);
+          const int64_t at = n - 17;
+          for (auto& x : inputs)
+            store_double(t, x.mutable_raw(), at,
+                         t == dtype::int32 ? 2147483000.0 : 9.2e18);
+          std::vector<device_buffer> bufs;
+          std::vector<const void*> host_ptrs;
+          std::vector<const void*> dev_ptrs;
+          for (auto& x : inputs) {
+            bufs.emplace_back(*dev, x);
+            host_ptrs.push_back(x.raw());
+            dev_ptrs.push_back(bufs.back().get());
+          }
+          device_buffer comp{*dev, component};
+          auto want = host::first_overflow(op, u, t, host_ptrs,
+                                           component.raw(), 0, n);
+          auto got = dev->first_overflow(op, u, t, dev_ptrs, comp.get(), n);
+          REQUIRE(got);
+          CHECK(*got == want);
+          auto want_alone = host::first_overflow(op, update_op::assign, t,
+                                                 host_ptrs, nullptr, 0, n);
+          auto alone = dev->first_overflow(op, update_op::assign, t, dev_ptrs,
+                                           nullptr, n);
+          REQUIRE(alone);
+          CHECK(*alone == want_alone);
+        }
+      }
+    }
+  }
+  // Floating dtypes are refused, nothing launched.
+  device_buffer f{*dev, tensor::scalar<float>(1)};
+  const void* one[] = {f.get()};
+  CHECK_FALSE(dev->first_overflow(reduce_op::sum, update_op::assign,
+                                  dtype::float32, one, nullptr, 1));
+}
+
+TEST_CASE("cuda_device: first_unequal names the first replica whose bits "
+          "differ from replica 0's", "[gpu][cuda_device][checks]") {
+  auto dev = open_gpu();
+  std::mt19937_64 rng{12};
+  for (dtype t : all_dtypes()) {
+    INFO("dtype " << to_string(t));
+    auto base = random_tensor(t, {n}, rng);
+    std::vector<tensor> inputs(4, base);
+    std::vector<device_buffer> bufs;
+    std::vector<const void*> ptrs;
+    auto upload_all = [&] {
+      bufs.clear();
+      ptrs.clear();
+      for (auto& x : inputs) {
+        bufs.emplace_back(*dev, x);
+        ptrs.push_back(bufs.back().get());
+      }
+    };
+    upload_all();
+    auto equal = dev->first_unequal(t, ptrs, n);
+    REQUIRE(equal);
+    CHECK(*equal == -1);
+    // One bit of one element of replicas 3 and 2: the first is named.
+    inputs[3] = base.clone();
+    inputs[2] = base.clone();
+    static_cast<unsigned char*>(inputs[3].mutable_raw())[5] ^= 1;
+    static_cast<unsigned char*>(
+      inputs[2].mutable_raw())[(n - 1) * size_of(t)] ^= 0x80;
+    upload_all();
+    auto differs = dev->first_unequal(t, ptrs, n);
+    REQUIRE(differs);
+    CHECK(*differs == 2);
+  }
+}

@@ -252,7 +252,9 @@ TEST_CASE("V2: contribution buffers: wrong variables fail, unused buffers and "
 }
 
 TEST_CASE("V4/W4: device contributions of integer variables and of "
-          "aggregation none keep their host checks") {
+          "aggregation none are checked before anything changes") {
+  // Host replicas check them at enter; a collective of CUDA replicas in one
+  // process checks them on the GPU, where they stay.
   auto s = make_strategy(2);
   auto counter = make_var(s, "counter",
                           tensor::from_list<int32_t>({2147483646, 0}),
@@ -268,6 +270,8 @@ TEST_CASE("V4/W4: device contributions of integer variables and of "
                                       buf.data));
   });
   CHECK(has_code(r, errc::overflow));
+  CHECK(message_of(r).find("'counter'") != std::string::npos);
+  CHECK(message_of(r).find("int32 at element 0") != std::string::npos);
   CHECK(same(before, take_snapshot(s)));
   // Aggregation none: different contributions are refused, equal ones apply.
   r = s.run([&](replica_context& ctx) {
@@ -276,6 +280,10 @@ TEST_CASE("V4/W4: device contributions of integer variables and of "
     VS_STEP_OK(ctx.update_from_device(agreed, update_op::assign, buf.data));
   });
   CHECK(has_code(r, errc::aggregation_required));
+  CHECK(message_of(r).find("'agreed'") != std::string::npos);
+  // Replica 1 differs (across processes: the process that holds it).
+  CHECK((message_of(r).find("replica 1 contributed") != std::string::npos
+         || message_of(r).find("process 1's differ") != std::string::npos));
   CHECK(same(before, take_snapshot(s)));
   VS_REQUIRE_OK(s.run([&](replica_context& ctx) {
     auto buf = VS_VALUE_IN_STEP(ctx.contribution_buffer(agreed));

@@ -15,6 +15,7 @@
 
 #include "varsync/dtype.hpp"
 #include "varsync/half.hpp"
+#include "devices/element_ops.hpp"
 #include "devices/host_kernels.hpp"
 #include "varsync/synchronization.hpp"
 
@@ -1077,4 +1078,36 @@ TEST_CASE("host kernels: int32 reductions widened to int64 and narrowed back "
   int32_t keep[3] = {7, 7, 7};
   CHECK(narrow_to_int32(keep, over, 0, 3) == 1);
   CHECK(keep[0] == 7); // nothing written
+}
+
+// The overflow checks the CUDA kernels share (elem::*_overflows, no
+// compiler builtins on the device) against the host compiler's builtins.
+TEST_CASE("element ops: int64 add, sub and mul report overflow exactly as "
+          "the compiler builtins do") {
+  constexpr int64_t lo = std::numeric_limits<int64_t>::min();
+  constexpr int64_t hi = std::numeric_limits<int64_t>::max();
+  std::vector<int64_t> values{lo,          lo + 1,      -(int64_t{1} << 32),
+                              -3037000500, -3037000499, -65536,
+                              -2,          -1,          0,
+                              1,           2,           65536,
+                              3037000499,  3037000500,  int64_t{1} << 32,
+                              hi - 1,      hi};
+  std::mt19937_64 rng{7};
+  for (int k = 0; k < 200; ++k)
+    values.push_back(static_cast<int64_t>(rng()) >> (rng() % 63));
+  for (int64_t a : values)
+    for (int64_t b : values) {
+      int64_t want = 0;
+      int64_t got = 0;
+      INFO(a << " and " << b);
+      CHECK(varsync::elem::add_overflows(a, b, got)
+            == __builtin_add_overflow(a, b, &want));
+      CHECK(got == want);
+      CHECK(varsync::elem::sub_overflows(a, b, got)
+            == __builtin_sub_overflow(a, b, &want));
+      CHECK(got == want);
+      CHECK(varsync::elem::mul_overflows(a, b, got)
+            == __builtin_mul_overflow(a, b, &want));
+      CHECK(got == want);
+    }
 }
