@@ -51,36 +51,29 @@ void sequence_endpoint::fail(caf::error reason) {
                     "closed: it exited, was killed, or stopped answering "
                     "for longer than the peer timeout): "
                       + describe(failure_)
-                      + "; cross-process operations fail from now on"),
-         failure_ == caf::exit_reason::user_shutdown
-           || failure_ == caf::exit_reason::normal);
+                      + "; cross-process operations fail from now on"));
 }
 
-void sequence_endpoint::peer_left(int rank, const std::string& reason,
-                                  bool orderly) {
+void sequence_endpoint::peer_left(int rank, const std::string& reason) {
   std::lock_guard<std::mutex> lock{mtx_};
   lose(make_error(errc::replica_failed,
                   "process " + std::to_string(rank)
-                    + (orderly ? " left the strategy (it shut its strategy "
-                                 "down): "
-                               : " left the strategy (its control connection "
-                                 "closed: it exited, was killed, or stopped "
-                                 "answering for longer than the peer "
-                                 "timeout): ")
-                    + reason + "; cross-process operations fail from now on"),
-       orderly);
+                    + " left the strategy (its control connection closed: "
+                      "it exited, was killed, or stopped answering for "
+                      "longer than the peer timeout): "
+                    + reason + "; cross-process operations fail from now on"));
 }
 
-void sequence_endpoint::on_lost(std::function<void(caf::error, bool)> fn) {
+void sequence_endpoint::on_lost(std::function<void(caf::error)> fn) {
   std::lock_guard<std::mutex> lock{mtx_};
   lost_ = std::move(fn);
 }
 
-void sequence_endpoint::lose(caf::error reason, bool orderly) {
+void sequence_endpoint::lose(caf::error reason) {
   if (lost_called_ || !lost_)
     return;
   lost_called_ = true;
-  lost_(std::move(reason), orderly);
+  lost_(std::move(reason));
 }
 
 void departures::left() {
@@ -114,8 +107,6 @@ public:
         if (!l || l.address() != msg.source)
           continue;
         auto reason = system().render(msg.reason);
-        const bool orderly = msg.reason == caf::exit_reason::user_shutdown
-                             || msg.reason == caf::exit_reason::normal;
         log()->info("process {} left the strategy: {}", r, reason);
         l = nullptr;
         if (r == 0)
@@ -126,7 +117,7 @@ public:
         for (auto& other : links_)
           if (other)
             send(other, sequence_gone_atom::value, static_cast<int32_t>(r),
-                 reason, orderly);
+                 reason);
       }
     });
     return {
@@ -216,11 +207,10 @@ public:
           return;
         endpoint_->deliver(std::move(op));
       },
-      [this](sequence_gone_atom, int32_t rank, const std::string& reason,
-             bool orderly) {
+      [this](sequence_gone_atom, int32_t rank, const std::string& reason) {
         if (current_sender() != sequencer_->ctrl())
           return;
-        endpoint_->peer_left(rank, reason, orderly);
+        endpoint_->peer_left(rank, reason);
       },
     };
   }
