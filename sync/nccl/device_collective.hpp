@@ -148,6 +148,10 @@ protected:
   /// True if replica r's input to `item` is in GPU memory: its component,
   /// or a contribution it kept in a staging buffer.
   bool on_device(const collective_item& item, int r) const;
+  /// `data` (replica r's memory: on a GPU, or in host memory when
+  /// `host_value` is set) on GPU `slot`: itself, or a copy in scratch.
+  caf::expected<const void*> on_gpu(int slot, int r, const void* data,
+                                    const tensor* host_value, size_t nbytes);
 
   /// A sparse update (item.scatter): the rows of input 0 into every
   /// replica's component, moving only those rows (devices/row_update: read
@@ -176,10 +180,6 @@ private:
   caf::error check_device_contributions(const collective_plan& plan,
                                         const collective_buffers& buffers,
                                         int n);
-  /// `data` (replica r's memory: on a GPU, or in host memory when
-  /// `host_value` is set) on GPU `slot`: itself, or a copy in scratch.
-  caf::expected<const void*> on_gpu(int slot, int r, const void* data,
-                                    const tensor* host_value, size_t nbytes);
   /// Waits for the GPUs until `deadline` (aborting the communicator on an
   /// error or at the deadline), then releases the run's scratch memory.
   caf::error finish(wait_clock::time_point deadline);

@@ -93,15 +93,11 @@ private:
   /// component, or its host contribution copied into scratch.
   caf::expected<const void*> input_on_gpu(const collective_item& item,
                                           const item_buffers& b, int r) {
-    if (on_device(item, r))
-      return b.inputs[static_cast<size_t>(r)];
-    auto p = scratch_on(slot_of(r), nbytes_of(item));
-    if (!p)
-      return std::move(p.error());
-    if (auto err
-        = gpu_of(r).upload(*p, item.contributions[static_cast<size_t>(r)]))
-      return err;
-    return static_cast<const void*>(*p);
+    return on_gpu(slot_of(r), r, b.inputs[static_cast<size_t>(r)],
+                  on_device(item, r)
+                    ? nullptr
+                    : &item.contributions[static_cast<size_t>(r)],
+                  nbytes_of(item));
   }
 
   /// One writable buffer per rank (GPU) holding what that GPU contributes

@@ -39,15 +39,13 @@ private:
     // host tensors are copied there first.
     std::vector<const void*> contributions;
     for (int r = 0; r < used; ++r) {
-      if (on_device(item, r)) {
-        contributions.push_back(b.inputs[static_cast<size_t>(r)]);
-        continue;
-      }
-      auto p = scratch_on(0, nbytes);
+      auto p = on_gpu(0, r, b.inputs[static_cast<size_t>(r)],
+                      on_device(item, r)
+                        ? nullptr
+                        : &item.contributions[static_cast<size_t>(r)],
+                      nbytes);
       if (!p)
         return std::move(p.error());
-      if (auto err = dev.upload(*p, item.contributions[static_cast<size_t>(r)]))
-        return err;
       contributions.push_back(*p);
     }
     return same_device_all_reduce(dev, item.rop, item.uop, item.type,
