@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include <caf/actor_control_block.hpp>
 #include <caf/atom.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
@@ -17,13 +18,23 @@ namespace varsync {
 
 using store_set_atom = caf::atom_constant<caf::atom("vs_stset")>;
 using store_get_atom = caf::atom_constant<caf::atom("vs_stget")>;
+using store_set_actor_atom = caf::atom_constant<caf::atom("vs_stseta")>;
+using store_get_actor_atom = caf::atom_constant<caf::atom("vs_stgeta")>;
 
 /// set(key, bytes) stores (a later set of the same key replaces it);
 /// get(key) answers once the key is set (the caller's request timeout bounds
-/// the wait).
+/// the wait). set_actor(name, handle) / get_actor(name) do the same for an
+/// actor of the hosting process: the others reach it over the connection
+/// they hold to the store, not over one of its own (each extra connection
+/// CAF makes is one more handshake that can stall, and CAF 0.17's
+/// remote_actor waits for it without a deadline).
 using rendezvous_store_actor = caf::typed_actor<
   caf::replies_to<store_set_atom, std::string, std::vector<char>>::with<
     ok_atom>,
-  caf::replies_to<store_get_atom, std::string>::with<std::vector<char>>>;
+  caf::replies_to<store_get_atom, std::string>::with<std::vector<char>>,
+  caf::replies_to<store_set_actor_atom, std::string,
+                  caf::strong_actor_ptr>::with<ok_atom>,
+  caf::replies_to<store_get_actor_atom, std::string>::with<
+    caf::strong_actor_ptr>>;
 
 } // namespace varsync

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,6 +43,35 @@ std::chrono::milliseconds left_until(clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
     deadline - clock::now());
   return std::max(left, std::chrono::milliseconds{1});
+}
+
+// remote_actor with a deadline. CAF 0.17's remote_actor waits for the BASP
+// handshake without one: a port that accepts and never answers (another
+// program, a stopped process) held a joining rank past its join timeout.
+// A connect the deadline cut short stays pending in CAF's middleman, and a
+// later one to the same endpoint waits on it.
+template <class Handle>
+caf::expected<Handle> remote_actor_until(caf::actor_system& sys,
+                                         const std::string& host,
+                                         uint16_t port,
+                                         clock::time_point deadline) {
+  caf::scoped_actor self{sys};
+  caf::expected<Handle> out{caf::error{}};
+  self
+    ->request(sys.middleman().actor_handle(), left_until(deadline),
+              caf::connect_atom_v, host, port)
+    .receive(
+      [&](caf::node_id&, caf::strong_actor_ptr& ptr,
+          std::set<std::string>& ifs) {
+        if (!ptr)
+          out = caf::make_error(caf::sec::no_actor_published_at_port, port);
+        else if (!sys.assignable<Handle>(ifs))
+          out = caf::make_error(caf::sec::unexpected_actor_messaging_interface);
+        else
+          out = caf::actor_cast<Handle>(std::move(ptr));
+      },
+      [&](caf::error& err) { out = std::move(err); });
+  return out;
 }
 
 // The control plane's own small actor system (CAF's network layer loaded),
@@ -238,13 +268,19 @@ reach_store(control_system& control, const cluster_spec& spec,
   }
   auto backoff = std::chrono::milliseconds{20};
   std::string last;
+  bool stalled = false;
   for (;;) {
-    auto store = sys.middleman().remote_actor<rendezvous_store_actor>(
-      spec.rendezvous_host, spec.rendezvous_port);
+    auto store = remote_actor_until<rendezvous_store_actor>(
+      sys, spec.rendezvous_host, spec.rendezvous_port, deadline);
     if (store)
       return std::move(*store);
     last = sys.render(store.error());
-    if (clock::now() + backoff >= deadline)
+    // Accepted, then silent: until our deadline, or until CAF's peer
+    // timeout closed it (then retried: rank 0 may be starting).
+    stalled = store.error() == caf::sec::request_timeout
+              || store.error() == caf::sec::connection_timeout;
+    if (store.error() == caf::sec::request_timeout
+        || clock::now() + backoff >= deadline)
       break;
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds{1000});
@@ -255,7 +291,11 @@ reach_store(control_system& control, const cluster_spec& spec,
                       + spec.rendezvous_host + ":"
                       + std::to_string(spec.rendezvous_port) + " within "
                       + std::to_string(spec.join_timeout.count())
-                      + " ms (rank 0 never served it): " + last);
+                      + (stalled ? " ms (a program there accepted the "
+                                   "connection but never completed CAF's "
+                                   "handshake): "
+                                 : " ms (rank 0 never served it): ")
+                      + last);
 }
 
 // Every rank announces itself; a rendezvous that times out names the ranks
@@ -299,17 +339,19 @@ caf::error await_ranks(caf::actor_system& sys, rendezvous_store_actor store,
                       + " ms: rank(s) " + names + " never arrived");
 }
 
-// Rank 0 runs the sequencer on a port of its own (CAF publishes one actor
-// per port) and keeps the port in the store; every rank links to it. Done
-// once every rank has linked, so that no operation is ordered before a
-// process can receive it. In training mode the sequencer orders nothing:
-// it watches the links, and tells every process when another one left.
+// Rank 0 runs the sequencer and keeps its handle in the store; every rank
+// gets it over the connection it holds to the store (no connection of its
+// own) and links to it. Done once every rank has linked, so that no
+// operation is ordered before a process can receive it. In training mode
+// the sequencer orders nothing: it watches the links, and tells every
+// process when another one left.
 caf::error join_sequencer(control_system& control,
                           rendezvous_store_actor store,
                           const cluster_spec& spec, clock::time_point deadline,
                           gloo_process_group& pg) {
   auto& sys = control.sys();
   const std::string key = spec.group_name + "/sequencer";
+  const std::string linking = spec.group_name + "/linking/";
   caf::scoped_actor self{sys};
   caf::error failed;
   auto fail = [&](const std::string& what) {
@@ -324,39 +366,24 @@ caf::error join_sequencer(control_system& control,
     control.on_destroy([sequencer] {
       caf::anon_send_exit(sequencer, caf::exit_reason::user_shutdown);
     });
-    auto port = sys.middleman().publish(sequencer, 0,
-                                        spec.rendezvous_host.c_str(), true);
-    if (!port)
-      return fail("cannot serve the sequencer on " + spec.rendezvous_host
-                  + ": " + sys.render(port.error()));
-    auto text = std::to_string(*port);
-    self->request(store, left_until(deadline), store_set_atom::value, key,
-                  std::vector<char>(text.begin(), text.end()))
+    self->request(store, left_until(deadline), store_set_actor_atom::value,
+                  key, caf::actor_cast<caf::strong_actor_ptr>(sequencer))
       .receive([](ok_atom) {},
                [&](caf::error& err) { failed = std::move(err); });
     if (failed)
       return fail("the rendezvous store failed: " + sys.render(failed));
   } else {
-    std::string text;
-    self->request(store, left_until(deadline), store_get_atom::value, key)
-      .receive([&](std::vector<char>& bytes) {
-                 text.assign(bytes.begin(), bytes.end());
-               },
+    caf::strong_actor_ptr handle;
+    self->request(store, left_until(deadline), store_get_actor_atom::value,
+                  key)
+      .receive([&](caf::strong_actor_ptr& h) { handle = std::move(h); },
                [&](caf::error& err) { failed = std::move(err); });
     if (failed)
-      return fail("rank 0 published no sequencer: " + sys.render(failed));
-    int port = 0;
-    for (char c : text)
-      port = (c >= '0' && c <= '9' && port < 65536) ? port * 10 + (c - '0')
-                                                    : 1 << 20;
-    if (text.empty() || port <= 0 || port > 65535)
-      return fail("the rendezvous store holds no sequencer port");
-    auto remote = sys.middleman().remote_actor<operation_sequencer_actor>(
-      spec.rendezvous_host, static_cast<uint16_t>(port));
-    if (!remote)
-      return fail("cannot reach the sequencer at " + spec.rendezvous_host
-                  + ":" + text + ": " + sys.render(remote.error()));
-    sequencer = std::move(*remote);
+      return fail("rank 0 kept no sequencer in the store: "
+                  + sys.render(failed));
+    if (!handle)
+      return fail("the rendezvous store holds no sequencer");
+    sequencer = caf::actor_cast<operation_sequencer_actor>(std::move(handle));
   }
   pg.endpoint = std::make_shared<sequence_endpoint>();
   pg.endpoint->on_lost([health = pg.health](caf::error reason) {
@@ -368,13 +395,31 @@ caf::error join_sequencer(control_system& control,
     caf::anon_send_exit(link, caf::exit_reason::user_shutdown);
   });
   pg.link = link;
+  // Marks how far this rank got, for the message of a join that times out.
+  self->request(store, left_until(deadline), store_set_atom::value,
+                linking + std::to_string(spec.rank), std::vector<char>{'1'})
+    .receive([](ok_atom) {}, [](caf::error&) {});
   self->request(sequencer, left_until(deadline), sequence_join_atom::value,
                 static_cast<int32_t>(spec.rank), link)
     .receive([](ok_atom) {},
              [&](caf::error& err) { failed = std::move(err); });
-  if (failed)
-    return fail("joining the sequencer failed: " + sys.render(failed));
-  return {};
+  if (!failed)
+    return {};
+  std::string missing;
+  for (int r = 0; r < spec.world_size; ++r) {
+    bool linked = false;
+    self->request(store, std::chrono::milliseconds{200}, store_get_atom::value,
+                  linking + std::to_string(r))
+      .receive([&](std::vector<char>&) { linked = true; },
+               [](caf::error&) {});
+    if (!linked)
+      missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+  }
+  return fail("joining the sequencer failed: " + sys.render(failed)
+              + (missing.empty()
+                   ? std::string{" (every rank got as far as linking)"}
+                   : " (rank(s) " + missing
+                       + " never got as far as linking)"));
 }
 
 // Moves the collectives to a shared memory segment when every rank can map

@@ -10,6 +10,38 @@ namespace varsync {
 
 namespace {
 
+// Values by key; a get of a key not set yet answers when it is set (the
+// requester's timeout bounds its wait).
+template <class T>
+class keyed_table {
+public:
+  void set(const std::string& key, T value) {
+    auto range = waiting_.equal_range(key);
+    for (auto i = range.first; i != range.second; ++i)
+      i->second.deliver(value);
+    waiting_.erase(range.first, range.second);
+    values_[key] = std::move(value);
+  }
+
+  caf::result<T> get(caf::local_actor* self, const std::string& key) {
+    auto i = values_.find(key);
+    if (i != values_.end())
+      return i->second;
+    auto promise = self->make_response_promise<T>();
+    waiting_.emplace(key, promise);
+    return promise;
+  }
+
+  void clear() {
+    waiting_.clear();
+    values_.clear();
+  }
+
+private:
+  std::map<std::string, T> values_;
+  std::multimap<std::string, caf::typed_response_promise<T>> waiting_;
+};
+
 // Class-based: CAF 0.17 binds a null reference when spawning a function-based
 // actor without arguments (UBSan reports it).
 class store_impl final : public rendezvous_store_actor::base {
@@ -22,37 +54,36 @@ public:
     return {
       [this](store_set_atom, const std::string& key,
              std::vector<char>& bytes) -> ok_atom {
-        auto range = waiting_.equal_range(key);
-        for (auto i = range.first; i != range.second; ++i)
-          i->second.deliver(bytes);
-        waiting_.erase(range.first, range.second);
-        values_[key] = std::move(bytes);
+        bytes_.set(key, std::move(bytes));
         return ok_atom::value;
       },
       [this](store_get_atom,
              const std::string& key) -> caf::result<std::vector<char>> {
-        auto i = values_.find(key);
-        if (i != values_.end())
-          return i->second;
-        auto promise = make_response_promise<std::vector<char>>();
-        waiting_.emplace(key, promise);
-        return promise;
+        return bytes_.get(this, key);
+      },
+      [this](store_set_actor_atom, const std::string& name,
+             caf::strong_actor_ptr& handle) -> ok_atom {
+        actors_.set(name, std::move(handle));
+        return ok_atom::value;
+      },
+      [this](store_get_actor_atom,
+             const std::string& name) -> caf::result<caf::strong_actor_ptr> {
+        return actors_.get(this, name);
       },
     };
   }
 
-  // Pending promises hold the requesters (remote proxies among them), which
-  // can lead back to this actor: release them when it stops.
+  // Pending promises hold the requesters (remote proxies among them), and
+  // the actors kept here can lead back to this actor: release them when it
+  // stops.
   void on_exit() override {
-    waiting_.clear();
-    values_.clear();
+    bytes_.clear();
+    actors_.clear();
   }
 
 private:
-  std::map<std::string, std::vector<char>> values_;
-  // Gets of keys not set yet; the requester's timeout bounds its wait.
-  std::multimap<std::string, caf::typed_response_promise<std::vector<char>>>
-    waiting_;
+  keyed_table<std::vector<char>> bytes_;
+  keyed_table<caf::strong_actor_ptr> actors_;
 };
 
 } // namespace

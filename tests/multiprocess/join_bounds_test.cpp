@@ -1,0 +1,77 @@
+// The join's deadline holds whatever answers at the rendezvous port.
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <future>
+#include <string>
+#include <thread>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "sync/process_group.hpp"
+#include "varsync/error.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+// A loopback port whose listener never accepts: the kernel completes the
+// TCP connect from its backlog, and nothing is ever written back.
+struct silent_listener {
+  int fd = -1;
+  int port = 0;
+  silent_listener() {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (fd >= 0
+        && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0
+        && ::listen(fd, 16) == 0
+        && ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+      port = ntohs(addr.sin_port);
+  }
+  ~silent_listener() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+};
+
+} // namespace
+
+TEST_CASE("joining: a rendezvous port that accepts but never answers fails "
+          "the join at its timeout with a message that says so") {
+  silent_listener listener;
+  REQUIRE(listener.port > 0);
+  varsync::cluster_spec spec;
+  spec.world_size = 2;
+  spec.rank = 1;
+  spec.rendezvous_host = "127.0.0.1";
+  spec.rendezvous_port = static_cast<uint16_t>(listener.port);
+  spec.join_timeout = 1500ms;
+  // Our deadline first, or CAF's peer timeout closing the silent
+  // connection first (then retried until the deadline).
+  spec.peer_timeout = GENERATE(5000ms, 400ms);
+  // Before the join had a deadline of its own here, it waited forever: the
+  // hang guard below fails the test instead of CTest's timeout.
+  auto joined = std::make_shared<
+    std::promise<caf::expected<varsync::process_membership>>>();
+  auto result = joined->get_future();
+  std::thread{[spec, joined] {
+    joined->set_value(varsync::join_process_group(spec, 1));
+  }}.detach();
+  REQUIRE(result.wait_for(120s) == std::future_status::ready);
+  auto m = result.get();
+  REQUIRE(!m);
+  CHECK(varsync::has_code(m.error(), varsync::errc::timeout));
+  auto text = varsync::describe(m.error());
+  INFO(text);
+  CHECK(text.find("never completed CAF's handshake") != std::string::npos);
+  CHECK(text.find("127.0.0.1:" + std::to_string(listener.port))
+        != std::string::npos);
+}
