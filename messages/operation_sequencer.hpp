@@ -26,11 +26,11 @@ using sequence_deliver_atom = caf::atom_constant<caf::atom("vs_sqdel")>;
 using sequence_gone_atom = caf::atom_constant<caf::atom("vs_sqgone")>;
 
 /// One process's end: submit comes from its coordinator, deliver and gone
-/// (rank, reason) from the sequencer.
+/// (rank, reason, orderly: it shut its strategy down) from the sequencer.
 using sequence_link_actor = caf::typed_actor<
   caf::reacts_to<sequence_submit_atom, sequenced_operation>,
   caf::reacts_to<sequence_deliver_atom, sequenced_operation>,
-  caf::reacts_to<sequence_gone_atom, int32_t, std::string>>;
+  caf::reacts_to<sequence_gone_atom, int32_t, std::string, bool>>;
 
 /// Process 0's sequencer. join(rank, link) answers once every rank has
 /// joined; submissions of a link that has not joined are dropped.

@@ -146,8 +146,9 @@ private:
       cv_.notify_all();
       cv_.wait(lock, [this] { return state_ == state::released; });
     }
-    for (auto& fn : before_destroy_)
-      fn();
+    // Last registered, first run (the link before the sequencer).
+    for (auto i = before_destroy_.rbegin(); i != before_destroy_.rend(); ++i)
+      (*i)();
     sys_.reset();
   }
 
@@ -386,12 +387,21 @@ caf::error join_sequencer(control_system& control,
     sequencer = caf::actor_cast<operation_sequencer_actor>(std::move(handle));
   }
   pg.endpoint = std::make_shared<sequence_endpoint>();
-  pg.endpoint->on_lost([health = pg.health](caf::error reason) {
-    log()->warn("{}", describe(reason));
+  pg.endpoint->on_lost([health = pg.health](caf::error reason, bool orderly) {
+    // A process that shut its strategy down is how every run ends: the
+    // next cross-process call still fails with the reason.
+    if (orderly)
+      log()->info("{}", describe(reason));
+    else
+      log()->warn("{}", describe(reason));
     health->lose(std::move(reason));
   });
   auto link = spawn_sequence_link(sys, sequencer, pg.endpoint);
-  control.on_destroy([link] {
+  // This process's own exit: its endpoint learns it before the sequencer
+  // (process 0's) stops, and logs nothing.
+  control.on_destroy([link, endpoint = pg.endpoint] {
+    endpoint->fail(make_error(errc::shut_down, "this process left the "
+                                               "strategy"));
     caf::anon_send_exit(link, caf::exit_reason::user_shutdown);
   });
   pg.link = link;

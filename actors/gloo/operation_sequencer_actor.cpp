@@ -51,29 +51,36 @@ void sequence_endpoint::fail(caf::error reason) {
                     "closed: it exited, was killed, or stopped answering "
                     "for longer than the peer timeout): "
                       + describe(failure_)
-                      + "; cross-process operations fail from now on"));
+                      + "; cross-process operations fail from now on"),
+         failure_ == caf::exit_reason::user_shutdown
+           || failure_ == caf::exit_reason::normal);
 }
 
-void sequence_endpoint::peer_left(int rank, const std::string& reason) {
+void sequence_endpoint::peer_left(int rank, const std::string& reason,
+                                  bool orderly) {
   std::lock_guard<std::mutex> lock{mtx_};
   lose(make_error(errc::replica_failed,
                   "process " + std::to_string(rank)
-                    + " left the strategy (its control connection closed: "
-                      "it exited, was killed, or stopped answering for "
-                      "longer than the peer timeout): "
-                    + reason + "; cross-process operations fail from now on"));
+                    + (orderly ? " left the strategy (it shut its strategy "
+                                 "down): "
+                               : " left the strategy (its control connection "
+                                 "closed: it exited, was killed, or stopped "
+                                 "answering for longer than the peer "
+                                 "timeout): ")
+                    + reason + "; cross-process operations fail from now on"),
+       orderly);
 }
 
-void sequence_endpoint::on_lost(std::function<void(caf::error)> fn) {
+void sequence_endpoint::on_lost(std::function<void(caf::error, bool)> fn) {
   std::lock_guard<std::mutex> lock{mtx_};
   lost_ = std::move(fn);
 }
 
-void sequence_endpoint::lose(caf::error reason) {
+void sequence_endpoint::lose(caf::error reason, bool orderly) {
   if (lost_called_ || !lost_)
     return;
   lost_called_ = true;
-  lost_(std::move(reason));
+  lost_(std::move(reason), orderly);
 }
 
 void departures::left() {
@@ -107,6 +114,8 @@ public:
         if (!l || l.address() != msg.source)
           continue;
         auto reason = system().render(msg.reason);
+        const bool orderly = msg.reason == caf::exit_reason::user_shutdown
+                             || msg.reason == caf::exit_reason::normal;
         log()->info("process {} left the strategy: {}", r, reason);
         l = nullptr;
         if (r == 0)
@@ -117,7 +126,7 @@ public:
         for (auto& other : links_)
           if (other)
             send(other, sequence_gone_atom::value, static_cast<int32_t>(r),
-                 reason);
+                 reason, orderly);
       }
     });
     return {
@@ -207,10 +216,11 @@ public:
           return;
         endpoint_->deliver(std::move(op));
       },
-      [this](sequence_gone_atom, int32_t rank, const std::string& reason) {
+      [this](sequence_gone_atom, int32_t rank, const std::string& reason,
+             bool orderly) {
         if (current_sender() != sequencer_->ctrl())
           return;
-        endpoint_->peer_left(rank, reason);
+        endpoint_->peer_left(rank, reason, orderly);
       },
     };
   }

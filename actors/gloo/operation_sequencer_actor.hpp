@@ -26,11 +26,13 @@ public:
   void deliver(sequenced_operation op);
   /// Once: later deliveries are dropped.
   void fail(caf::error reason);
-  /// Another process left the strategy (the sequencer says so).
-  void peer_left(int rank, const std::string& reason);
+  /// Another process left the strategy (the sequencer says so); orderly:
+  /// it shut its strategy down, rather than died or stopped answering.
+  void peer_left(int rank, const std::string& reason, bool orderly);
   /// Called (once) when this process loses the strategy: the sequencer is
-  /// gone or another process left. Set before the link starts.
-  void on_lost(std::function<void(caf::error)> fn);
+  /// gone or another process left; orderly as for peer_left. Set before
+  /// the link starts.
+  void on_lost(std::function<void(caf::error, bool orderly)> fn);
 
 private:
   std::mutex mtx_;
@@ -39,10 +41,10 @@ private:
   std::deque<sequenced_operation> early_;
   caf::error failure_;
   bool failed_ = false;
-  std::function<void(caf::error)> lost_;
+  std::function<void(caf::error, bool)> lost_;
   bool lost_called_ = false;
 
-  void lose(caf::error reason); // under the lock
+  void lose(caf::error reason, bool orderly); // under the lock
 };
 
 /// Counts the processes other than 0 whose link is gone, for process 0's
