@@ -50,6 +50,9 @@ void coordinator_state::sequence(caf::timespan timeout, sequenced_operation op,
     t->watched = true;
   }
   op.ticket = ++tickets_issued_;
+  // Bulk data stays here and moves through the data plane at the
+  // operation's turn; the sequencer and CAF carry its description only.
+  defer_payload(op, t->payload);
   tickets_.emplace(op.ticket, std::move(t));
   processes->submit_sequenced(std::move(op));
 }
@@ -109,6 +112,16 @@ void coordinator_state::replay(sequenced_operation op) {
       run_sequenced();
   };
   std::shared_ptr<ticket> owner{std::move(t)};
+  if (op.deferred.present)
+    receive_payload(std::move(op), std::move(owner), std::move(finished));
+  else
+    apply_ordered(std::move(op), std::move(owner), std::move(finished));
+  *running = false;
+}
+
+void coordinator_state::apply_ordered(sequenced_operation op,
+                                      std::shared_ptr<ticket> owner,
+                                      std::function<void()> finished) {
   auto reply = [owner, finished](auto tag) {
     using T = decltype(tag);
     return reply_fn<T>{[owner, finished](caf::expected<T> r) {
@@ -127,6 +140,7 @@ void coordinator_state::replay(sequenced_operation op) {
   };
   auto since = owner ? owner->since : operation_deadlines::clock::now();
   auto timeout = owner ? owner->timeout : default_timeout_;
+  auto saved = replaying_;
   replaying_ = true;
   run_requested_at(since, [&] {
     switch (op.kind) {
@@ -157,8 +171,81 @@ void coordinator_state::replay(sequenced_operation op) {
     reply(ok_atom::value)(make_error(errc::invalid_argument,
                                      "unknown operation kind"));
   });
-  replaying_ = false;
-  *running = false;
+  replaying_ = saved;
+}
+
+void coordinator_state::receive_payload(sequenced_operation op,
+                                        std::shared_ptr<ticket> owner,
+                                        std::function<void()> finished) {
+  const auto since = owner ? owner->since : operation_deadlines::clock::now();
+  auto timeout = owner ? owner->timeout : default_timeout_;
+  const auto what = std::string{"the data of "} + to_string(op.kind)
+                    + " from process " + std::to_string(op.origin);
+  // Every process takes part in the round whatever fails here, so that
+  // all of them fail the operation alike.
+  caf::error local;
+  run_requested_at(since, [&] {
+    if (auto left = remaining(timeout, "the data of an operation"))
+      timeout = *left;
+    else
+      local = std::move(left.error());
+  });
+  const auto bytes = payload_bytes(op.deferred);
+  if (!local && (bytes < 0 || op.origin < 0
+                 || op.origin >= processes->processes))
+    local = make_error(errc::replica_failed,
+                       what + ": the operation describes data no operation "
+                              "can have; nothing was changed");
+  if (!local)
+    local = budget_.check(static_cast<uint64_t>(bytes), what);
+  held_payload mine;
+  if (!local && op.origin == processes->rank) {
+    if (owner)
+      mine = std::move(owner->payload);
+    if (!owner || mine.value.type() != op.deferred.type
+        || mine.value.shape() != op.deferred.shape
+        || static_cast<int64_t>(mine.indices.size()) != op.deferred.indices)
+      local = make_error(errc::replica_failed,
+                         what + ": this process no longer holds the data it "
+                                "issued; nothing was changed");
+  }
+  auto plan = new_plan(what);
+  plan->local_error = local;
+  if (!local) {
+    auto& value = plan->add_item();
+    value.type = op.deferred.type;
+    value.count = element_count(op.deferred.shape);
+    value.from_process = op.origin;
+    value.result = op.origin == processes->rank
+                     ? std::move(mine.value)
+                     : tensor::empty(op.deferred.type, op.deferred.shape);
+    if (op.kind == sequenced_kind::scatter) {
+      auto& indices = plan->add_item();
+      indices.type = dtype::int64;
+      indices.count = op.deferred.indices;
+      indices.from_process = op.origin;
+      indices.result
+        = op.origin == processes->rank
+            ? tensor::from_vector<int64_t>({op.deferred.indices}, mine.indices)
+            : tensor::empty(dtype::int64, {op.deferred.indices});
+    }
+  }
+  run_collective(
+    timeout, plan,
+    [this, plan, op = std::move(op), owner,
+     finished = std::move(finished)](caf::expected<ok_atom> r) mutable {
+      if (!r) {
+        if (owner && !owner->answered)
+          owner->answer(std::move(r.error()));
+        return finished();
+      }
+      held_payload received;
+      received.value = std::move(plan->items[0].result);
+      if (plan->items.size() > 1)
+        received.indices = plan->items[1].result.to_vector<int64_t>();
+      restore_payload(op, std::move(received));
+      apply_ordered(std::move(op), std::move(owner), std::move(finished));
+    });
 }
 
 void coordinator_state::on_sequencer_down(caf::error reason) {

@@ -250,6 +250,10 @@ private:
     /// The caller has its answer (the deadline passed first).
     bool answered = false;
     reply done;
+    /// The operation's bulk data, kept here while the operation travels
+    /// without it (defer_payload); this process broadcasts it at the
+    /// operation's turn.
+    held_payload payload;
     void answer(caf::error err);
     void expire() override;
   };
@@ -264,6 +268,15 @@ private:
   /// Applies the ordered operations one after the other.
   void run_sequenced();
   void replay(sequenced_operation op);
+  /// The ordered operation `op` runs here (its data back in it); `owner`
+  /// is its ticket where it was issued here, `finished` ends its turn.
+  void apply_ordered(sequenced_operation op, std::shared_ptr<ticket> owner,
+                     std::function<void()> finished);
+  /// Every process receives the deferred data of `op` from the process
+  /// that issued it (one collective round through the process group),
+  /// then applies it; a failure fails the operation on every process.
+  void receive_payload(sequenced_operation op, std::shared_ptr<ticket> owner,
+                       std::function<void()> finished);
 
   /// Runs `f`, the rest of an operation after a wait, as part of the
   /// operation it continues: it never goes to the sequencer again.

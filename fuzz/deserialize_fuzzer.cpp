@@ -148,6 +148,9 @@ public:
     skip(1);                   // scatter op
     skip(uint64_t{seq()} * 8); // indices
     variable_spec_value();     // spec
+    skip(1 + 1);               // deferred: present, dtype
+    skip(uint64_t{seq()} * 8); // deferred: shape
+    skip(8);                   // deferred: indices
   }
 
   template <class F>
@@ -470,8 +473,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         check_tensor(op.value);
         check_tensor(op.spec.initial_value);
         check_enums(op.spec.sync, op.spec.agg);
+        FUZZ_CHECK(!op.deferred.present || payload_bytes(op.deferred) >= 0,
+                   "deferred data of an impossible size accepted");
         check_rejects_corrupted(op, [pick](sequenced_operation& x) {
-          switch (pick % 4) {
+          switch (pick % 5) {
+            case 4:
+              x.deferred.present = true;
+              x.deferred.shape = {-1 - static_cast<int64_t>(pick % 7)};
+              break;
             case 0:
               x.kind = out_of_range(sequenced_kind::scatter, pick);
               break;

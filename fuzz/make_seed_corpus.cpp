@@ -245,6 +245,15 @@ void seeds_deserialize(caf::actor_system& sys) {
   auto lookup = make_sequenced(sequenced_kind::lookup);
   lookup.name = "hits";
   write(t, "sequenced_lookup", serialized(sys, 6, lookup));
+  // A scatter whose rows travel through the data plane (its description
+  // only: defer_payload).
+  auto deferred = make_sequenced(sequenced_kind::scatter, 7);
+  deferred.sop = scatter_op::update;
+  deferred.deferred.present = true;
+  deferred.deferred.type = dtype::float64;
+  deferred.deferred.shape = {1024, 8};
+  deferred.deferred.indices = 1024;
+  write(t, "sequenced_deferred", serialized(sys, 6, deferred));
   // Invalid: a wrong byte count, an invalid dtype, a negative extent, a
   // truncated message.
   auto s = serialized(sys, 0, w);

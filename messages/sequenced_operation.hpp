@@ -48,6 +48,41 @@ constexpr const char* to_string(sequenced_kind kind) {
   return is_valid(kind) ? names[static_cast<uint8_t>(kind)] : "unknown";
 }
 
+/// Bulk data of an operation (an update's or scatter's values, a scatter's
+/// indices, a create's initial value) larger than this many bytes in all
+/// does not travel with the operation over CAF: when every process applies
+/// the operation, the process that issued it broadcasts the data through
+/// the process group (the data plane). Smaller data stays inline: one
+/// broadcast round would cost more than the bytes.
+constexpr size_t sequenced_inline_bytes = 4096;
+
+/// What an operation's deferred bulk data is, so that every process can
+/// receive it at the operation's turn.
+struct deferred_payload {
+  bool present = false;
+  /// The value (update, scatter) or initial value (create).
+  dtype type = dtype::float32;
+  tensor_shape shape;
+  /// scatter: how many indices.
+  int64_t indices = 0;
+};
+
+/// The payload's size in bytes, or -1 for a description no operation can
+/// have (negative or overflowing sizes, over 2^40 bytes).
+int64_t payload_bytes(const deferred_payload& p);
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, deferred_payload& x) {
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    if (!is_valid(x.type) || (x.present && payload_bytes(x) < 0)
+        || (!x.present && (!x.shape.empty() || x.indices != 0)))
+      return caf::sec::invalid_argument;
+    return caf::none;
+  });
+  return f(caf::meta::type_name("varsync::deferred_payload"), x.present,
+           x.type, x.shape, x.indices, load);
+}
+
 struct sequenced_operation {
   /// Set by the sequencer: the operation's place in the one order.
   uint64_t sequence = 0;
@@ -69,7 +104,25 @@ struct sequenced_operation {
   std::vector<int64_t> indices;
   /// create (its initial value included).
   variable_spec spec;
+  /// Set where the bulk data (value, indices, spec's initial value) was
+  /// taken out to travel through the data plane (defer_payload).
+  deferred_payload deferred;
 };
+
+/// An operation's bulk data while it travels without it.
+struct held_payload {
+  tensor value;
+  std::vector<int64_t> indices;
+};
+
+/// Takes the bulk data out of `op` into `held` and describes it in
+/// op.deferred when it is larger than sequenced_inline_bytes; false (and
+/// nothing changed) where it stays inline.
+bool defer_payload(sequenced_operation& op, held_payload& held);
+
+/// Puts the bulk data back into `op` (received through the data plane, or
+/// the issuing process's own); op.deferred is cleared.
+void restore_payload(sequenced_operation& op, held_payload payload);
 
 inline sequenced_operation make_sequenced(sequenced_kind kind,
                                           uint64_t variable = 0) {
@@ -90,7 +143,7 @@ typename Inspector::result_type inspect(Inspector& f, sequenced_operation& x) {
   });
   return f(caf::meta::type_name("varsync::sequenced_operation"), x.sequence,
            x.origin, x.ticket, x.kind, x.variable, x.name, x.op, x.value,
-           x.sop, x.indices, x.spec, load);
+           x.sop, x.indices, x.spec, x.deferred, load);
 }
 
 } // namespace varsync

@@ -75,6 +75,12 @@ struct collective_item {
   /// require_equal say how the processes' rows combine (their counts differ:
   /// the processes exchange them first).
   bool scatter = false;
+  /// Across processes, >= 0: no input is reduced; the result (target
+  /// output) is process `from_process`'s `result` as it was when the run
+  /// started, broadcast to every process (the bulk data of an operation of
+  /// services mode, which does not travel over CAF: messages/
+  /// sequenced_operation.hpp). -1: an ordinary item.
+  int32_t from_process = -1;
   scatter_op sop = scatter_op::update;
   std::vector<int64_t> rows;
   int64_t row_elems = 0;
@@ -128,11 +134,17 @@ typename Inspector::result_type inspect(Inspector& f, collective_item& x) {
       return caf::sec::invalid_argument;
     if (!x.scatter && !x.rows.empty())
       return caf::sec::invalid_argument;
+    if (x.from_process < -1
+        || (x.from_process >= 0
+            && (x.target != collective_target::output || x.scatter
+                || x.gather || x.first_only || x.require_equal)))
+      return caf::sec::invalid_argument;
     return caf::none;
   });
   return f(caf::meta::type_name("varsync::collective_item"), x.variable_id,
            x.name, x.type, x.count, x.rop, x.first_only, x.require_equal,
-           x.uop, x.mirrored, x.gather, x.scatter, x.sop, x.rows, x.row_elems,
+           x.uop, x.mirrored, x.gather, x.scatter, x.from_process, x.sop,
+           x.rows, x.row_elems,
            x.source, x.target, x.contributions,
            x.staged, x.result, load);
 }

@@ -117,6 +117,8 @@ caf::error apply_results(const collective_plan& plan,
     auto& item = plan.items[k];
     const auto bytes = static_cast<size_t>(item.count) * size_of(item.type);
     if (item.target == collective_target::output) {
+      if (item.from_process >= 0)
+        continue; // broadcast into the output already
       const auto n = item.gather ? plan.total_replicas : 1;
       if (bytes > 0)
         std::memcpy(buffers.items[k].output, result[k],
@@ -268,6 +270,7 @@ uint64_t fingerprint_of(const collective_plan& plan) {
     h.add_value(item.first_only);
     h.add_value(item.require_equal);
     h.add_value(item.gather);
+    h.add_value(item.from_process);
     h.add_value(static_cast<uint8_t>(item.uop));
     h.add_value(static_cast<uint8_t>(item.source));
     h.add_value(static_cast<uint8_t>(item.target));
@@ -291,7 +294,8 @@ caf::error run_cross_process(const collective_plan& plan,
   std::vector<size_t> offset(plan.items.size());
   for (size_t k = 0; k < plan.items.size(); ++k) {
     auto& item = plan.items[k];
-    small = small && is_floating(item.type) && !item.gather && !item.scatter;
+    small = small && is_floating(item.type) && !item.gather && !item.scatter
+            && item.from_process < 0;
     // Each item at a multiple of its dtype's size: the kernels read and
     // write its elements in place (a float64 after a float32 was misaligned).
     const auto width = size_of(item.type);
@@ -355,7 +359,8 @@ caf::error run_cross_process(const collective_plan& plan,
   for (size_t k = 0; k < n_items; ++k) {
     auto& item = plan.items[k];
     const auto bytes = static_cast<size_t>(item.count) * size_of(item.type);
-    if (item.first_only || item.require_equal || item.gather || item.scatter)
+    if (item.first_only || item.require_equal || item.gather || item.scatter
+        || item.from_process >= 0)
       continue;
     size_t p = 0;
     while (p < packs.size()
@@ -388,7 +393,8 @@ caf::error run_cross_process(const collective_plan& plan,
   std::vector<const int32_t*> in32; // widened items' inputs, sized once
   for (size_t k = 0; k < n_items; ++k) {
     auto& item = plan.items[k];
-    if (item.first_only || item.require_equal || item.gather || item.scatter)
+    if (item.first_only || item.require_equal || item.gather || item.scatter
+        || item.from_process >= 0)
       continue;
     std::span<const void* const> inputs{buffers.items[k].inputs.data(),
                                          slots};
@@ -456,6 +462,19 @@ caf::error run_cross_process(const collective_plan& plan,
   for (size_t k = 0; k < n_items; ++k) {
     auto& item = plan.items[k];
     const auto bytes = static_cast<size_t>(item.count) * size_of(item.type);
+    if (item.from_process >= 0) {
+      if (item.from_process >= group.size())
+        return make_error(errc::replica_failed,
+                          plan.description + ": data from process "
+                            + std::to_string(item.from_process) + " of "
+                            + std::to_string(group.size())
+                            + "; nothing was changed");
+      if (bytes > 0)
+        if (auto err = group.broadcast(buffers.items[k].output, bytes,
+                                       item.from_process))
+          return err;
+      continue;
+    }
     if (item.scatter) {
       std::vector<scatter_rows> parts;
       if (auto err = exchange_rows(item, buffers.items[k].inputs[0], group,
@@ -555,7 +574,8 @@ caf::error run_cross_process(const collective_plan& plan,
   // integers (the plans are equal, so every process decides alike).
   bool may_refuse = false;
   for (auto& item : plan.items)
-    may_refuse = may_refuse || item.require_equal || !is_floating(item.type);
+    may_refuse = may_refuse || item.require_equal
+                 || (!is_floating(item.type) && item.from_process < 0);
   if (!may_refuse)
     return apply_results(plan, buffers, result, scattered);
   // Every process votes; one that cannot apply stops all.

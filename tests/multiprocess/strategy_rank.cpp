@@ -461,6 +461,61 @@ int services(strategy& s, const std::string& path) {
   await_variable(s, "go");
   check(floats(s, config) == std::vector<float>{5, 6},
         "W8: the assign ordered before 'go' is seen everywhere");
+  // Bulk data (above sequenced_inline_bytes) from the last process: the
+  // operations cross CAF as descriptions, and the data reaches every
+  // process through the data plane at the operation's turn.
+  constexpr int64_t side = 128, table_rows = 2048, touched = 700;
+  if (rank == procs - 1) {
+    std::vector<float> initial(side * side);
+    for (size_t i = 0; i < initial.size(); ++i)
+      initial[i] = static_cast<float>(i);
+    auto bulk = must(s.create_variable("bulk", tensor::from_vector<float>(
+                                                 {side, side}, initial),
+                                       synchronization::on_write,
+                                       aggregation::sum),
+                     "create bulk (64 KiB initial value)");
+    must(s.assign_add(bulk, tensor::filled(dtype::float32, {side, side}, 1.0)),
+         "assign_add bulk (64 KiB)");
+    auto table = must(s.create_variable("table",
+                                        tensor::zeros(dtype::float32,
+                                                      {table_rows, 4}),
+                                        synchronization::on_write,
+                                        aggregation::sum),
+                      "create table (32 KiB)");
+    std::vector<int64_t> at;
+    std::vector<float> rows;
+    for (int64_t j = 0; j < touched; ++j) {
+      at.push_back(2 * j);
+      for (int c = 0; c < 4; ++c)
+        rows.push_back(static_cast<float>(10 * j + c));
+    }
+    must(s.scatter_update(table, {at, tensor::from_vector<float>({touched, 4},
+                                                                 rows)}),
+         "scatter_update of 700 rows of table");
+    must(s.create_variable("bulk_done", tensor::scalar<int64_t>(1),
+                           synchronization::on_write, aggregation::sum),
+         "create bulk_done");
+  }
+  await_variable(s, "bulk_done");
+  {
+    auto got = floats(s, await_variable(s, "bulk"));
+    bool ok = static_cast<int64_t>(got.size()) == side * side;
+    for (size_t i = 0; ok && i < got.size(); ++i)
+      ok = got[i] == static_cast<float>(i) + 1;
+    check(ok, "P2: bulk data from process " + std::to_string(procs - 1)
+                + " (create, assign_add) reached this process whole");
+    auto table = floats(s, await_variable(s, "table"));
+    ok = static_cast<int64_t>(table.size()) == table_rows * 4;
+    for (int64_t r = 0; ok && r < table_rows; ++r)
+      for (int c = 0; ok && c < 4; ++c) {
+        float want = r % 2 == 0 && r / 2 < touched
+                       ? static_cast<float>(10 * (r / 2) + c)
+                       : 0.0f;
+        ok = table[static_cast<size_t>(r * 4 + c)] == want;
+      }
+    check(ok, "S4: a scatter of 700 rows sent as a description reached "
+              "every row here");
+  }
   // Local updates stay local: each replica counts in its own component.
   must(s.run([&](replica_context& ctx) {
          must(ctx.assign_add(seen, double(ctx.replica_id() + 1)), "seen");

@@ -545,3 +545,90 @@ TEST_CASE("staged across processes: a step's scatter reaches a device "
           == std::vector<float>(8, 0.0f));
   }
 }
+
+namespace {
+
+// Rank 0 of 2 whose broadcasts from rank 1 deliver bytes of 7, and which
+// records every broadcast (bytes, root).
+struct broadcasting_group : scripted_group {
+  std::vector<std::pair<size_t, int>> broadcasts;
+  caf::error broadcast(void* data, size_t bytes, int root) override {
+    broadcasts.emplace_back(bytes, root);
+    if (root == 1)
+      std::memset(data, 7, bytes);
+    return {};
+  }
+};
+
+struct payload_plan {
+  collective_plan plan;
+  payload_plan(int from, tensor result, int64_t indices = 0) {
+    plan.num_replicas = 1;
+    plan.cross_process = true;
+    plan.total_replicas = 2;
+    plan.description = "the data of update from process "
+                       + std::to_string(from);
+    auto& item = plan.add_item();
+    item.type = result.type();
+    item.count = result.size();
+    item.from_process = from;
+    item.source = collective_source::contributions;
+    item.target = collective_target::output;
+    item.result = std::move(result);
+    if (indices > 0) { // a scatter's indices, as a second item
+      auto& rows = plan.add_item();
+      rows.type = dtype::int64;
+      rows.count = indices;
+      rows.from_process = from;
+      rows.target = collective_target::output;
+      rows.result = tensor::zeros(dtype::int64, {indices});
+    }
+  }
+};
+
+bool all_sevens(const tensor& t) {
+  auto* p = static_cast<const unsigned char*>(t.raw());
+  for (size_t i = 0; i < t.nbytes(); ++i)
+    if (p[i] != 7)
+      return false;
+  return true;
+}
+
+} // namespace
+
+TEST_CASE("cross-process collective: an item from another process is one "
+          "broadcast from it into the output, no reduction and no vote") {
+  broadcasting_group group;
+  payload_plan p{1, tensor::zeros(dtype::float64, {1024}), 100};
+  auto buffers = bind_plan_buffers(p.plan);
+  REQUIRE_FALSE(run_cross_process(p.plan, buffers, group, {1, 1}));
+  CHECK(all_sevens(p.plan.items[0].result));
+  CHECK(all_sevens(p.plan.items[1].result));
+  REQUIRE(group.broadcasts.size() == 2);
+  CHECK(group.broadcasts[0] == std::make_pair(size_t{8192}, 1));
+  CHECK(group.broadcasts[1] == std::make_pair(size_t{800}, 1));
+  CHECK(group.gathers == 1); // the agreement; integer data takes no vote
+}
+
+TEST_CASE("cross-process collective: this process's own data stays in the "
+          "output it broadcasts from") {
+  broadcasting_group group;
+  payload_plan p{0, tensor::filled(dtype::float64, {600}, 3.0)};
+  auto buffers = bind_plan_buffers(p.plan);
+  REQUIRE_FALSE(run_cross_process(p.plan, buffers, group, {1, 1}));
+  CHECK(p.plan.items[0].result.to_vector<double>()
+        == std::vector<double>(600, 3.0));
+  REQUIRE(group.broadcasts.size() == 1);
+  CHECK(group.broadcasts[0].second == 0);
+}
+
+TEST_CASE("cross-process collective: data from a process the group does not "
+          "have fails with replica_failed before any data moves") {
+  broadcasting_group group;
+  payload_plan p{5, tensor::zeros(dtype::float64, {16})};
+  auto buffers = bind_plan_buffers(p.plan);
+  auto err = run_cross_process(p.plan, buffers, group, {1, 1});
+  CHECK(has_code(err, errc::replica_failed));
+  CHECK(message_of(err).find("process 5") != std::string::npos);
+  CHECK(group.broadcasts.empty());
+}
