@@ -360,7 +360,12 @@ caf::error add_variable(const strategy& s, const variable& v,
     auto values = s.survivor_values(v);
     if (!values)
       return values.error();
-    live = std::move(*values);
+    // By global replica id: across processes this process holds
+    // first_local_replica() on, and the others' replicas count as missing.
+    live.resize(static_cast<size_t>(s.num_replicas()));
+    const auto first = static_cast<size_t>(s.first_local_replica());
+    for (size_t r = 0; r < values->size() && first + r < live.size(); ++r)
+      live[first + r] = std::move((*values)[r]);
     for (size_t r = 0; r < live.size(); ++r)
       if (!live[r])
         missing.push_back(static_cast<int>(r));
@@ -399,7 +404,10 @@ caf::error add_variable(const strategy& s, const variable& v,
                         + std::string{to_string(v.synchronization())} + " / "
                         + std::string{to_string(v.aggregation())}
                         + "): replica(s) " + join_indices(missing)
-                        + " failed; " + why);
+                        + (s.num_processes() > 1
+                             ? " failed or live in other processes; "
+                             : " failed; ")
+                        + why);
   };
   if (is_per_component(v)) {
     // The live components; the missing ones are named in the metadata and
@@ -449,17 +457,38 @@ caf::error add_variable(const strategy& s, const variable& v,
   return {};
 }
 
+} // namespace
+
+std::string process_file(const std::string& path, int rank) {
+  // Before the extension of the last path component, if it has one.
+  auto slash = path.find_last_of('/');
+  auto dot = path.find_last_of('.');
+  auto at = dot == std::string::npos
+                || (slash != std::string::npos && dot < slash)
+                || dot == (slash == std::string::npos ? 0 : slash + 1)
+              ? path.size()
+              : dot;
+  return path.substr(0, at) + ".process" + std::to_string(rank)
+         + path.substr(at);
+}
+
+namespace {
+
 caf::error save_impl(const strategy& s, const std::string& path,
                      const std::vector<std::string>& names,
                      const survivor_options* survivors) {
   // Across processes (P9) every process reads (the reads are collectives)
   // and process 0 writes the file; they agree on its outcome. In services
   // mode the calling process alone saves: its reads are ordered operations.
-  const bool writer = s.process_rank() == 0 || s.services_mode();
-  if (survivors != nullptr && s.num_processes() > 1)
-    return make_error(errc::invalid_argument,
-                      "save_survivors: not supported across processes (a "
-                      "lost process ends the group)");
+  // save_survivors needs no other process (a lost one ends the group):
+  // each process that calls it writes what it holds to a file of its own.
+  const bool alone = survivors != nullptr && s.num_processes() > 1;
+  const bool writer = s.process_rank() == 0 || s.services_mode() || alone;
+  auto agree = [&](const char* what, caf::error local) {
+    return alone ? local : agree_across(s, what, std::move(local));
+  };
+  const std::string target = alone ? process_file(path, s.process_rank())
+                                   : path;
   auto vars = select_variables(s, names, errc::unknown_variable);
   caf::error checked = vars ? caf::error{} : vars.error();
   // C9: nothing is written that restore would refuse.
@@ -468,14 +497,20 @@ caf::error save_impl(const strategy& s, const std::string& path,
       if (!checked)
         checked = check_variable_name(v.name());
   if (!checked && writer)
-    checked = check_save_target(path);
-  if (auto err = agree_across(s, "save of a checkpoint", std::move(checked)))
+    checked = check_save_target(target);
+  if (auto err = agree("save of a checkpoint", std::move(checked)))
     return err;
   std::vector<st::named_tensor> tensors;
   std::map<std::string, std::string> meta;
   meta["format"] = checkpoint_format_tag;
   meta["format_version"] = checkpoint_format_version;
   meta["replicas"] = std::to_string(s.num_replicas());
+  if (alone) {
+    meta["process_rank"] = std::to_string(s.process_rank());
+    meta["process_replicas"]
+      = std::to_string(s.first_local_replica()) + ".."
+        + std::to_string(s.first_local_replica() + s.num_local_replicas() - 1);
+  }
   std::vector<int> missing;
   for (auto& v : *vars)
     if (auto err = add_variable(s, v, survivors, tensors, meta, missing))
@@ -493,10 +528,10 @@ caf::error save_impl(const strategy& s, const std::string& path,
   if (!writer)
     return agree_across(s, "checkpoint written", {});
   // Checked again: the path may have changed while the values were read.
-  auto written = check_save_target(path);
+  auto written = check_save_target(target);
   if (!written)
-    written = write_atomically(path, *bytes);
-  if (s.num_processes() <= 1)
+    written = write_atomically(target, *bytes);
+  if (s.num_processes() <= 1 || alone)
     return written;
   return agree_across(s, "checkpoint written", std::move(written));
 }

@@ -60,9 +60,20 @@ struct survivor_options {
 /// "<name>.missing_replicas" (restore refuses such a variable). The file's
 /// "missing_replicas" names every lost replica. Nothing is written unless
 /// every variable can be saved.
+///
+/// Across processes (P9) it needs no other process: each process that calls
+/// it writes the components of its own replicas that survive to a file of
+/// its own, process_file(path, its rank) ("rescue.safetensors" ->
+/// "rescue.process2.safetensors"); the other processes' replicas count as
+/// missing (so on_read + only_first_replica saves only in process 0, and
+/// on_read + sum / mean need options.aggregate_survivors).
 caf::error save_survivors(const strategy& s, const std::string& path,
                           const std::vector<std::string>& names = {},
                           survivor_options options = {});
+
+/// The file save_survivors writes in process `rank` of a strategy across
+/// processes: `path` with ".process<rank>" before its extension.
+std::string process_file(const std::string& path, int rank);
 
 /// Restores `names` (empty: every variable of `s`) from `path`.
 /// Errors: checkpoint_corrupt (unreadable layout, or an entry whose bytes do

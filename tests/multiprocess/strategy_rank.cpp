@@ -342,11 +342,23 @@ int checkpoint(strategy& s, const std::string& path) {
   check(sum(s, c) == total, "K2 c restored (R4 split over every process)");
   check(per_replica_ok(must(s.all_values(p), "all_values after restore")),
         "K2 every component of p restored to its replica");
-  // save_survivors is refused across processes, writing nothing.
-  check(has_code(varsync::save_survivors(s, path + ".survivors"),
-                 errc::invalid_argument)
-          && ::access((path + ".survivors").c_str(), F_OK) != 0,
-        "P9 save_survivors refused across processes");
+  // P9: save_survivors needs no other process: each one writes what it
+  // holds to a file of its own, the other processes' replicas missing.
+  const auto mine = process_file(path + ".survivors", s.process_rank());
+  expect_code(varsync::save_survivors(s, path + ".survivors"),
+              errc::replica_failed,
+              "P9 save_survivors of an on_read sum without "
+              "aggregate_survivors");
+  check(::access(mine.c_str(), F_OK) != 0, "P9 a refused save writes nothing");
+  int64_t here = 0; // c's components in this process, as saved
+  for (auto& t : must(s.local_values(c), "local_values c"))
+    here += t.to_vector<int64_t>()[0];
+  survivor_options aggregated;
+  aggregated.aggregate_survivors = true;
+  must(varsync::save_survivors(s, path + ".survivors", {}, aggregated),
+       "P9 save_survivors across processes");
+  check(::access(mine.c_str(), F_OK) == 0,
+        "P9 save_survivors wrote " + mine);
   // K3: a file that does not exist fails on every process, nothing changes.
   auto err = varsync::restore(s, path + ".missing");
   check(bool(err), "restore of a missing file fails");
@@ -377,6 +389,40 @@ int checkpoint(strategy& s, const std::string& path) {
     check(sum(t, c1) == total, "one process reads c");
     check(per_replica_ok(must(t.local_values(p1), "local_values")),
           "one process reads every component of p");
+  }
+  {
+    // This process's survivors file restores into a strategy here: w whole,
+    // c as the sum of this process's components (R4 split), p refused
+    // (the other processes' components are missing), nothing changed then.
+    strategy_options one;
+    one.devices.clear();
+    for (int i = 0; i < n; ++i)
+      one.devices.push_back("cpu:" + std::to_string(i));
+    one.scheduler_threads = 2;
+    auto t = must(strategy::create(one), "one-process strategy (survivors)");
+    auto w1 = must(t.create_variable("w", tensor::zeros(dtype::float32, {3}),
+                                     synchronization::on_write,
+                                     aggregation::mean),
+                   "create w (survivors)");
+    auto c1 = must(t.create_variable("c", tensor::scalar<int64_t>(0),
+                                     synchronization::on_read,
+                                     aggregation::sum),
+                   "create c (survivors)");
+    auto p1 = must(t.create_variable("p", tensor::scalar<int64_t>(0),
+                                     synchronization::none,
+                                     aggregation::none),
+                   "create p (survivors)");
+    expect_code(varsync::restore(t, mine), errc::checkpoint_mismatch,
+                "P9 a survivors file with p's other components missing");
+    check(floats(t, w1) == std::vector<float>{0, 0, 0},
+          "a refused restore changes nothing");
+    must(varsync::restore(t, mine, {"w", "c"}), "restore w and c (survivors)");
+    check(floats(t, w1) == std::vector<float>{2, 3, 4},
+          "P9 w from this process's survivors");
+    check(sum(t, c1) == here,
+          "P9 c is the sum of this process's components");
+    (void) p1;
+    ::unlink(mine.c_str());
   }
   std::printf("process %d: checkpoint done\n", s.process_rank());
   return failures == 0 ? 0 : 1;
