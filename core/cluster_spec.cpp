@@ -93,8 +93,10 @@ caf::error validate(const cluster_spec& spec) {
   if (spec.peer_timeout.count() != 0 && spec.peer_timeout.count() < 100)
     return bad("peer_timeout " + std::to_string(spec.peer_timeout.count())
                + " ms: expected 0 (no heartbeats) or at least 100 ms");
-  if (spec.group_name.empty())
-    return bad("the group name must not be empty");
+  if (spec.group_name.empty() || spec.group_name.size() > 128)
+    return bad("the group name must have 1 to 128 bytes, not "
+               + std::to_string(spec.group_name.size())
+               + " (it prefixes the rendezvous store's keys)");
   if (spec.mode != cluster_mode::training && spec.mode != cluster_mode::services)
     return bad("mode " + std::to_string(static_cast<int>(spec.mode))
                + " is not one of 0 (training), 1 (services)");

@@ -70,7 +70,8 @@ struct cluster_spec {
   /// lost process is noticed by the next operation's deadline only).
   /// Otherwise at least 100 ms.
   std::chrono::milliseconds peer_timeout{5000};
-  /// Distinguishes several strategies that share one rendezvous address.
+  /// Distinguishes several strategies that share one rendezvous address
+  /// (1 to 128 bytes).
   std::string group_name = "varsync";
   /// Every process must use the same mode.
   cluster_mode mode = cluster_mode::training;

@@ -132,6 +132,21 @@ TEST_CASE("cluster_spec: VARSYNC_PEER_TIMEOUT_MS sets the peer timeout, 0 "
   CHECK(message_of(err).find("peer_timeout") != std::string::npos);
 }
 
+TEST_CASE("cluster_spec: a group name must have 1 to 128 bytes") {
+  cluster_spec spec;
+  spec.world_size = 2;
+  spec.rendezvous_port = 1;
+  CHECK_FALSE(validate(spec));
+  spec.group_name = std::string(128, 'g');
+  CHECK_FALSE(validate(spec));
+  for (auto bad : {std::string{}, std::string(129, 'g')}) {
+    spec.group_name = bad;
+    auto err = validate(spec);
+    CHECK(has_code(err, errc::invalid_argument));
+    CHECK(message_of(err).find("group name") != std::string::npos);
+  }
+}
+
 TEST_CASE("cluster_spec: torchrun's variables, and IPv6 in brackets") {
   auto c = cluster_from_environment(env({{"RANK", "1"},
                                          {"WORLD_SIZE", "2"},
