@@ -856,6 +856,73 @@ int training_stopped(strategy& s) {
   return failures == 0 ? 0 : 1;
 }
 
+// SIGKILL in the middle of collectives: every process keeps `window` async
+// updates of a 1 MiB variable in flight; the last one kills itself with
+// SIGKILL once 20 have completed there, while its next ones are under way.
+// On every survivor each pending operation and each later one fails with
+// replica_failed (not timeout: the loss is noticed, not waited out), no
+// callback is missing, and the survivors read their components and save
+// them (save_survivors, P9).
+int killed(strategy& s, const std::string& path) {
+  constexpr int64_t elements = 1 << 18; // 1 MiB of float32
+  constexpr int window = 8, victim_after = 20, most = 2000;
+  const int rank = s.process_rank();
+  const bool victim = rank == s.num_processes() - 1;
+  auto big = must(s.create_variable("big", tensor::zeros(dtype::float32,
+                                                         {elements}),
+                                    synchronization::on_write,
+                                    aggregation::sum),
+                  "create big");
+  auto ones = tensor::filled(dtype::float32, {elements}, 1.0);
+  std::mutex m;
+  std::condition_variable cv;
+  int in_flight = 0, completed = 0, issued = 0;
+  std::vector<caf::error> errors;
+  for (; issued < most; ++issued) {
+    std::unique_lock<std::mutex> lock{m};
+    cv.wait(lock, [&] { return in_flight < window || !errors.empty(); });
+    if (!errors.empty())
+      break;
+    ++in_flight;
+    lock.unlock();
+    s.async().assign_add(big, ones, [&](caf::error err) {
+      std::lock_guard<std::mutex> guard{m};
+      --in_flight;
+      if (err)
+        errors.push_back(std::move(err));
+      else if (++completed == victim_after && victim)
+        std::raise(SIGKILL);
+      cv.notify_all();
+    });
+  }
+  {
+    // Every pending operation gets its answer (the harness's deadline
+    // catches one that never does).
+    std::unique_lock<std::mutex> lock{m};
+    cv.wait(lock, [&] { return in_flight == 0; });
+  }
+  check(!errors.empty(), "the operations after the kill fail");
+  check(completed >= victim_after, "the operations before it completed");
+  for (auto& err : errors)
+    check(has_code(err, errc::replica_failed),
+          "each pending operation fails with replica_failed: "
+            + describe(err));
+  auto later = s.assign_add(big, ones);
+  check(has_code(later, errc::replica_failed),
+        "a later operation fails with replica_failed: " + describe(later));
+  // The survivors still read and save what they hold.
+  auto values = must(s.local_values(big), "survivors can be read");
+  for (auto& v : values)
+    check(v.bitwise_equal(values[0]), "the components stayed equal");
+  must(varsync::save_survivors(s, path), "save_survivors after the kill");
+  const auto mine = process_file(path, rank);
+  check(::access(mine.c_str(), F_OK) == 0, "save_survivors wrote " + mine);
+  ::unlink(mine.c_str());
+  std::printf("process %d: %d completed, %zu failed: %s\n", rank, completed,
+              errors.size(), describe(errors.front()).c_str());
+  return failures == 0 ? 0 : 1;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -914,6 +981,8 @@ int main(int argc, char** argv) {
     rc = training_stopped(*s);
   else if (scenario == "services_stopped")
     rc = services_stopped(*s);
+  else if (scenario == "killed" && argc == 4)
+    rc = killed(*s, argv[3]);
   else if (scenario == "die" || scenario == "stop")
     rc = lose_one(*s, scenario == "stop");
   std::fflush(stdout);

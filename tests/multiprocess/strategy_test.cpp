@@ -24,7 +24,8 @@ varsync::testing::children_result
 run_strategy(const std::string& scenario, int processes, int local,
              std::chrono::milliseconds timeout, bool absent = false,
              const std::string& path = {}, const std::string& mode = {},
-             std::chrono::milliseconds peer_timeout = 5s) {
+             std::chrono::milliseconds peer_timeout = 5s,
+             const std::string& transport = "automatic") {
   auto port = free_loopback_port();
   REQUIRE(port > 0);
   std::vector<child_spec> children;
@@ -50,7 +51,7 @@ run_strategy(const std::string& scenario, int processes, int local,
         // automatic choice.
         "VARSYNC_HOST_TRANSPORT="
           + std::string{mode == "mixed_transport" && r == 0 ? "gloo"
-                                                            : "automatic"}},
+                                                            : transport}},
        {}});
   auto out = run_children(children, 120s);
   REQUIRE(out.spawned);
@@ -87,6 +88,22 @@ TEST_CASE("multiprocess strategy: a killed process fails the survivors' "
   auto r = run_strategy("die", 3, 1, 3s);
   CHECK(r.exit_codes == std::vector<int>{0, 0, 0});
   CHECK(r.took < 60s);
+}
+
+TEST_CASE("multiprocess strategy: a process killed (SIGKILL) while every "
+          "process has operations in flight fails each pending and later "
+          "operation of the survivors with replica_failed, and they can "
+          "still read and save what they hold") {
+  for (auto transport : {"automatic", "gloo"}) {
+    INFO("transport " << transport);
+    auto path = std::string{"/tmp/varsync-mp-killed-"}
+                + std::to_string(::getpid()) + ".safetensors";
+    auto r = run_strategy("killed", 3, 1, 20s, false, path, {}, 5s,
+                          transport);
+    // The last process killed itself: -2, a signal.
+    CHECK(r.exit_codes == std::vector<int>{0, 0, -2});
+    CHECK(r.took < 60s);
+  }
 }
 
 TEST_CASE("multiprocess strategy: a stopped process fails the survivors' "
