@@ -264,6 +264,28 @@ int desync(strategy& s) {
        "step after a failed step");
   check(floats(s, a)[0] == float(2 * s.num_replicas()),
         "step after a failed step");
+  // A process that issues one operation more (a cross-replica update the
+  // others skip): it meets the others' next operation, of another kind,
+  // and every process fails it at once naming both; issuing alike again
+  // realigns them.
+  if (s.process_rank() == 0)
+    err = s.assign_add(b, 1.0);
+  else
+    err = s.run([&](replica_context& ctx) {
+      must(ctx.assign_add(a, 1.0), "a");
+    });
+  expect_code(err, errc::mismatched_replica_updates,
+              "an operation only process 0 issued");
+  check(message_of(err).find("'b'") != std::string::npos
+          && message_of(err).find("step") != std::string::npos,
+        "the error names both operations: " + message_of(err));
+  check(floats(s, b)[0] == 0
+          && floats(s, a)[0] == float(2 * s.num_replicas()),
+        "an extra operation changed nothing");
+  must(s.run([&](replica_context& ctx) { must(ctx.assign_add(a, 1.0), "a"); }),
+       "step after an extra operation");
+  check(floats(s, a)[0] == float(3 * s.num_replicas()),
+        "issuing alike again realigns the processes");
   std::printf("process %d: %s\n", s.process_rank(), text.c_str());
   return failures == 0 ? 0 : 1;
 }
