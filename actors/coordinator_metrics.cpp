@@ -171,6 +171,7 @@ void coordinator_state::metrics(caf::timespan timeout,
       v.name = info.name;
       v.sync = info.sync;
       v.agg = info.agg;
+      v.trainable = info.trainable;
       v.bytes = static_cast<uint64_t>(element_count(info.shape))
                 * size_of(info.type);
       if (e.usage) {

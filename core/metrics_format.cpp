@@ -28,7 +28,8 @@ json variable_json(const variable_metrics& v) {
           {"collectives", v.collectives},
           {"bytes_moved", v.bytes_moved},
           {"collective_seconds", v.collective_seconds},
-          {"waiting_seconds", v.waiting_seconds}};
+          {"waiting_seconds", v.waiting_seconds},
+          {"trainable", v.trainable}};
 }
 
 // Label values escape backslash, double quote and newline (0.0.4 format).

@@ -130,7 +130,7 @@ public:
     vector_value([&] {                      // variables
       skip(8);
       string_value(); // name
-      skip(2 + 10 * 8);
+      skip(3 + 10 * 8); // sync, agg, trainable, the figures
     });
   }
 

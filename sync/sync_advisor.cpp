@@ -72,7 +72,13 @@ std::vector<sync_advice> advise(const strategy_metrics& m,
                    + seconds(v.collective_seconds)
                    + "; ON_READ (aggregation "
                    + std::string{to_string(a.agg)}
-                   + ") keeps updates local and aggregates only when read";
+                   + ") keeps updates local and aggregates only when read"
+                   // C4: the suggestion is only valid for one that is not.
+                   + (v.trainable ? "; ON_READ variables cannot be "
+                                    "trainable (C4): create it with "
+                                    "trainable = false, unless it is a "
+                                    "weight an optimizer trains"
+                                  : "");
         out.push_back(std::move(a));
         break;
       }

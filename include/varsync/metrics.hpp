@@ -27,6 +27,8 @@ struct variable_metrics {
   /// As resolved at creation (auto_ is on_write).
   synchronization sync = synchronization::on_write;
   aggregation agg = aggregation::none;
+  /// As created (C4).
+  bool trainable = true;
   /// The size of one component.
   uint64_t bytes = 0;
   /// Replica context, summed over this process's replicas: reads
@@ -157,7 +159,8 @@ typename Inspector::result_type inspect(Inspector& f, variable_metrics& x) {
     return caf::none;
   });
   return f(caf::meta::type_name("varsync::variable_metrics"), x.id, x.name,
-           x.sync, x.agg, x.bytes, x.replica_reads, x.replica_updates,
+           x.sync, x.agg, x.trainable, x.bytes, x.replica_reads,
+           x.replica_updates,
            x.cross_replica_reads, x.cross_replica_updates, x.steps_updated,
            x.collectives, x.bytes_moved, x.collective_seconds,
            x.waiting_seconds, load);

@@ -9,7 +9,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <regex>
 #include <thread>
 
@@ -242,6 +244,57 @@ TEST_CASE("M3: per strategy, outcomes, refusals, deadlines and what is "
   CHECK(m.uptime_seconds > 0);
 }
 
+TEST_CASE("M3: operations that wait for admission are counted while they "
+          "wait, with their bytes", "[one-process]") {
+  auto s = make_strategy(2);
+  constexpr int64_t width = 256; // 1 KiB of float32
+  constexpr int behind = 100;
+  auto w = make_var(s, "w", tensor::zeros(dtype::float32, {width}),
+                    synchronization::on_write, aggregation::sum);
+  // A step that holds replica 0, then updates behind it: some are admitted
+  // (in flight), the rest wait for a slot.
+  std::promise<void> release;
+  auto released = release.get_future().share();
+  std::promise<caf::error> step_done;
+  s.async().run(
+    [released](replica_context& ctx) {
+      if (ctx.replica_id() == 0)
+        released.wait();
+    },
+    [&step_done](caf::error err) { step_done.set_value(std::move(err)); });
+  std::mutex m;
+  std::condition_variable cv;
+  int answered = 0;
+  caf::error first;
+  auto one = tensor::filled(dtype::float32, {width}, 1.0);
+  for (int i = 0; i < behind; ++i)
+    s.async().assign_add(w, one, [&](caf::error err) {
+      std::lock_guard<std::mutex> lock{m};
+      if (err && !first)
+        first = err;
+      ++answered;
+      cv.notify_all();
+    });
+  auto busy = VS_VALUE(s.metrics());
+  CHECK(busy.queued_operations > 0);
+  CHECK(busy.in_flight > 0);
+  CHECK(busy.in_flight + busy.queued_operations == behind + 1);
+  CHECK(busy.queued_bytes >= busy.queued_operations * width * 4);
+  release.set_value();
+  VS_REQUIRE_OK(step_done.get_future().get());
+  {
+    std::unique_lock<std::mutex> lock{m};
+    REQUIRE(cv.wait_for(lock, 20s, [&] { return answered == behind; }));
+  }
+  VS_REQUIRE_OK(first);
+  auto idle = VS_VALUE(s.metrics());
+  CHECK(idle.queued_operations == 0);
+  CHECK(idle.queued_bytes == 0);
+  CHECK(idle.in_flight == 0);
+  CHECK(VS_VALUE(s.read(w)).to_vector<float>()
+        == std::vector<float>(width, float(behind)));
+}
+
 TEST_CASE("M3: actors ask the coordinator for a snapshot (metrics_atom)",
           "[one-process]") {
   auto s = make_strategy(2);
@@ -365,6 +418,11 @@ TEST_CASE("M5: the advisor suggests a mode from the access pattern, with "
   CHECK(find("rarely_read")->steps_updated == 25);
   CHECK(find("rarely_read")->reason.find("updated in 25 steps")
         != std::string::npos);
+  // Trainable by default (C4): the advice says how to make the switch valid.
+  CHECK(find("rarely_read")->reason.find("trainable = false")
+        != std::string::npos);
+  CHECK(of(m, "rarely_read").trainable);
+  CHECK_FALSE(of(m, "read_always").trainable);
   REQUIRE(find("read_always"));
   CHECK(find("read_always")->suggested == synchronization::on_write);
   CHECK(find("read_always")->cross_replica_reads == 25);
