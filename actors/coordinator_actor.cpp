@@ -206,7 +206,7 @@ coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
       return replicas_;
     },
     [this](client_atom, const client_call_ptr& call) {
-      admit([this, call] { call->invoke(*this); });
+      admit([this, call] { call->invoke(*this); }, call->bytes);
     },
     [this](shutdown_atom) { shutdown(); },
     [this](sequenced_atom, sequenced_operation& op) {

@@ -148,6 +148,7 @@ void strategy_core::submit(
   };
   client_call_ptr call = std::make_shared<call_impl<T>>(std::move(op),
                                                         std::move(counted));
+  call->bytes = bytes;
   caf::anon_send(coordinator_, client_atom::value, std::move(call));
 }
 

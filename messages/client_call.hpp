@@ -3,6 +3,7 @@
 // a closure the coordinator runs on its own thread. Its completion callback
 // replaces a reply message, so no scoped_actor is spawned per call.
 
+#include <cstddef>
 #include <memory>
 
 #include <caf/allowed_unsafe_message_type.hpp>
@@ -15,6 +16,9 @@ class client_call {
 public:
   virtual ~client_call() = default;
   virtual void invoke(coordinator_state& coordinator) = 0;
+  /// The size of the call's tensor arguments, counted while it waits for
+  /// admission (the queued bytes of the metrics).
+  size_t bytes = 0;
 };
 
 using client_call_ptr = std::shared_ptr<client_call>;
