@@ -25,11 +25,16 @@ curve() { grep -oE 'loss [0-9]+ [-+0-9.e]+' "$1"; }
 compare() { # reference other what
   awk -v what="$3" '
     NR == FNR { ref[$2] = $3 + 0; n++; next }
-    { seen++; got = $3 + 0; want = ref[$2]
+    { seen++; hit[$2]++; got = $3 + 0; want = ref[$2]
+      if (!($2 in ref)) { printf "FAILED: %s: step %s is not in the 1-replica curve\n", what, $2; bad = 1 }
       d = got - want; if (d < 0) d = -d
       m = want < 0 ? -want : want
       if (d > 1e-4 * m + 1e-12) { printf "FAILED: %s, step %s: loss %.9g, 1 replica: %.9g\n", what, $2, got, want; bad = 1 } }
     END { if (seen == 0) { print "FAILED: " what ": no losses"; exit 1 }
+          # Every step of the reference, as often in every process.
+          for (step in ref) if (hit[step] != seen / n) {
+            printf "FAILED: %s: step %s seen %d times, expected %d\n", what, step, hit[step], seen / n; bad = 1 }
+          if (seen % n != 0) { printf "FAILED: %s: %d losses for a curve of %d steps\n", what, seen, n; bad = 1 }
           if (bad) exit 1
           printf "%s: %d step losses within 1e-4 of the 1-replica curve\n", what, seen }' \
     <(curve "$1") <(curve "$2")

@@ -158,6 +158,46 @@ TEST_CASE("S1: scatters apply with the step's other updates, in issue order, "
   }
 }
 
+TEST_CASE("S1: a step's scatter moves the rows it touches, never the whole "
+          "table (the variable's bytes moved)") {
+  auto s = make_strategy(3);
+  const auto local = static_cast<uint64_t>(s.num_local_replicas());
+  constexpr int64_t rows = 10000, width = 16;
+  constexpr uint64_t row_bytes = width * 4;
+  auto table = make_var(s, "table", tensor::zeros(dtype::float32,
+                                                  {rows, width}),
+                        synchronization::on_write, aggregation::sum);
+  auto moved = [&] {
+    for (auto& v : VS_VALUE(s.metrics()).variables)
+      if (v.name == "table")
+        return v.bytes_moved;
+    FAIL("no metrics for 'table'");
+    return uint64_t{0};
+  };
+  const auto before = moved();
+  // Two distinct rows per replica.
+  VS_REQUIRE_OK(s.run([&](replica_context& ctx) {
+    const int64_t r = ctx.replica_id();
+    VS_STEP_OK(ctx.scatter_add(table, {r, 5000 + r},
+                               rows_f(std::vector<float>(2 * width, 1.0f), 2,
+                                      width)));
+  }));
+  const auto sparse = moved() - before;
+  // This process's replicas' rows combined (2 each), read from each of
+  // its replicas: nothing else moved.
+  CHECK(sparse == 2 * local * row_bytes * local);
+  CHECK(sparse < rows * row_bytes);
+  VS_REQUIRE_OK(s.run([&](replica_context& ctx) {
+    VS_STEP_OK(ctx.assign_add(table, tensor::zeros(dtype::float32,
+                                                   {rows, width})));
+  }));
+  CHECK(moved() - before - sparse == rows * row_bytes * local);
+  auto values = VS_VALUE(s.read(table)).to_vector<float>();
+  CHECK(values[0] == 1.0f);
+  CHECK(values[5000 * width] == 1.0f);
+  CHECK(values[4000 * width] == 0.0f);
+}
+
 TEST_CASE("S2: scatter_min and scatter_max need aggregation none or "
           "only_first_replica on on_write variables") {
   auto s = make_strategy(2);
@@ -187,6 +227,24 @@ TEST_CASE("S2: scatter_min and scatter_max need aggregation none or "
   VS_REQUIRE_OK(s.scatter_max(first, {{1, 2}, rows_f({9, 3}, 2)}));
   for (auto& c : all_components_f(s, first))
     CHECK(c == std::vector<float>{1, 9, 5});
+  // Aggregation none: every replica must scatter equal rows (W4).
+  auto none = make_var(s, "none", tensor::from_vector<float>({3}, {5, 5, 5}),
+                       synchronization::on_write, aggregation::none);
+  VS_REQUIRE_OK(s.run([&](replica_context& ctx) {
+    VS_STEP_OK(ctx.scatter_min(none, {0, 1}, rows_f({7, 2}, 2)));
+  }));
+  for (auto& c : all_components_f(s, none))
+    CHECK(c == std::vector<float>{5, 2, 5});
+  before = take_snapshot(s);
+  VS_CHECK_CODE(s.run([&](replica_context& ctx) {
+                  (void) ctx.scatter_max(none, {2},
+                                         rows_f({ctx.replica_id() + 6.f}, 1));
+                }),
+                aggregation_required);
+  CHECK(same(before, take_snapshot(s)));
+  VS_REQUIRE_OK(s.scatter_max(none, {{2}, rows_f({6}, 1)}));
+  for (auto& c : all_components_f(s, none))
+    CHECK(c == std::vector<float>{5, 2, 6});
 }
 
 TEST_CASE("S3: in replica context, scatters of on_read and none variables "
@@ -318,6 +376,26 @@ TEST_CASE("S5: bad scatters fail with a clear error and change nothing") {
     });
     CHECK(has_code(step, c.code));
     CHECK(same(before, take_snapshot(s)));
+  }
+}
+
+TEST_CASE("S5: bad scatters into on_read and none components in a step fail "
+          "the step and change nothing") {
+  auto s = make_strategy(2);
+  for (auto sync : {synchronization::on_read, synchronization::none}) {
+    INFO("synchronization " << to_string(sync));
+    auto v = make_var(s, "local_" + std::string{to_string(sync)},
+                      tensor::zeros(dtype::float32, {4, 2}), sync);
+    auto before = take_snapshot(s);
+    for (auto index : {int64_t{4}, int64_t{-1}}) {
+      auto err = s.run([&](replica_context& ctx) {
+        (void) ctx.scatter_add(v, {0, index}, rows_f({1, 1, 1, 1}, 2, 2));
+      });
+      CHECK(has_code(err, errc::invalid_argument));
+      CHECK(message_of(err).find("index " + std::to_string(index))
+            != std::string::npos);
+      CHECK(same(before, take_snapshot(s)));
+    }
   }
 }
 
