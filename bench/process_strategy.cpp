@@ -258,7 +258,7 @@ int run_rank(int rank, int size, uint16_t store_port, uint16_t strategy_port,
                 "throughput vs bare  target (>=0.9 from 1 MiB)  floor us  "
                 "step/floor  bare shm us  step/shm\n",
                 size);
-  const size_t max_bytes = quick ? (size_t{1} << 20) : (size_t{64} << 20);
+  const size_t max_bytes = quick ? (size_t{1} << 20) : (size_t{256} << 20);
   std::vector<float> buf(max_bytes / sizeof(float), 1.0f);
   // The floor of a step: the bare all-reduce, one small round (the
   // agreement that keeps the processes in step) and the two memory passes
@@ -270,9 +270,10 @@ int run_rank(int rank, int size, uint16_t store_port, uint16_t strategy_port,
   int failures = 0;
   for (size_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
     const auto n = static_cast<int64_t>(bytes / sizeof(float));
-    const int iters = bytes >= (size_t{16} << 20) ? 5
-                      : bytes >= (1 << 20)        ? 10
-                                                  : 50;
+    const int iters = bytes >= (size_t{128} << 20) ? 3
+                      : bytes >= (size_t{16} << 20) ? 5
+                      : bytes >= (1 << 20)          ? 10
+                                                    : 50;
     auto v = s->create_variable("w" + std::to_string(bytes),
                                 tensor::zeros(dtype::float32, {n}),
                                 synchronization::on_write, aggregation::sum);
@@ -340,6 +341,66 @@ int run_rank(int rank, int size, uint16_t store_port, uint16_t strategy_port,
       rec.latency(key + ".floor", f);
       if (shm)
         rec.latency(key + ".shm", m);
+    }
+  }
+  // A fused training step: `fused` variables of 256 KiB each updated in
+  // one step (one agreement, one all-reduce of the fused 2 MiB), against
+  // one bare Gloo allreduce of the same total in the same processes.
+  {
+    constexpr int fused = 8;
+    const int64_t n = (256 << 10) / static_cast<int64_t>(sizeof(float));
+    const size_t total = fused * static_cast<size_t>(n) * sizeof(float);
+    std::vector<variable> vars;
+    for (int k = 0; k < fused; ++k) {
+      auto v = s->create_variable("layer" + std::to_string(k),
+                                  tensor::zeros(dtype::float32, {n}),
+                                  synchronization::on_write,
+                                  aggregation::sum);
+      if (!v) {
+        std::fprintf(stderr, "rank %d: %s\n", rank,
+                     describe(v.error()).c_str());
+        return 1;
+      }
+      vars.push_back(*v);
+    }
+    auto grad = tensor::filled(dtype::float32, {n}, 1.0);
+    std::vector<double> ours, theirs;
+    const int iters = quick ? 10 : 30;
+    for (int it = 0; it < iters + 2; ++it) {
+      auto t0 = bench::clock_type::now();
+      auto err = s->run([&](replica_context& ctx) {
+        for (auto& v : vars)
+          if (auto e = ctx.assign_add(v, grad))
+            throw std::runtime_error(describe(e));
+      });
+      double a = bench::micros_since(t0);
+      if (err) {
+        std::fprintf(stderr, "rank %d: %s\n", rank, describe(err).c_str());
+        return 1;
+      }
+      t0 = bench::clock_type::now();
+      bare.all_reduce(buf.data(), total / sizeof(float));
+      double b = bench::micros_since(t0);
+      std::fill(buf.begin(), buf.begin() + static_cast<int64_t>(total / 4),
+                1.0f);
+      if (it >= 2) {
+        ours.push_back(a);
+        theirs.push_back(b);
+      }
+    }
+    for (auto& v : vars)
+      (void) s->destroy(v);
+    auto a = bench::summarize(ours);
+    auto b = bench::summarize(theirs);
+    if (rank == 0) {
+      std::printf("\nfused training step, %d variables x 256 KiB: %.1f us, "
+                  "bare Gloo allreduce of %s %.1f us, throughput vs bare "
+                  "%.2f  %s\n",
+                  fused, a.median, bench::size_name(total).c_str(), b.median,
+                  b.median / a.median,
+                  b.median / a.median >= 0.9 ? "pass" : "MISS");
+      rec.latency(prefix + ".fused8x256k.step", a);
+      rec.latency(prefix + ".fused8x256k.gloo", b);
     }
   }
   // Small operations and their floor.

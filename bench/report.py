@@ -712,7 +712,8 @@ def build(t):
               "float32 to an ON_WRITE SUM variable (agreement, all-reduce, "
               "apply), ratio = varsync time / peer time")
     for p in (2, 4):
-        for s in (4096, 65536, 1 << 20, 4 << 20, 16 << 20, 64 << 20):
+        for s in (4096, 65536, 1 << 20, 4 << 20, 16 << 20, 64 << 20,
+                  256 << 20):
             rec = t.get("processes.p%d.s%d.step" % (p, s))
             gloo = t.get("processes.p%d.s%d.gloo" % (p, s))
             if rec is None and gloo is None:
@@ -746,6 +747,23 @@ def build(t):
             if mpi is not None and rec is not None:
                 t.add("step %s, %d processes vs MPI" % (size_name(s), p),
                       fmt_us(rec), "OpenMPI MPI_Allreduce in place, %d ranks"
+                      % p + t.skip_note("mpi"), fmt_time(v(mpi)),
+                      ratio_of(v(rec) * 1e-6, v(mpi)))
+        rec = t.get("processes.p%d.fused8x256k.step" % p)
+        gloo = t.get("processes.p%d.fused8x256k.gloo" % p)
+        if rec is not None or gloo is not None:
+            t.add("fused training step, 8 variables x 256 KiB, %d processes"
+                  % p, fmt_us(rec),
+                  "bare Gloo allreduce of 2 MiB, same processes",
+                  fmt_us(gloo), ratio_of(v(rec), v(gloo)),
+                  target=("<=", 1 / 0.9, "P-bench fused step, %d processes: "
+                          ">= 0.9x raw Gloo throughput" % p),
+                  key="processes.p%d.fused8x256k.step" % p)
+            mpi = t.get("mpi.allreduce.r%d.s%d" % (p, 2 << 20))
+            if mpi is not None and rec is not None:
+                t.add("fused training step, 8 variables x 256 KiB, %d "
+                      "processes vs MPI" % p, fmt_us(rec),
+                      "OpenMPI MPI_Allreduce of 2 MiB in place, %d ranks"
                       % p + t.skip_note("mpi"), fmt_time(v(mpi)),
                       ratio_of(v(rec) * 1e-6, v(mpi)))
         caf = t.get("processes.p%d.caf_remote" % p)

@@ -182,7 +182,7 @@ run copy_bandwidth 240 "$bin/copy_bandwidth" "${quick_flag[@]}" \
   --json "$json/copy.jsonl"
 run bulk 420 "$bin/bulk" "${quick_flag[@]}" --json "$json/bulk.jsonl" \
   bulk fusion parallel
-sizes=(1024 4096 65536 1048576 16777216 67108864)
+sizes=(1024 4096 65536 1048576 2097152 4194304 16777216 67108864)
 [[ $quick -eq 1 ]] || sizes+=(268435456)
 if [[ $have_mpi -eq 1 ]]; then
   budget=1.0
