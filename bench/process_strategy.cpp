@@ -71,6 +71,24 @@ void configure(caf::actor_system_config& cfg) {
   tune_scheduler(cfg);
 }
 
+// Microseconds of one step that adds `grad` to each of `vars`; -1 (the
+// error printed) if it failed.
+double timed_step(strategy& s, const std::vector<variable>& vars,
+                  const tensor& grad, int rank) {
+  auto t0 = bench::clock_type::now();
+  auto err = s.run([&](replica_context& ctx) {
+    for (auto& v : vars)
+      if (auto e = ctx.assign_add(v, grad))
+        throw std::runtime_error(describe(e));
+  });
+  double took = bench::micros_since(t0);
+  if (err) {
+    std::fprintf(stderr, "rank %d: %s\n", rank, describe(err).c_str());
+    return -1;
+  }
+  return took;
+}
+
 caf::behavior echo(caf::event_based_actor*) {
   return {[](int32_t x) { return x; }};
 }
@@ -282,19 +300,13 @@ int run_rank(int rank, int size, uint16_t store_port, uint16_t strategy_port,
       return 1;
     }
     auto contribution = tensor::filled(dtype::float32, {n}, 1.0);
+    const std::vector<variable> only{*v};
     std::vector<double> ours, theirs, floors, shms;
     for (int it = 0; it < iters + 2; ++it) { // 2 warm-ups each
-      auto t0 = bench::clock_type::now();
-      auto err = s->run([&](replica_context& ctx) {
-        if (auto e = ctx.assign_add(*v, contribution))
-          throw std::runtime_error(describe(e));
-      });
-      double a = bench::micros_since(t0);
-      if (err) {
-        std::fprintf(stderr, "rank %d: %s\n", rank, describe(err).c_str());
+      double a = timed_step(*s, only, contribution, rank);
+      if (a < 0)
         return 1;
-      }
-      t0 = bench::clock_type::now();
+      auto t0 = bench::clock_type::now();
       bare.all_reduce(buf.data(), static_cast<size_t>(n));
       double b = bench::micros_since(t0);
       std::fill(buf.begin(), buf.begin() + n, 1.0f);
@@ -364,21 +376,15 @@ int run_rank(int rank, int size, uint16_t store_port, uint16_t strategy_port,
       vars.push_back(*v);
     }
     auto grad = tensor::filled(dtype::float32, {n}, 1.0);
+    if (buf.size() < total / sizeof(float)) // --quick stops below 2 MiB
+      buf.resize(total / sizeof(float), 1.0f);
     std::vector<double> ours, theirs;
     const int iters = quick ? 10 : 30;
     for (int it = 0; it < iters + 2; ++it) {
-      auto t0 = bench::clock_type::now();
-      auto err = s->run([&](replica_context& ctx) {
-        for (auto& v : vars)
-          if (auto e = ctx.assign_add(v, grad))
-            throw std::runtime_error(describe(e));
-      });
-      double a = bench::micros_since(t0);
-      if (err) {
-        std::fprintf(stderr, "rank %d: %s\n", rank, describe(err).c_str());
+      double a = timed_step(*s, vars, grad, rank);
+      if (a < 0)
         return 1;
-      }
-      t0 = bench::clock_type::now();
+      auto t0 = bench::clock_type::now();
       bare.all_reduce(buf.data(), total / sizeof(float));
       double b = bench::micros_since(t0);
       std::fill(buf.begin(), buf.begin() + static_cast<int64_t>(total / 4),

@@ -99,14 +99,26 @@ bool send_and_await_close(int port, const std::vector<unsigned char>& data) {
   return closed;
 }
 
+// A store published on a loopback port of an actor system of its own.
+struct hosted_store {
+  io_config cfg;
+  caf::actor_system host{cfg};
+  rendezvous_store_actor store = spawn_rendezvous_store(host);
+  caf::expected<uint16_t> port = host.middleman().publish(store, 0,
+                                                          "127.0.0.1");
+  ~hosted_store() {
+    caf::anon_send_exit(store, caf::exit_reason::user_shutdown);
+  }
+};
+
 } // namespace
 
 TEST_CASE("control port: a peer cannot replace a key, keep an actor, or make "
           "the store hold more than its bounds") {
-  io_config host_cfg;
-  caf::actor_system host{host_cfg};
-  auto store = spawn_rendezvous_store(host);
-  auto port = host.middleman().publish(store, 0, "127.0.0.1");
+  hosted_store hosted;
+  auto& host = hosted.host;
+  auto& store = hosted.store;
+  auto& port = hosted.port;
   REQUIRE(port);
   {
     io_config peer_cfg;
@@ -175,15 +187,12 @@ TEST_CASE("control port: a peer cannot replace a key, keep an actor, or make "
     // What was there is still served.
     CHECK(get_bytes(self, *remote, "g/sequencer-port") == bytes("4711"));
   }
-  caf::anon_send_exit(store, caf::exit_reason::user_shutdown);
 }
 
 TEST_CASE("control port: bytes that are not CAF's protocol close their "
           "connection and leave the store serving") {
-  io_config host_cfg;
-  caf::actor_system host{host_cfg};
-  auto store = spawn_rendezvous_store(host);
-  auto port = host.middleman().publish(store, 0, "127.0.0.1");
+  hosted_store hosted;
+  auto& port = hosted.port;
   REQUIRE(port);
   // Random bytes, an unknown message type, and a handshake header that
   // claims ~2 GiB of payload followed by a few bytes and a hang-up.
@@ -227,5 +236,4 @@ TEST_CASE("control port: bytes that are not CAF's protocol close their "
                    bytes("v"))
         == errc::none);
   CHECK(get_bytes(self, *remote, "g/k") == bytes("v"));
-  caf::anon_send_exit(store, caf::exit_reason::user_shutdown);
 }

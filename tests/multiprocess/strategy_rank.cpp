@@ -385,26 +385,36 @@ int checkpoint(strategy& s, const std::string& path) {
   auto err = varsync::restore(s, path + ".missing");
   check(bool(err), "restore of a missing file fails");
   check(floats(s, w) == std::vector<float>{2, 3, 4}, "K3 nothing changed");
-  if (s.process_rank() == 0) {
-    // The same file into one process with as many replicas.
+  // The scenario's variables, zero, in a strategy of n replicas in this
+  // process (where files saved across processes restore).
+  struct one_process {
+    strategy t;
+    variable w, c, p;
+  };
+  auto in_one_process = [n](const std::string& what) {
     strategy_options one;
     one.devices.clear();
     for (int i = 0; i < n; ++i)
       one.devices.push_back("cpu:" + std::to_string(i));
     one.scheduler_threads = 2;
-    auto t = must(strategy::create(one), "one-process strategy");
+    auto t = must(strategy::create(one), ("one-process strategy " + what).c_str());
     auto w1 = must(t.create_variable("w", tensor::zeros(dtype::float32, {3}),
                                      synchronization::on_write,
                                      aggregation::mean),
-                   "create w here");
+                   ("create w " + what).c_str());
     auto c1 = must(t.create_variable("c", tensor::scalar<int64_t>(0),
                                      synchronization::on_read,
                                      aggregation::sum),
-                   "create c here");
+                   ("create c " + what).c_str());
     auto p1 = must(t.create_variable("p", tensor::scalar<int64_t>(0),
                                      synchronization::none,
                                      aggregation::none),
-                   "create p here");
+                   ("create p " + what).c_str());
+    return one_process{std::move(t), w1, c1, p1};
+  };
+  if (s.process_rank() == 0) {
+    // The same file into one process with as many replicas.
+    auto [t, w1, c1, p1] = in_one_process("here");
     must(varsync::restore(t, path), "restore in one process");
     check(floats(t, w1) == std::vector<float>{2, 3, 4},
           "one process reads w");
@@ -416,24 +426,7 @@ int checkpoint(strategy& s, const std::string& path) {
     // This process's survivors file restores into a strategy here: w whole,
     // c as the sum of this process's components (R4 split), p refused
     // (the other processes' components are missing), nothing changed then.
-    strategy_options one;
-    one.devices.clear();
-    for (int i = 0; i < n; ++i)
-      one.devices.push_back("cpu:" + std::to_string(i));
-    one.scheduler_threads = 2;
-    auto t = must(strategy::create(one), "one-process strategy (survivors)");
-    auto w1 = must(t.create_variable("w", tensor::zeros(dtype::float32, {3}),
-                                     synchronization::on_write,
-                                     aggregation::mean),
-                   "create w (survivors)");
-    auto c1 = must(t.create_variable("c", tensor::scalar<int64_t>(0),
-                                     synchronization::on_read,
-                                     aggregation::sum),
-                   "create c (survivors)");
-    auto p1 = must(t.create_variable("p", tensor::scalar<int64_t>(0),
-                                     synchronization::none,
-                                     aggregation::none),
-                   "create p (survivors)");
+    auto [t, w1, c1, p1] = in_one_process("(survivors)");
     expect_code(varsync::restore(t, mine), errc::checkpoint_mismatch,
                 "P9 a survivors file with p's other components missing");
     check(floats(t, w1) == std::vector<float>{0, 0, 0},
@@ -443,7 +436,6 @@ int checkpoint(strategy& s, const std::string& path) {
           "P9 w from this process's survivors");
     check(sum(t, c1) == here,
           "P9 c is the sum of this process's components");
-    (void) p1;
     ::unlink(mine.c_str());
   }
   std::printf("process %d: checkpoint done\n", s.process_rank());
