@@ -52,7 +52,11 @@ void coordinator_state::sequence(caf::timespan timeout, sequenced_operation op,
   op.ticket = ++tickets_issued_;
   // Bulk data stays here and moves through the data plane at the
   // operation's turn; the sequencer and CAF carry its description only.
-  defer_payload(op, t->payload);
+  if (defer_payload(op, t->payload))
+    services_data_plane_bytes_ += static_cast<uint64_t>(
+      payload_bytes(op.deferred));
+  else
+    services_inline_bytes_ += inline_payload_bytes(op);
   tickets_.emplace(op.ticket, std::move(t));
   processes->submit_sequenced(std::move(op));
 }

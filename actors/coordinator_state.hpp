@@ -434,6 +434,8 @@ private:
   /// Metrics: writes and runs sent.
   uint64_t writes_sent_ = 0;
   uint64_t write_groups_ = 0;
+  uint64_t services_inline_bytes_ = 0;
+  uint64_t services_data_plane_bytes_ = 0;
 
   /// The update after its checks (and, across processes, agreement).
   void dispatch_update(caf::timespan timeout, uint64_t id, update_op op,

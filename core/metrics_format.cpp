@@ -148,6 +148,8 @@ std::string to_json(const strategy_metrics& m) {
               {"local_adds_dropped", m.local_adds_dropped},
               {"writes_sent", m.writes_sent},
               {"write_groups", m.write_groups},
+              {"services_inline_bytes", m.services_inline_bytes},
+              {"services_data_plane_bytes", m.services_data_plane_bytes},
               {"stall_threshold_seconds", m.stall_threshold_seconds},
               {"replicas", std::move(replicas)},
               {"process_rounds", std::move(processes)},
@@ -216,6 +218,14 @@ std::string to_prometheus(const strategy_metrics& m) {
                    "Groups of cross-replica writes sent together, one "
                    "message per replica each.",
                    m.write_groups);
+  strategy_counter("services_inline_bytes_total",
+                   "Services mode: tensor bytes this process's operations "
+                   "carried inline over CAF to the sequencer.",
+                   m.services_inline_bytes);
+  strategy_counter("services_data_plane_bytes_total",
+                   "Services mode: tensor bytes this process's operations "
+                   "sent through the process group instead.",
+                   m.services_data_plane_bytes);
   strategy_gauge("stall_threshold_seconds",
                  "The stall warning's threshold (0: off).",
                  m.stall_threshold_seconds);

@@ -8,7 +8,8 @@ namespace {
 
 // Where an operation of `kind` keeps its value: the initial value of a
 // create, the value of an update or scatter; null for the others.
-tensor* bulk_value(sequenced_operation& op) {
+template <class Op>
+auto bulk_value(Op& op) -> decltype(&op.value) {
   switch (op.kind) {
     case sequenced_kind::create:
       return &op.spec.initial_value;
@@ -36,12 +37,17 @@ int64_t payload_bytes(const deferred_payload& p) {
   return total > max_payload_bytes ? -1 : total;
 }
 
+size_t inline_payload_bytes(const sequenced_operation& op) {
+  auto* value = bulk_value(op);
+  return (value != nullptr ? value->nbytes() : 0)
+         + op.indices.size() * sizeof(int64_t);
+}
+
 bool defer_payload(sequenced_operation& op, held_payload& held) {
   auto* value = bulk_value(op);
   if (value == nullptr)
     return false;
-  const auto index_bytes = op.indices.size() * sizeof(int64_t);
-  if (value->nbytes() + index_bytes <= sequenced_inline_bytes)
+  if (inline_payload_bytes(op) <= sequenced_inline_bytes)
     return false;
   op.deferred.present = true;
   op.deferred.type = value->type();

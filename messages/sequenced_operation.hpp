@@ -120,6 +120,9 @@ struct held_payload {
 /// nothing changed) where it stays inline.
 bool defer_payload(sequenced_operation& op, held_payload& held);
 
+/// The bytes of tensors (value, indices, initial value) `op` carries.
+size_t inline_payload_bytes(const sequenced_operation& op);
+
 /// Puts the bulk data back into `op` (received through the data plane, or
 /// the issuing process's own); op.deferred is cleared.
 void restore_payload(sequenced_operation& op, held_payload payload);

@@ -124,6 +124,11 @@ struct strategy_metrics {
   /// each (writes_sent / write_groups: the mean group).
   uint64_t writes_sent = 0;
   uint64_t write_groups = 0;
+  /// Services mode, the operations issued here: the bytes of tensors they
+  /// carried inline over CAF to process 0's sequencer (4 KiB at most each),
+  /// and those that went through the process group instead (P2).
+  uint64_t services_inline_bytes = 0;
+  uint64_t services_data_plane_bytes = 0;
   /// The stall warning's threshold (0: off).
   double stall_threshold_seconds = 0;
   std::vector<replica_metrics> replicas;
@@ -206,6 +211,7 @@ typename Inspector::result_type inspect(Inspector& f, strategy_metrics& x) {
            x.queued_bytes, x.outstanding_calls, x.deferred_on_replicas,
            x.completed, x.refusals, x.deadlines_hit, x.errors,
            x.local_adds_dropped, x.writes_sent, x.write_groups,
+           x.services_inline_bytes, x.services_data_plane_bytes,
            x.stall_threshold_seconds, x.replicas,
            x.process_rounds, x.variables, load);
 }

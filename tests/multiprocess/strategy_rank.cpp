@@ -555,6 +555,18 @@ int services(strategy& s, const std::string& path) {
     must(s.create_variable("bulk_done", tensor::scalar<int64_t>(1),
                            synchronization::on_write, aggregation::sum),
          "create bulk_done");
+    // What crossed CAF: the scalars and small vectors only; the 64 KiB
+    // values, the 32 KiB table and the 700 rows went through the group.
+    auto m = must(s.metrics(), "metrics");
+    const uint64_t bulk_bytes = 2 * side * side * 4 + table_rows * 4 * 4
+                                + touched * 4 * 4 + touched * 8;
+    check(m.services_data_plane_bytes == bulk_bytes,
+          "P2: the bulk data went through the process group ("
+            + std::to_string(m.services_data_plane_bytes) + " bytes, "
+            + std::to_string(bulk_bytes) + " expected)");
+    check(m.services_inline_bytes < 4096,
+          "P2: no bulk data crossed CAF ("
+            + std::to_string(m.services_inline_bytes) + " bytes inline)");
   }
   await_variable(s, "bulk_done");
   {

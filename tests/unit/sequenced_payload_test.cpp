@@ -17,6 +17,7 @@ TEST_CASE("sequenced payload: small data stays inline, nothing changes") {
   CHECK_FALSE(defer_payload(op, held));
   CHECK_FALSE(op.deferred.present);
   CHECK(op.value.size() == 1024);
+  CHECK(inline_payload_bytes(op) == 4096);
   auto read = make_sequenced(sequenced_kind::read, 3);
   CHECK_FALSE(defer_payload(read, held));
 }
@@ -28,6 +29,7 @@ TEST_CASE("sequenced payload: an update's value above the limit travels as "
   op.value = value;
   held_payload held;
   REQUIRE(defer_payload(op, held));
+  CHECK(inline_payload_bytes(op) == 0);
   CHECK(op.deferred.present);
   CHECK(op.deferred.type == dtype::float64);
   CHECK(op.deferred.shape == tensor_shape{64, 16});
