@@ -111,6 +111,18 @@ struct hosted_store {
   }
 };
 
+// Another process's view of the store: an actor system of its own
+// connected to `port` over CAF's network layer.
+struct store_peer {
+  io_config cfg;
+  caf::actor_system sys{cfg};
+  caf::expected<rendezvous_store_actor> remote;
+  explicit store_peer(uint16_t port)
+    : remote(sys.middleman().remote_actor<rendezvous_store_actor>("127.0.0.1",
+                                                                  port)) {
+  }
+};
+
 } // namespace
 
 TEST_CASE("control port: a peer cannot replace a key, keep an actor, or make "
@@ -121,12 +133,10 @@ TEST_CASE("control port: a peer cannot replace a key, keep an actor, or make "
   auto& port = hosted.port;
   REQUIRE(port);
   {
-    io_config peer_cfg;
-    caf::actor_system peer{peer_cfg};
-    auto remote = peer.middleman().remote_actor<rendezvous_store_actor>(
-      "127.0.0.1", *port);
+    store_peer peer{*port};
+    auto& remote = peer.remote;
     REQUIRE(remote);
-    caf::scoped_actor self{peer};
+    caf::scoped_actor self{peer.sys};
     // The host keeps what a rank published.
     {
       caf::scoped_actor local{host};
@@ -226,12 +236,10 @@ TEST_CASE("control port: bytes that are not CAF's protocol close their "
     ::close(fd);
   }
   // A well-behaved peer is served as before.
-  io_config peer_cfg;
-  caf::actor_system peer{peer_cfg};
-  auto remote = peer.middleman().remote_actor<rendezvous_store_actor>(
-    "127.0.0.1", *port);
+  store_peer peer{*port};
+  auto& remote = peer.remote;
   REQUIRE(remote);
-  caf::scoped_actor self{peer};
+  caf::scoped_actor self{peer.sys};
   CHECK(set_result(self, *remote, store_set_atom::value, std::string{"g/k"},
                    bytes("v"))
         == errc::none);
