@@ -12,13 +12,19 @@ namespace {
 
 using namespace std::chrono_literals;
 
-/// Polls until done, an error, or `until`; sleeps between polls after the
-/// first 50 µs (a stream usually finishes within microseconds of the host
-/// asking, and the caller runs on a thread of its own).
+/// How long a wait polls without sleeping. A GPU step's work is done
+/// within microseconds to a millisecond or two of the host asking, and a
+/// sleep overshoots by tens of microseconds (the timer slack): spinning
+/// that long keeps the wait within a microsecond of the work. The waiter
+/// runs on a thread of its own and yields while it spins.
+constexpr auto spin_for = 2ms;
+
+/// Polls until done, an error, or `until`: spinning for spin_for, then
+/// sleeping from 20 µs doubling to 1 ms between polls.
 caf::expected<poll_state> poll_until(const pollable_work& work,
                                      wait_clock::time_point until) {
   const auto start = wait_clock::now();
-  auto pause = std::chrono::microseconds{10};
+  auto pause = std::chrono::microseconds{20};
   for (;;) {
     auto state = work.poll();
     if (!state || *state == poll_state::done)
@@ -26,8 +32,10 @@ caf::expected<poll_state> poll_until(const pollable_work& work,
     const auto now = wait_clock::now();
     if (now >= until)
       return poll_state::pending;
-    if (now - start < 50us)
+    if (now - start < spin_for) {
+      std::this_thread::yield();
       continue;
+    }
     std::this_thread::sleep_for(
       std::min<wait_clock::duration>(pause, until - now));
     pause = std::min(pause * 2, std::chrono::microseconds{1000});

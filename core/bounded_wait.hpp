@@ -41,7 +41,7 @@ struct wait_outcome {
 };
 
 /// Polls `work` until it is done, fails, or `deadline` passes (no sleep for
-/// the first 50 µs, then sleeps from 10 µs doubling to 1 ms). On an error or
+/// the first 2 ms, then sleeps from 20 µs doubling to 1 ms). On an error or
 /// at the deadline: abort(), then polls until the work is done or `grace`
 /// has passed (errors while draining mean drained).
 wait_outcome wait_for_work(const pollable_work& work,

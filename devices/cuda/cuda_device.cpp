@@ -254,6 +254,20 @@ size_t cuda_device::pooled_bytes() const {
   return reserved > used ? static_cast<size_t>(reserved - used) : 0;
 }
 
+size_t cuda_device::pool_used_high(bool reset) {
+  uint64_t high = 0;
+  if (cudaMemPoolGetAttribute(impl_->pool, cudaMemPoolAttrUsedMemHigh, &high)
+      != cudaSuccess)
+    cudaGetLastError();
+  if (reset) {
+    uint64_t zero = 0;
+    if (cudaMemPoolSetAttribute(impl_->pool, cudaMemPoolAttrUsedMemHigh, &zero)
+        != cudaSuccess)
+      cudaGetLastError();
+  }
+  return static_cast<size_t>(high);
+}
+
 caf::expected<void*> cuda_device::allocate(size_t nbytes) {
   const size_t size = pool_size(nbytes);
   cuda::device_guard guard{impl_->index};
@@ -264,8 +278,13 @@ caf::expected<void*> cuda_device::allocate(size_t nbytes) {
   if (e == cudaErrorMemoryAllocation && !impl_->gpu_abandoned()) {
     cudaGetLastError();
     // Memory that other streams released becomes reusable once their work
-    // is done: wait for the GPU, then try once more.
-    cudaDeviceSynchronize();
+    // is done: wait, then try once more. Within a collective's run (a
+    // deadline is set) only for this stream, bounded: a device-wide wait
+    // could sit behind NCCL work whose peer is gone.
+    if (impl_->deadline == wait_clock::time_point::max())
+      cudaDeviceSynchronize();
+    else if (impl_->sync("allocate: waiting for released memory"))
+      cudaGetLastError();
     e = cudaMallocFromPoolAsync(&p, size, impl_->pool, impl_->stream);
   }
   if (e != cudaSuccess) {
@@ -599,6 +618,94 @@ caf::error cuda_device::copy(void* dst, const void* src, size_t nbytes) {
                                impl_->stream);
       e != cudaSuccess)
     return impl_->fail("copy (cudaMemcpyAsync)", e);
+  return {};
+}
+
+caf::error cuda_device::copy_from(int src_gpu, void* dst, const void* src,
+                                  size_t nbytes) {
+  if (src_gpu == impl_->index)
+    return copy(dst, src, nbytes);
+  if (nbytes == 0)
+    return {};
+  cuda::device_guard guard{impl_->index};
+  if (guard.status() != cudaSuccess)
+    return impl_->fail("cudaSetDevice", guard.status());
+  if (auto e = cudaMemcpyPeerAsync(dst, impl_->index, src, src_gpu, nbytes,
+                                   impl_->stream);
+      e != cudaSuccess)
+    return impl_->fail("copy from cuda:" + std::to_string(src_gpu)
+                         + " (cudaMemcpyPeerAsync)",
+                       e);
+  return {};
+}
+
+caf::error cuda_device::enqueue_upload(void* dst, const void* host,
+                                       size_t nbytes) {
+  if (nbytes == 0)
+    return {};
+  cuda::device_guard guard{impl_->index};
+  if (guard.status() != cudaSuccess)
+    return impl_->fail("cudaSetDevice", guard.status());
+  if (auto e = cudaMemcpyAsync(dst, host, nbytes, cudaMemcpyHostToDevice,
+                               impl_->stream);
+      e != cudaSuccess)
+    return impl_->fail("upload (cudaMemcpyAsync)", e);
+  return {};
+}
+
+caf::error cuda_device::enqueue_download(void* host, const void* src,
+                                         size_t nbytes) {
+  if (nbytes == 0)
+    return {};
+  cuda::device_guard guard{impl_->index};
+  if (guard.status() != cudaSuccess)
+    return impl_->fail("cudaSetDevice", guard.status());
+  if (auto e = cudaMemcpyAsync(host, src, nbytes, cudaMemcpyDeviceToHost,
+                               impl_->stream);
+      e != cudaSuccess)
+    return impl_->fail("download (cudaMemcpyAsync)", e);
+  return {};
+}
+
+caf::error cuda_device::reduce_widen(reduce_op op, dtype type, float* out,
+                                     std::span<const void* const> inputs,
+                                     int64_t count) {
+  if (inputs.empty() || inputs.size() > cuda::max_kernel_pointers
+      || (type != dtype::float16 && type != dtype::bfloat16)
+      || (op != reduce_op::sum && op != reduce_op::prod))
+    return make_error(errc::invalid_argument,
+                      "cuda:" + std::to_string(impl_->index)
+                        + ": reduce_widen: expected 1 to 64 float16 or "
+                          "bfloat16 inputs and sum or prod, found "
+                        + std::to_string(inputs.size()) + " of "
+                        + std::string{to_string(type)});
+  cuda::device_guard guard{impl_->index};
+  if (guard.status() != cudaSuccess)
+    return impl_->fail("cudaSetDevice", guard.status());
+  if (auto e = cuda::launch_reduce_widen(op, type, out, inputs.data(),
+                                         static_cast<int>(inputs.size()),
+                                         count, impl_->stream);
+      e != cudaSuccess)
+    return impl_->fail("reduce_widen (kernel launch)", e);
+  return {};
+}
+
+caf::error cuda_device::narrow(dtype type, void* out, const float* in,
+                               int64_t divisor, int64_t count) {
+  if ((type != dtype::float16 && type != dtype::bfloat16) || divisor < 1)
+    return make_error(errc::invalid_argument,
+                      "cuda:" + std::to_string(impl_->index)
+                        + ": narrow: expected float16 or bfloat16 and a "
+                          "divisor of at least 1, found "
+                        + std::string{to_string(type)} + " and "
+                        + std::to_string(divisor));
+  cuda::device_guard guard{impl_->index};
+  if (guard.status() != cudaSuccess)
+    return impl_->fail("cudaSetDevice", guard.status());
+  if (auto e = cuda::launch_narrow(type, out, in, divisor, count,
+                                   impl_->stream);
+      e != cudaSuccess)
+    return impl_->fail("narrow (kernel launch)", e);
   return {};
 }
 

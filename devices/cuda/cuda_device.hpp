@@ -95,8 +95,25 @@ public:
   /// data /= divisor in the dtype's arithmetic (the second half of a mean:
   /// one division, as the host computes it; floor division for integers).
   caf::error divide(dtype type, void* data, int64_t divisor, int64_t count);
-  /// Device-to-device copy of `nbytes` (src and dst on this GPU or peers).
+  /// Device-to-device copy of `nbytes` (src and dst on this GPU).
   caf::error copy(void* dst, const void* src, size_t nbytes);
+  /// Copies `nbytes` into this GPU's memory from GPU `src_gpu`'s: a peer
+  /// copy when they differ (stream-ordered pool memory of one GPU is not
+  /// mapped in another's), else copy().
+  caf::error copy_from(int src_gpu, void* dst, const void* src, size_t nbytes);
+  /// Host-to-device and device-to-host copies queued on the stream
+  /// (asynchronous: `host` must stay valid until the stream has done them,
+  /// and should be pinned, or the call waits for the stream's earlier work).
+  caf::error enqueue_upload(void* dst, const void* host, size_t nbytes);
+  caf::error enqueue_download(void* host, const void* src, size_t nbytes);
+  /// out = op over the 16-bit inputs in float32, unrounded
+  /// (cuda::launch_reduce_widen; op sum or prod).
+  caf::error reduce_widen(reduce_op op, dtype type, float* out,
+                          std::span<const void* const> inputs, int64_t count);
+  /// out = in / divisor, rounded once to the 16-bit `type`
+  /// (cuda::launch_narrow).
+  caf::error narrow(dtype type, void* out, const float* in, int64_t divisor,
+                    int64_t count);
   /// Waits for everything enqueued on the stream.
   caf::error synchronize();
 
@@ -140,6 +157,9 @@ public:
   /// reserved but unused.
   size_t live_bytes() const;
   size_t pooled_bytes() const;
+  /// The most bytes the GPU's shared pool had in use since the last reset
+  /// (its high-water mark); `reset`: start the next one from now.
+  size_t pool_used_high(bool reset = false);
 
   struct impl;
 

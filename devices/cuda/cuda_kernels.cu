@@ -196,6 +196,27 @@ __global__ void apply_nan_mask_kernel(typename K::storage* data,
   }
 }
 
+/// out[i] = reduce of the 16-bit inputs in float, unrounded (launch_reduce_widen).
+template <class K, class Op>
+__global__ void reduce_widen_kernel(Op op, float* out, ptr_list<const void*> in,
+                                    int k, int64_t n) {
+  VARSYNC_GRID_LOOP(i, n) {
+    out[i] = reduce_element<K, Op, false>(op, in, k, i);
+  }
+}
+
+/// out[i] = round(in[i] / divisor) to K's storage (launch_narrow).
+template <class K>
+__global__ void narrow_kernel(typename K::storage* out, const float* in,
+                              int64_t divisor, int64_t n) {
+  VARSYNC_GRID_LOOP(i, n) {
+    float x = in[i];
+    if (divisor > 1)
+      x = fdiv(x, static_cast<float>(divisor));
+    out[i] = K::store(x);
+  }
+}
+
 /// Moves whole rows between a packed buffer and a table: Gather reads table
 /// rows into the packed buffer, else the packed rows are written into the
 /// table. W is the widest word that divides the row size.
@@ -476,6 +497,59 @@ cudaError_t launch_first_unequal(dtype t, const void* const* inputs,
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
+}
+
+namespace {
+
+/// f(kind{}) for float16 / bfloat16; other dtypes are cudaErrorInvalidValue.
+template <class F>
+cudaError_t dispatch_16bit(dtype t, F&& f) {
+  switch (t) {
+    case dtype::float16: return f(half_kind{});
+    case dtype::bfloat16: return f(bfloat_kind{});
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+} // namespace
+
+cudaError_t launch_reduce_widen(reduce_op op, dtype t, float* out,
+                                const void* const* inputs, int num_inputs,
+                                int64_t n, cudaStream_t stream) {
+  if (num_inputs < 1 || num_inputs > max_kernel_pointers)
+    return cudaErrorInvalidValue;
+  const auto code = static_cast<uint8_t>(op);
+  if (code != op_code::sum && code != op_code::prod)
+    return cudaErrorInvalidValue;
+  ptr_list<const void*> in{};
+  for (int j = 0; j < num_inputs; ++j)
+    in.p[j] = inputs[j];
+  return dispatch_16bit(t, [&](auto kind) {
+    using K = decltype(kind);
+    if (n <= 0)
+      return cudaSuccess;
+    if (code == op_code::sum)
+      reduce_widen_kernel<K><<<blocks_for(n), threads, 0, stream>>>(
+        op_sum{}, out, in, num_inputs, n);
+    else
+      reduce_widen_kernel<K><<<blocks_for(n), threads, 0, stream>>>(
+        op_prod{}, out, in, num_inputs, n);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_narrow(dtype t, void* out, const float* in,
+                          int64_t divisor, int64_t n, cudaStream_t stream) {
+  if (divisor < 1)
+    return cudaErrorInvalidValue;
+  return dispatch_16bit(t, [&](auto kind) {
+    using K = decltype(kind);
+    if (n <= 0)
+      return cudaSuccess;
+    narrow_kernel<K><<<blocks_for(n), threads, 0, stream>>>(
+      static_cast<typename K::storage*>(out), in, divisor, n);
+    return cudaGetLastError();
+  });
 }
 
 namespace {

@@ -81,6 +81,21 @@ cudaError_t launch_divide(dtype t, void* data, int64_t divisor, int64_t n,
 cudaError_t launch_scale(dtype t, void* data, double factor, int64_t n,
                          cudaStream_t stream);
 
+/// 16-bit reductions over NCCL in float32 (NCCL's own float16 / bfloat16
+/// sums round at every hop and overflow where the host's do not): out[i] =
+/// op over inputs[0..k)[i] loaded as float, combined in order, not rounded
+/// (k == 1: the input widened). `t` is float16 or bfloat16; op is sum or
+/// prod (a mean is widened as a sum and divided by launch_narrow); anything
+/// else is cudaErrorInvalidValue. Host array of device pointers.
+cudaError_t launch_reduce_widen(reduce_op op, dtype t, float* out,
+                                const void* const* inputs, int num_inputs,
+                                int64_t n, cudaStream_t stream);
+/// ... and back: out[i] = in[i] / divisor (divisor 1: no division) rounded
+/// once to `t` (float16 or bfloat16), the host's rounding and NaN bits.
+/// `out` must not overlap `in`.
+cudaError_t launch_narrow(dtype t, void* out, const float* in,
+                          int64_t divisor, int64_t n, cudaStream_t stream);
+
 /// NaN propagation for NCCL's min and max, which drop NaN where the host
 /// kernels propagate it: mask[i] = 1 where data[i] is NaN (floating dtypes;
 /// cudaErrorInvalidValue for integers) ...
