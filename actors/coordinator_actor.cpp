@@ -40,11 +40,33 @@ strategy_description coordinator_state::describe() const {
   return out;
 }
 
+namespace {
+
+/// Stops the replicas, after the device collective's driver where there is
+/// one: a run in progress (bounded by its deadline) may still use the
+/// replicas' device memory, which they free when they exit.
+void stop_replicas_after_driver(const std::vector<replica_actor>& replicas,
+                                const collective_driver_actor& driver) {
+  auto stop_replicas = [replicas](const caf::error&) {
+    for (auto& r : replicas)
+      caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
+  };
+  if (!driver) {
+    stop_replicas({});
+    return;
+  }
+  // Attached to a driver that is already gone, it runs at once.
+  caf::actor_cast<caf::strong_actor_ptr>(driver)->get()->attach_functor(
+    stop_replicas);
+  caf::anon_send_exit(driver, caf::exit_reason::user_shutdown);
+}
+
+} // namespace
+
 void coordinator_state::shutdown() {
-  for (auto& replica : replicas_)
-    self_->send_exit(replica, caf::exit_reason::user_shutdown);
-  if (collective_.driver)
-    self_->send_exit(*collective_.driver, caf::exit_reason::user_shutdown);
+  stop_replicas_after_driver(replicas_, collective_.driver
+                                          ? *collective_.driver
+                                          : collective_driver_actor{});
   self_->quit(caf::exit_reason::user_shutdown);
 }
 
@@ -360,10 +382,7 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
   // The replicas (and the device collective driver) go down with their
   // coordinator.
   coordinator->attach_functor([replicas, driver](const caf::error&) {
-    for (auto& r : replicas)
-      caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
-    if (driver)
-      caf::anon_send_exit(driver, caf::exit_reason::user_shutdown);
+    stop_replicas_after_driver(replicas, driver);
   });
   if (layout && layout->submit_sequenced) {
     // Weak: the group must not keep the coordinator alive.

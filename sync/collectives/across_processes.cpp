@@ -46,7 +46,8 @@ std::string item_name(const collective_plan& plan, size_t k) {
 
 caf::error agree(const collective_plan& plan, process_group& group,
                  const std::vector<std::byte>& payload,
-                 std::vector<agreement_message>& all) {
+                 std::vector<agreement_message>& all,
+                 const caf::error& local_error) {
   agreement_message mine_msg{};
   auto& mine = mine_msg.record;
   if (!payload.empty())
@@ -54,12 +55,12 @@ caf::error agree(const collective_plan& plan, process_group& group,
                 std::min(payload.size(), small_payload_limit));
   mine.fingerprint = fingerprint_of(plan);
   mine.busy_micros = group.rounds().busy_micros();
-  if (plan.local_error) {
-    auto code = code_of(plan.local_error);
+  if (local_error) {
+    auto code = code_of(local_error);
     mine.code = static_cast<uint32_t>(code == errc::none ? errc::replica_failed
                                                          : code);
-    put_text(mine, code == errc::none ? caf::to_string(plan.local_error)
-                                      : message_of(plan.local_error));
+    put_text(mine, code == errc::none ? caf::to_string(local_error)
+                                      : message_of(local_error));
   } else {
     put_text(mine, plan.description);
   }
@@ -81,8 +82,8 @@ caf::error agree(const collective_plan& plan, process_group& group,
   }
   auto at = [&recs](size_t r) -> agreement_record& { return *recs[r]; };
   // A local failure first: this process's own error is the best one here.
-  if (plan.local_error)
-    return plan.local_error;
+  if (local_error)
+    return local_error;
   for (size_t r = 0; r < recs.size(); ++r)
     if (at(r).code > static_cast<uint32_t>(errc::overloaded))
       return make_error(errc::replica_failed,
@@ -233,9 +234,45 @@ caf::error exchange_rows(const collective_item& item, const void* mine,
 } // namespace
 
 caf::error agree_across_processes(const collective_plan& plan,
-                                  process_group& group) {
+                                  process_group& group,
+                                  const caf::error& local) {
   std::vector<agreement_message> all;
-  return agree(plan, group, {}, all);
+  return agree(plan, group, {}, all, local ? local : plan.local_error);
+}
+
+caf::error vote_across_processes(const caf::error& local, process_group& group,
+                                 const std::string& what) {
+  struct commit_record {
+    uint32_t code = 0; // errc, 0: can apply
+    char text[124] = {};
+  };
+  commit_record mine;
+  if (local) {
+    auto code = code_of(local);
+    mine.code = static_cast<uint32_t>(code == errc::none ? errc::replica_failed
+                                                         : code);
+    auto msg = code == errc::none ? caf::to_string(local) : message_of(local);
+    auto n = std::min(msg.size(), sizeof(mine.text) - 1);
+    std::memcpy(mine.text, msg.data(), n);
+  }
+  std::vector<commit_record> all(static_cast<size_t>(group.size()));
+  if (auto err = group.all_gather(&mine, all.data(), sizeof(mine)))
+    return local ? local : err;
+  if (local)
+    return local;
+  for (size_t r = 0; r < all.size(); ++r) {
+    auto& v = all[r];
+    if (v.code == 0)
+      continue;
+    v.text[sizeof(v.text) - 1] = '\0';
+    const auto code = v.code > static_cast<uint32_t>(errc::overloaded)
+                        ? errc::replica_failed
+                        : static_cast<errc>(v.code);
+    return make_error(code, "process " + std::to_string(r) + " could not "
+                              "complete " + what + ": " + v.text
+                              + "; nothing was changed");
+  }
+  return {};
 }
 
 uint64_t fingerprint_of_bytes(const void* data, size_t bytes) {
@@ -323,7 +360,7 @@ caf::error run_cross_process(const collective_plan& plan,
     }
   }
   std::vector<agreement_message> all;
-  if (auto err = agree(plan, group, payload, all))
+  if (auto err = agree(plan, group, payload, all, plan.local_error))
     return err;
   if (small)
     return finish_small(plan, buffers, all, offset, total_replicas);

@@ -84,11 +84,21 @@ std::shared_ptr<collective_algorithm>
 make_across_processes(process_membership membership);
 
 /// The agreement round alone (the first round of run_cross_process): every
-/// process states the plan it is about to run, or its local failure. An
-/// error names the process that failed or differs; nothing moved. For
-/// algorithms that move the data another way once the processes agree.
+/// process states the plan it is about to run, or its local failure
+/// (`local`, else the plan's local_error). An error names the process that
+/// failed or differs; nothing moved. For algorithms that move the data
+/// another way once the processes agree.
 caf::error agree_across_processes(const collective_plan& plan,
-                                  process_group& group);
+                                  process_group& group,
+                                  const caf::error& local = {});
+
+/// A commit vote after data moved another way, before anything is applied:
+/// every process says whether it can apply (`local`: its own error, none
+/// if it can). The result: this process's error, else the first other
+/// process's (with its code, naming it and `what`), else none; the group's
+/// own failure is replica_failed.
+caf::error vote_across_processes(const caf::error& local, process_group& group,
+                                 const std::string& what);
 
 /// The fingerprint the processes compare: the description and every item's
 /// dtype, size and operations (not variable ids, which are per process).

@@ -8,6 +8,7 @@
 #include "varsync/error.hpp"
 #include "devices/cuda/cuda_device.hpp"
 #include "devices/cuda/cuda_device_internal.hpp"
+#include "devices/cuda/pinned_arena.hpp"
 #include "core/logging.hpp"
 #include "devices/host_kernels.hpp"
 #include "sync/collective_checks.hpp"
@@ -52,9 +53,12 @@ std::string describe_device_collective(const cuda_collective_plan& plan) {
   return out + "; all_reduce of host values: host kernels";
 }
 
+device_collective::device_collective() = default;
+
 device_collective::~device_collective() = default;
 
 caf::error device_collective::open(cuda_collective_plan topo) {
+  pinned_ = std::make_unique<pinned_arena>();
   topo_ = std::move(topo);
   description_ = describe_device_collective(topo_);
   for (int index : topo_.gpus) {
@@ -84,12 +88,12 @@ caf::error device_collective::copy_to_host(cuda_device& dev, void* dst,
                                            const void* src, size_t nbytes) {
   if (nbytes == 0)
     return {};
-  cuda::device_guard guard{dev.index()};
-  if (auto e = cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost,
-                               cuda::stream_of(dev));
-      e != cudaSuccess)
-    return cuda::make_cuda_error(dev.index(),
-                                 "collective: device-to-host copy", e);
+  auto pinned = pinned_->take(nbytes);
+  if (!pinned)
+    return std::move(pinned.error());
+  if (auto err = dev.enqueue_download(*pinned, src, nbytes))
+    return err;
+  to_host_.push_back({dst, *pinned, nbytes});
   return {};
 }
 
@@ -173,8 +177,16 @@ device_collective::on_gpu(int slot, int r, const void* data,
   auto p = scratch_on(slot, nbytes);
   if (!p)
     return std::move(p.error());
-  if (auto err = host_value != nullptr ? gpu(slot).upload(*p, *host_value)
-                                       : gpu(slot).copy(*p, data, nbytes))
+  if (host_value == nullptr) {
+    if (auto err = gpu(slot).copy_from(gpu_of(r).index(), *p, data, nbytes))
+      return err;
+    return static_cast<const void*>(*p);
+  }
+  auto pinned = pinned_->take(nbytes);
+  if (!pinned)
+    return std::move(pinned.error());
+  std::memcpy(*pinned, host_value->raw(), nbytes);
+  if (auto err = gpu(slot).enqueue_upload(*p, *pinned, nbytes))
     return err;
   return static_cast<const void*>(*p);
 }
@@ -215,6 +227,15 @@ device_collective::check_device_contributions(const collective_plan& plan,
     auto& b = buffers.items[k];
     const size_t nbytes = nbytes_of(item);
     const int used = item.first_only ? 1 : n;
+    // The copies this item makes go once it is checked (the checks wait
+    // for the stream): N copies of every item until the run's end could
+    // exhaust the GPU.
+    const size_t kept = scratch_.size();
+    auto release_copies = [&] {
+      for (size_t j = kept; j < scratch_.size(); ++j)
+        gpu(scratch_[j].first).release(scratch_[j].second);
+      scratch_.resize(kept);
+    };
     std::vector<const void*> inputs;
     for (int r = 0; r < (item.require_equal ? n : used); ++r) {
       const bool device = on_device(item, r);
@@ -234,8 +255,10 @@ device_collective::check_device_contributions(const collective_plan& plan,
         return unequal_contributions_error("'" + item.name + "'", *j);
       inputs.resize(static_cast<size_t>(used));
     }
-    if (is_floating(item.type))
+    if (is_floating(item.type)) {
+      release_copies();
       continue;
+    }
     // V4 against every component; a mirrored item's hold the same values,
     // so replica 0's stands for all of them.
     const int checked = item.mirrored ? 1 : n;
@@ -254,6 +277,7 @@ device_collective::check_device_contributions(const collective_plan& plan,
         return update_overflow_error(item.name, to_string(item.uop),
                                      item.type, *at, r);
     }
+    release_copies();
   }
   return {};
 }
@@ -271,9 +295,11 @@ bool device_collective::failed() {
   return broken_ || (comm != nullptr && comm->failure());
 }
 
-caf::error device_collective::finish(wait_clock::time_point deadline) {
+caf::error device_collective::settle(wait_clock::time_point deadline,
+                                     bool peers) {
   wait_outcome out;
-  if (auto* comm = communicator()) {
+  auto* comm = communicator();
+  if (peers && comm != nullptr && !comm->failure()) {
     // The communicator's streams are the GPUs' (streams()).
     out = comm->wait(streams(), deadline, abort_grace);
   } else { // no peer to wait for: to completion, CUDA errors end it
@@ -290,29 +316,43 @@ caf::error device_collective::finish(wait_clock::time_point deadline) {
     out = wait_for_work(work, wait_clock::time_point::max(), abort_grace,
                         description_);
   }
-  for (auto& dev : gpus_)
-    dev->set_wait_deadline(wait_clock::time_point::max());
   if (!out.drained) {
-    // Work that may never finish still uses the scratch and the replicas'
-    // buffers: none of that memory is reused, nor this collective.
+    // Work that may never finish still uses the scratch, the pinned memory
+    // and the replicas' buffers: none of that memory is reused, nor this
+    // collective.
     for (auto& dev : gpus_)
       dev->abandon_work();
-    scratch_.clear();
+    pinned_->abandon();
     broken_ = out.error;
-  } else {
-    for (auto& [slot, p] : scratch_)
-      gpu(slot).release(p);
-    scratch_.clear();
   }
   if (out.error)
     log()->error("{}: {}{}", description_, describe(out.error),
                  !out.aborted   ? ""
-                 : out.drained ? " (communicator aborted; the next collective "
-                                 "makes a new one where it can)"
+                 : out.drained ? " (communicator aborted; nothing was applied; "
+                                 "the next collective makes a new one where it "
+                                 "can)"
                                : " (communicator aborted, the streams did not "
                                  "drain: their memory is given up and this "
                                  "collective is not used again)");
   return std::move(out.error);
+}
+
+void device_collective::end_run(bool copy_out) {
+  for (auto& dev : gpus_)
+    dev->set_wait_deadline(wait_clock::time_point::max());
+  if (broken_) {
+    scratch_.clear();
+    to_host_.clear();
+    return;
+  }
+  for (auto& [slot, p] : scratch_)
+    gpu(slot).release(p);
+  scratch_.clear();
+  if (copy_out)
+    for (auto& c : to_host_)
+      std::memcpy(c.dst, c.pinned, c.nbytes);
+  to_host_.clear();
+  pinned_->reset();
 }
 
 caf::error device_collective::check(const collective_plan& plan,
@@ -361,8 +401,18 @@ caf::error device_collective::check(const collective_plan& plan,
   return {};
 }
 
-caf::error device_collective::run_items(const collective_plan& plan,
-                                        collective_buffers& buffers, int n) {
+caf::error device_collective::stage(const collective_plan&,
+                                    collective_buffers&, int) {
+  return {};
+}
+
+caf::error device_collective::communicate(const collective_plan&,
+                                          collective_buffers&, int) {
+  return {};
+}
+
+caf::error device_collective::apply(const collective_plan& plan,
+                                    collective_buffers& buffers, int n) {
   for (size_t k = 0; k < plan.items.size(); ++k) {
     auto& item = plan.items[k];
     if (item.count == 0)
@@ -398,8 +448,8 @@ caf::error device_collective::run_item(const collective_item&, item_buffers&,
                     description_ + ": runs its plans whole, not item by item");
 }
 
-caf::error device_collective::run(const collective_plan& plan,
-                                  collective_buffers& buffers, int, int) {
+caf::error device_collective::prepare(const collective_plan& plan,
+                                      collective_buffers& buffers) {
   if (broken_)
     return make_error(errc::device_error,
                       description_ + ": not used again after its aborted work "
@@ -411,24 +461,48 @@ caf::error device_collective::run(const collective_plan& plan,
     if (comm->failure())
       if (auto err = renew_communicator())
         return err;
+    communicator()->set_deadline(buffers.deadline);
     for (auto& dev : gpus_)
       dev->set_wait_deadline(buffers.deadline);
   }
   const int n = plan.num_replicas;
-  caf::error err = wait_for_replicas(buffers);
-  if (!err) {
-    auto k = output_overflow(plan, buffers, n);
-    if (!k)
-      err = std::move(k.error());
-    else if (*k >= 0)
-      err = output_overflow_error(plan, *k);
+  if (auto err = wait_for_replicas(buffers))
+    return err;
+  auto k = output_overflow(plan, buffers, n);
+  if (!k)
+    return std::move(k.error());
+  if (*k >= 0)
+    return output_overflow_error(plan, *k);
+  if (auto err = check_device_contributions(plan, buffers, n))
+    return err;
+  return stage(plan, buffers, n);
+}
+
+caf::error device_collective::run(const collective_plan& plan,
+                                  collective_buffers& buffers, int, int) {
+  const int n = plan.num_replicas;
+  caf::error err = prepare(plan, buffers);
+  if (hooks_.before_communication)
+    err = hooks_.before_communication(err);
+  const bool peers = communicator() != nullptr && !broken_;
+  if (!err)
+    err = communicate(plan, buffers, n);
+  if (peers) {
+    // Even after a failure: queued copies may still read scratch memory.
+    // Nothing is applied unless this wait succeeds.
+    auto waited = settle(buffers.deadline, true);
+    if (!err)
+      err = std::move(waited);
   }
-  if (!err)
-    err = check_device_contributions(plan, buffers, n);
-  if (!err)
-    err = run_items(plan, buffers, n);
-  // Wait even after a failure: queued copies may still read scratch memory.
-  auto sync_err = finish(buffers.deadline);
+  if (hooks_.before_apply)
+    err = hooks_.before_apply(err);
+  if (!err && !broken_)
+    err = apply(plan, buffers, n);
+  // The apply work (and, without a communicator, everything) is local.
+  caf::error sync_err;
+  if (!broken_)
+    sync_err = settle(buffers.deadline, false);
+  end_run(!err && !sync_err);
   // Refusals (V4, W4, bad input) are the caller's to report.
   if (err && has_code(err, errc::device_error))
     log()->error("device collective failed: {}", describe(err));

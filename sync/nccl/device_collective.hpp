@@ -39,27 +39,46 @@
 // Ordering: the replicas are quiesced (between enter and leave) while run()
 // works; before touching a replica's memory, the stream used for it waits for
 // the replica's step-done event (buffers.ready_events, cudaStreamWaitEvent,
-// no host wait). run() waits for all its work before it returns. A device
-// failure halfway leaves the items before it applied: it is a device_error,
-// not a validation error.
+// no host wait). run() waits for all its work before it returns.
+//
+// Phases of a run, so that a failure anywhere changes no component:
+//   stage        checks and local work: the plan against the topology, V4 /
+//                W4, inputs copied to their GPU (host values through pinned
+//                memory, never a pageable copy behind NCCL work), each GPU's
+//                replicas reduced (16-bit ones into float32)
+//   [hooks.before_communication(the error so far)]
+//   communicate  the NCCL calls (algorithms that have a communicator)
+//   wait         bounded by buffers.deadline (below)
+//   [hooks.before_apply(the outcome so far)]
+//   apply        item by item, in plan order: divisions, rounding, the
+//                update kernels, scatters, reads into pinned memory
+//   wait         for the apply work (local), then the reads are copied out
+// Nothing that writes a component is queued before the wait on the NCCL
+// work has succeeded. The hooks, set by the algorithm across processes, are
+// called on every run whatever happened before them, so that every process
+// takes part in its rounds (a process that failed to stage says so instead
+// of skipping the round). A device failure during apply leaves the items
+// before it applied: a device_error, not a validation error.
 //
 // Deadlines: work that depends on NCCL peers is bounded, work on this
-// process's GPUs alone is not. With an NCCL communicator, run() waits for
-// its GPUs until buffers.deadline (the operation's), polling the streams and
-// the communicator's asynchronous errors; an NCCL error or the deadline
-// aborts the communicator (ncclCommAbort) and the streams get abort_grace to
-// drain. The run fails with device_error (the items before applied). An
-// aborted communicator is never reused: the next run makes a new one
-// (renew_communicator), or fails if it cannot. If the streams did not drain,
-// their work may still touch memory: its scratch, and (through
-// cuda_device::abandon_work) every block later released on those GPUs, is
-// never reused, and the collective is never run again. Without a
-// communicator (kernels and copies on this process's GPUs, which need no
-// peer) the work phase runs to completion like the host's, and CUDA errors
-// still end it.
+// process's GPUs alone is not. With an NCCL communicator, the communicate
+// phase's enqueue (where NCCL connects peers on first use) and the wait
+// after it are bounded by buffers.deadline (the operation's), polling the
+// streams and the communicator's asynchronous errors; an NCCL error or the
+// deadline aborts the communicator (ncclCommAbort) and the streams get
+// abort_grace to drain. The run fails with device_error and changes
+// nothing. An aborted communicator is never reused: the next run makes a new
+// one (renew_communicator), or fails if it cannot. If the streams did not
+// drain, their work may still touch memory: its scratch, its pinned memory
+// and (through cuda_device::abandon_work) every block later released on
+// those GPUs, is never reused, and the collective is never run again.
+// Without a communicator (kernels and copies on this process's GPUs, which
+// need no peer) the work runs to completion like the host's, and CUDA
+// errors still end it.
 
 // No CUDA or NCCL header here. Not thread-safe: one caller (the driver).
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -79,9 +98,23 @@ class clique;
 namespace varsync {
 
 class cuda_device;
+class pinned_arena;
+
+/// What the processes of a communicator across processes say to each other
+/// around a run's NCCL phase (sync/nccl/nccl_across_processes_collective);
+/// empty in one process. Each is called once per run, with this process's
+/// error so far (none: ready), and returns the run's error from then on
+/// (another process's failure, or this one's), none to go on.
+struct collective_phase_hooks {
+  /// Before the first NCCL call: the agreement round.
+  std::function<caf::error(const caf::error& local)> before_communication;
+  /// After the NCCL work was waited for, before anything is applied.
+  std::function<caf::error(const caf::error& local)> before_apply;
+};
 
 class device_collective : public collective_algorithm {
 public:
+  device_collective();
   ~device_collective() override;
 
   const std::string& description() const override { return description_; }
@@ -110,18 +143,29 @@ public:
     return open(std::move(topo));
   }
 
+  void set_phase_hooks(collective_phase_hooks hooks) {
+    hooks_ = std::move(hooks);
+  }
+
 protected:
   /// Opens one cuda_device per distinct GPU of `topo` (scratch memory and
   /// one stream per GPU).
   caf::error open(cuda_collective_plan topo);
 
-  /// The algorithm proper: every item of a checked plan. By default item
-  /// by item, in order: host items (contributions -> output) on the host,
-  /// the others through run_item.
-  virtual caf::error run_items(const collective_plan& plan,
-                               collective_buffers& buffers, int n);
+  /// The algorithm proper, in three phases (above) over a checked plan.
+  /// stage: local work before any NCCL call (by default none).
+  virtual caf::error stage(const collective_plan& plan,
+                           collective_buffers& buffers, int n);
+  /// communicate: the NCCL calls (by default none).
+  virtual caf::error communicate(const collective_plan& plan,
+                                 collective_buffers& buffers, int n);
+  /// apply: every item in order. By default: host items (contributions ->
+  /// output) on the host, scatters through scatter_item, the others
+  /// through run_item.
+  virtual caf::error apply(const collective_plan& plan,
+                           collective_buffers& buffers, int n);
   /// One item that reads or writes replica memory (algorithms that keep
-  /// the default run_items).
+  /// the default apply).
   virtual caf::error run_item(const collective_item& item, item_buffers& b,
                               int n);
   /// The algorithm's NCCL communicator, whose asynchronous errors the waits
@@ -142,14 +186,17 @@ protected:
 
   /// Device memory on GPU `slot`, released when the run ends.
   caf::expected<void*> scratch_on(int slot, size_t nbytes);
+  /// Queues a copy of device memory of `dev` into pinned memory; the bytes
+  /// reach `dst` (host memory) when the run's work is done.
   caf::error copy_to_host(cuda_device& dev, void* dst, const void* src,
                           size_t nbytes);
 
   /// True if replica r's input to `item` is in GPU memory: its component,
   /// or a contribution it kept in a staging buffer.
   bool on_device(const collective_item& item, int r) const;
-  /// `data` (replica r's memory: on a GPU, or in host memory when
-  /// `host_value` is set) on GPU `slot`: itself, or a copy in scratch.
+  /// `data` (replica r's memory: on its GPU, or in host memory when
+  /// `host_value` is set) on GPU `slot`: itself, or a copy in scratch
+  /// (through pinned memory from the host; a peer copy from another GPU).
   caf::expected<const void*> on_gpu(int slot, int r, const void* data,
                                     const tensor* host_value, size_t nbytes);
 
@@ -170,26 +217,43 @@ protected:
 private:
   caf::error check(const collective_plan& plan,
                    const collective_buffers& buffers) const;
+  /// Every check and stage of a run; the error that stops it, if any.
+  caf::error prepare(const collective_plan& plan, collective_buffers& buffers);
   caf::error wait_for_replicas(const collective_buffers& buffers);
   caf::expected<int64_t> output_overflow(const collective_plan& plan,
                                          const collective_buffers& buffers,
                                          int n);
   /// W4 and V4 for the step items whose contributions stayed on the GPUs
   /// (staged_on_device; the replicas checked only host values at enter),
-  /// on replica 0's GPU by the check kernels, before any item runs.
+  /// on replica 0's GPU by the check kernels, before any item runs; each
+  /// item's copies released once it is checked.
   caf::error check_device_contributions(const collective_plan& plan,
                                         const collective_buffers& buffers,
                                         int n);
-  /// Waits for the GPUs until `deadline` (aborting the communicator on an
-  /// error or at the deadline), then releases the run's scratch memory.
-  caf::error finish(wait_clock::time_point deadline);
+  /// Waits for everything queued so far: bounded by `deadline` and
+  /// aborting the communicator on an error or at it (`peers`: the work
+  /// includes NCCL's), else to completion. Work that does not drain is
+  /// abandoned (broken_).
+  caf::error settle(wait_clock::time_point deadline, bool peers);
+  /// Releases the run's scratch (unless abandoned) and copies the reads
+  /// out of pinned memory (if the run succeeded).
+  void end_run(bool copy_out);
 
   /// One per distinct GPU (topo.gpus order): scratch memory and the stream
   /// every operation on that GPU is issued on.
   std::vector<std::unique_ptr<cuda_device>> gpus_;
   /// Scratch blocks of the current run: (gpu slot, pointer).
   std::vector<std::pair<int, void*>> scratch_;
-  /// Set when aborted work did not drain (finish): the collective is never
+  /// Host copies of the run (pinned memory) and where they go.
+  std::unique_ptr<pinned_arena> pinned_;
+  struct host_copy {
+    void* dst;
+    const void* pinned;
+    size_t nbytes;
+  };
+  std::vector<host_copy> to_host_;
+  collective_phase_hooks hooks_;
+  /// Set when aborted work did not drain (settle): the collective is never
   /// run again.
   caf::error broken_;
 };

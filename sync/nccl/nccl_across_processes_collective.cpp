@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <string>
@@ -78,14 +79,16 @@ public:
       join();
     }
     if (nccl_ && nccl_takes(plan)) {
-      if (auto err = agree_across_processes(plan, *m_.group))
-        return err;
       // Bounded by the cluster's operation timeout too: a process that died
       // inside NCCL is noticed by its deadline (the communicator is then
-      // aborted and never used again).
+      // aborted and never used again). The agreement and the commit vote
+      // run inside (the hooks set at join).
       buffers.deadline = std::min(buffers.deadline,
                                   deadline_after(m_.operation_timeout));
-      if (auto err = nccl_->run(plan, buffers, 0, 1))
+      current_ = &plan;
+      auto err = nccl_->run(plan, buffers, 0, 1);
+      current_ = nullptr;
+      if (err)
         return lost_peer(std::move(err));
       return {};
     }
@@ -107,25 +110,52 @@ private:
 
   bool nccl_comm_failed() { return nccl_->failed(); }
 
+  /// The rounds around the NCCL phase (collective_phase_hooks): every
+  /// process stages its inputs first and takes part in the agreement with
+  /// its error if staging failed, so no process waits in NCCL for one that
+  /// will not come; after the NCCL work, every process votes, so that none
+  /// applies a result another could not complete.
+  collective_phase_hooks hooks() {
+    collective_phase_hooks h;
+    h.before_communication = [this](const caf::error& local) {
+      return agree_across_processes(*current_, *m_.group, local);
+    };
+    h.before_apply = [this](const caf::error& local) {
+      return vote_across_processes(local, *m_.group,
+                                   current_->description + " over NCCL");
+    };
+    return h;
+  }
+
   void fall_back(const std::string& why) {
     log()->warn("NCCL across processes not used ({}): every collective is "
                 "staged through host memory",
                 why);
   }
 
+  /// What names this host for NCCL: NCCL_HOSTID where set (NCCL itself
+  /// then treats processes with distinct ids as distinct hosts, so two
+  /// processes may each have a rank on one GPU), else the host name.
+  static std::string host_key() {
+    if (const char* id = std::getenv("NCCL_HOSTID"); id != nullptr && *id)
+      return std::string{"NCCL_HOSTID="} + id;
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    return host;
+  }
+
   gpu_record local_gpus() const {
     gpu_record out;
     if (topo_.gpus.size() > static_cast<size_t>(max_local_gpus))
       return out;
-    char host[256] = {};
-    gethostname(host, sizeof(host) - 1);
+    const std::string host = host_key();
     for (int gpu : topo_.gpus) {
       char bus[64] = {};
       if (cudaDeviceGetPCIBusId(bus, sizeof(bus), gpu) != cudaSuccess) {
         cudaGetLastError();
         return out;
       }
-      const std::string key = std::string{host} + "/" + bus;
+      const std::string key = host + "/" + bus;
       out.keys[static_cast<size_t>(out.count++)]
         = fingerprint_of_bytes(key.data(), key.size());
     }
@@ -149,7 +179,8 @@ private:
       for (int32_t g = 0; g < all[p].count; ++g)
         if (!seen.insert(all[p].keys[static_cast<size_t>(g)]).second)
           return fall_back("a GPU is used by two replicas; NCCL refuses "
-                           "two ranks on one GPU");
+                           "two ranks on one GPU (processes that share a "
+                           "GPU may each set a distinct NCCL_HOSTID)");
     }
     id_record id;
     if (group.rank() == 0) {
@@ -163,7 +194,8 @@ private:
     if (id.ok == 0)
       return fall_back("process 0 could not make an NCCL unique id");
     auto joined = nccl::clique::join(topo_.gpus, m_.total_replicas,
-                                     m_.first_replica, id.id);
+                                     m_.first_replica, id.id,
+                                     deadline_after(m_.operation_timeout));
     caf::error failed;
     std::shared_ptr<collective_algorithm> algorithm;
     if (!joined) {
@@ -182,6 +214,7 @@ private:
       return fall_back(failed ? describe(failed)
                               : "another process could not join");
     nccl_ = std::static_pointer_cast<device_collective>(std::move(algorithm));
+    nccl_->set_phase_hooks(hooks());
     log()->info("NCCL across processes: ranks {} to {} of {}",
                 m_.first_replica,
                 m_.first_replica + static_cast<int>(topo_.gpus.size()) - 1,
@@ -195,6 +228,8 @@ private:
   std::shared_ptr<device_collective> nccl_;
   std::string description_;
   bool tried_ = false;
+  /// The plan of the run in progress (the hooks' subject).
+  const collective_plan* current_ = nullptr;
 };
 
 } // namespace

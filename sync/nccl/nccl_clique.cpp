@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -37,6 +36,12 @@ caf::error invalid(std::string msg) {
   return make_error(errc::invalid_argument, "nccl clique: " + std::move(msg));
 }
 
+/// A call that returns ncclInProgress on a non-blocking communicator was
+/// accepted: its completion is polled.
+bool accepted(ncclResult_t r) {
+  return r == ncclSuccess || r == ncclInProgress;
+}
+
 ncclDataType_t nccl_type(dtype t) {
   switch (t) {
     case dtype::float16: return ncclFloat16;
@@ -50,9 +55,9 @@ ncclDataType_t nccl_type(dtype t) {
 }
 
 /// The NCCL operator for `op` on `t`. Mean is ncclSum, then one division
-/// per result (divide_results), as the host computes it: ncclAvg would
-/// multiply by 1/N rounded to the dtype, a bias for 16-bit floats (1/3 in
-/// float16 is 0.2% off).
+/// per result, as the host computes it: ncclAvg would multiply by 1/N
+/// rounded to the dtype, a bias for 16-bit floats (1/3 in float16 is 0.2%
+/// off).
 caf::expected<ncclRedOp_t> nccl_op(reduce_op op, dtype t) {
   switch (op) {
     case reduce_op::sum: return ncclSum;
@@ -66,6 +71,20 @@ caf::expected<ncclRedOp_t> nccl_op(reduce_op op, dtype t) {
                      + std::string{to_string(t)});
   }
   return invalid("unknown reduce_op");
+}
+
+bool is_16bit(dtype t) {
+  return t == dtype::float16 || t == dtype::bfloat16;
+}
+
+/// 16-bit sum, mean and prod go through float32 (nccl_clique.hpp).
+bool widened(reduce_op op, dtype t) {
+  return is_16bit(t) && op != reduce_op::min && op != reduce_op::max;
+}
+
+/// What a widened input is reduced with before NCCL (a mean is a sum).
+reduce_op widen_op(reduce_op op) {
+  return op == reduce_op::prod ? reduce_op::prod : reduce_op::sum;
 }
 
 /// Closes an NCCL group on every path out of a scope.
@@ -87,6 +106,18 @@ private:
   bool open_ = true;
 };
 
+ncclConfig_t nonblocking_config() {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  return config;
+}
+
+/// One rank's device buffer that grows (scratch of the clique's calls).
+struct grow_buffer {
+  void* data = nullptr;
+  size_t size = 0;
+};
+
 } // namespace
 
 struct clique::impl {
@@ -95,35 +126,22 @@ struct clique::impl {
   /// this process's first (local rank r is global rank first + r).
   int world = 0;
   int first = 0;
+  /// Joined across processes: released with ncclCommAbort, never destroyed.
+  bool joined = false;
   std::vector<ncclComm_t> comms;
   std::vector<cudaStream_t> streams;
-  std::vector<void*> staging;       // per rank, for all_reduce_batch
-  std::vector<size_t> staging_size; // bytes
-  std::vector<void*> masks;         // per rank: NaN masks of min / max
-  std::vector<size_t> mask_size;    // bytes
+  std::vector<grow_buffer> staging; // per rank: packing, 16-bit widening
+  std::vector<grow_buffer> masks;   // per rank: NaN masks of min / max
+  /// Buffers replaced by bigger ones, freed once a wait drained the work:
+  /// (gpu, pointer).
+  std::vector<std::pair<int, void*>> retired;
+  /// Every stream a call used, per rank (the teardown checks them all).
+  std::vector<std::set<cudaStream_t>> used;
+  wait_clock::time_point deadline = wait_clock::time_point::max();
   /// Set by abort(): the communicators are gone, the clique is not reused.
   caf::error failure;
 
-  ~impl() {
-    for (size_t r = 0; r < gpus.size(); ++r) {
-      cuda::device_guard guard{gpus[r]};
-      if (failure && r < streams.size() && streams[r] != nullptr
-          && cudaStreamQuery(streams[r]) == cudaErrorNotReady) {
-        cudaGetLastError();
-        continue; // aborted work that never drained: leave its memory be
-      }
-      if (r < streams.size() && streams[r] != nullptr)
-        cudaStreamSynchronize(streams[r]);
-      if (r < comms.size() && comms[r] != nullptr)
-        ncclCommDestroy(comms[r]);
-      if (r < staging.size() && staging[r] != nullptr)
-        cudaFree(staging[r]);
-      if (r < masks.size() && masks[r] != nullptr)
-        cudaFree(masks[r]);
-      if (r < streams.size() && streams[r] != nullptr)
-        cudaStreamDestroy(streams[r]);
-    }
-  }
+  ~impl();
 
   int n() const { return static_cast<int>(gpus.size()); }
 
@@ -133,26 +151,15 @@ struct clique::impl {
                         + describe(failure) + ") and is never reused");
   }
 
-  /// The per-rank slots and one non-blocking stream per GPU.
-  caf::error open_streams() {
-    const auto count = gpus.size();
-    comms.assign(count, nullptr);
-    streams.assign(count, nullptr);
-    staging.assign(count, nullptr);
-    staging_size.assign(count, 0);
-    masks.assign(count, nullptr);
-    mask_size.assign(count, 0);
-    for (size_t r = 0; r < count; ++r) {
-      cuda::device_guard guard{gpus[r]};
-      if (guard.status() != cudaSuccess)
-        return cuda::make_cuda_error(gpus[r], "cudaSetDevice", guard.status());
-      if (auto e = cudaStreamCreateWithFlags(&streams[r],
-                                             cudaStreamNonBlocking);
-          e != cudaSuccess)
-        return cuda::make_cuda_error(gpus[r], "cudaStreamCreateWithFlags", e);
-    }
-    return {};
-  }
+  caf::error open_streams();
+  caf::error init_ranks(int world_size, int first_rank, const ncclUniqueId& id,
+                        wait_clock::time_point until, const std::string& what);
+  /// Polls every communicator until no call is in progress, an error, or
+  /// `until` (then aborts).
+  caf::error settle(wait_clock::time_point until, const std::string& what);
+  void abort(const caf::error& cause);
+  void free_retired();
+  bool streams_busy();
 
   /// The stream of rank r for this call.
   cudaStream_t stream_for(std::span<void* const> given, int r) const {
@@ -160,8 +167,9 @@ struct clique::impl {
                          : static_cast<cudaStream_t>(given[static_cast<size_t>(r)]);
   }
 
-  caf::error check_spans(size_t send, size_t recv,
-                         std::span<void* const> given) const {
+  /// Checks the call's spans and remembers the streams it uses.
+  caf::error begin_call(size_t send, size_t recv,
+                        std::span<void* const> given) {
     if (failure)
       return not_reused();
     const auto size = gpus.size();
@@ -172,6 +180,96 @@ struct clique::impl {
     if (!given.empty() && given.size() != size)
       return invalid("expected one stream per rank (" + std::to_string(size)
                      + ") or none, found " + std::to_string(given.size()));
+    for (int r = 0; r < n(); ++r)
+      used[static_cast<size_t>(r)].insert(stream_for(given, r));
+    return {};
+  }
+
+  /// Runs issue(r, comm, stream) for every rank inside one NCCL group and
+  /// waits (bounded by the deadline) until NCCL has enqueued it all: work
+  /// queued on the streams afterwards runs after it.
+  template <class F>
+  caf::error grouped(std::string_view what, std::span<void* const> given,
+                     F&& issue) {
+    {
+      group g;
+      if (g.start_status() != ncclSuccess)
+        return nccl_error("ncclGroupStart", g.start_status());
+      for (int r = 0; r < n(); ++r) {
+        auto res
+          = issue(r, comms[static_cast<size_t>(r)], stream_for(given, r));
+        if (!accepted(res))
+          return nccl_error(std::string{what} + " (rank "
+                              + std::to_string(first + r) + ", cuda:"
+                              + std::to_string(gpus[static_cast<size_t>(r)])
+                              + ")",
+                            res, comms[static_cast<size_t>(r)]);
+      }
+      if (auto res = g.end(); !accepted(res))
+        return nccl_error(std::string{what} + " (ncclGroupEnd)", res);
+    }
+    return settle(deadline, std::string{what});
+  }
+
+  /// Grows rank r's buffer to at least `bytes` (stream-ordered on `s`); the
+  /// old one is retired, never freed while work may use it.
+  caf::error reserve(grow_buffer& buf, int r, size_t bytes, cudaStream_t s,
+                     const char* what) {
+    if (buf.size >= bytes)
+      return {};
+    const int gpu = gpus[static_cast<size_t>(r)];
+    cuda::device_guard guard{gpu};
+    if (guard.status() != cudaSuccess)
+      return cuda::make_cuda_error(gpu, "cudaSetDevice", guard.status());
+    if (buf.data != nullptr)
+      retired.emplace_back(gpu, buf.data);
+    buf = {};
+    if (auto e = cudaMallocAsync(&buf.data, bytes, s); e != cudaSuccess) {
+      cudaGetLastError();
+      buf = {};
+      return cuda::make_cuda_error(gpu, what, e);
+    }
+    buf.size = bytes;
+    return {};
+  }
+
+  /// Every rank's staging buffer of at least `bytes` and mask buffer of at
+  /// least `mask_bytes`, before the call's first NCCL operation.
+  caf::error reserve_all(size_t bytes, size_t mask_bytes,
+                         std::span<void* const> given) {
+    for (int r = 0; r < n(); ++r) {
+      auto s = stream_for(given, r);
+      if (auto err = reserve(staging[static_cast<size_t>(r)], r, bytes, s,
+                             "nccl staging buffer (cudaMallocAsync)"))
+        return err;
+      if (auto err = reserve(masks[static_cast<size_t>(r)], r, mask_bytes, s,
+                             "nccl NaN mask (cudaMallocAsync)"))
+        return err;
+    }
+    return {};
+  }
+
+  float* wide_at(int r, size_t byte_offset) const {
+    return reinterpret_cast<float*>(
+      static_cast<char*>(staging[static_cast<size_t>(r)].data) + byte_offset);
+  }
+
+  uint8_t* mask_at(int r, size_t at) const {
+    return static_cast<uint8_t*>(masks[static_cast<size_t>(r)].data) + at;
+  }
+
+  /// Runs launch(r, stream) for every rank with its GPU selected.
+  template <class F>
+  caf::error each_rank(std::span<void* const> given, const char* what,
+                       F&& launch) {
+    for (int r = 0; r < n(); ++r) {
+      const int gpu = gpus[static_cast<size_t>(r)];
+      cuda::device_guard guard{gpu};
+      if (guard.status() != cudaSuccess)
+        return cuda::make_cuda_error(gpu, "cudaSetDevice", guard.status());
+      if (auto e = launch(r, stream_for(given, r)); e != cudaSuccess)
+        return cuda::make_cuda_error(gpu, what, e);
+    }
     return {};
   }
 
@@ -179,70 +277,13 @@ struct clique::impl {
   /// that rank) divided by the rank count (all processes') on its stream.
   caf::error divide_results(dtype type, std::span<void* const> results,
                             int64_t count, std::span<void* const> given) {
-    for (int r = 0; r < n(); ++r) {
-      void* data = results[static_cast<size_t>(r)];
-      if (data == nullptr)
-        continue;
-      const int gpu = gpus[static_cast<size_t>(r)];
-      cuda::device_guard guard{gpu};
-      if (guard.status() != cudaSuccess)
-        return cuda::make_cuda_error(gpu, "cudaSetDevice", guard.status());
-      if (auto e = cuda::launch_divide(type, data, world, count,
-                                       stream_for(given, r));
-          e != cudaSuccess)
-        return cuda::make_cuda_error(gpu, "mean: division kernel", e);
-    }
-    return {};
-  }
-
-  /// Runs issue(r, comm, stream) for every rank inside one NCCL group.
-  template <class F>
-  caf::error grouped(std::string_view what, std::span<void* const> given,
-                     F&& issue) {
-    group g;
-    if (g.start_status() != ncclSuccess)
-      return nccl_error("ncclGroupStart", g.start_status());
-    for (int r = 0; r < n(); ++r) {
-      auto res = issue(r, comms[static_cast<size_t>(r)], stream_for(given, r));
-      if (res != ncclSuccess)
-        return nccl_error(std::string{what} + " (rank " + std::to_string(r)
-                            + ", cuda:" + std::to_string(gpus[static_cast<size_t>(r)])
-                            + ")",
-                          res, comms[static_cast<size_t>(r)]);
-    }
-    if (auto res = g.end(); res != ncclSuccess)
-      return nccl_error(std::string{what} + " (ncclGroupEnd)", res);
-    return {};
-  }
-
-  /// Grows rank r's buffer of `bufs` (staging or masks) to at least
-  /// `bytes`.
-  caf::error reserve(std::vector<void*>& bufs, std::vector<size_t>& sizes,
-                     int r, size_t bytes, const char* what) {
-    auto i = static_cast<size_t>(r);
-    if (sizes[i] >= bytes)
-      return {};
-    cuda::device_guard guard{gpus[i]};
-    if (guard.status() != cudaSuccess)
-      return cuda::make_cuda_error(gpus[i], "cudaSetDevice", guard.status());
-    if (bufs[i] != nullptr) {
-      cudaDeviceSynchronize(); // any stream of this clique may still use it
-      cudaFree(bufs[i]);
-      bufs[i] = nullptr;
-      sizes[i] = 0;
-    }
-    if (auto e = cudaMalloc(&bufs[i], bytes); e != cudaSuccess) {
-      cudaGetLastError();
-      bufs[i] = nullptr;
-      return cuda::make_cuda_error(gpus[i], what, e);
-    }
-    sizes[i] = bytes;
-    return {};
-  }
-
-  caf::error reserve_staging(int r, size_t bytes) {
-    return reserve(staging, staging_size, r, bytes,
-                   "nccl staging buffer (cudaMalloc)");
+    return each_rank(given, "mean: division kernel",
+                     [&](int r, cudaStream_t s) {
+                       void* data = results[static_cast<size_t>(r)];
+                       if (data == nullptr)
+                         return cudaSuccess;
+                       return cuda::launch_divide(type, data, world, count, s);
+                     });
   }
 
   /// NCCL's min and max drop NaN; the host kernels propagate it. So a
@@ -253,50 +294,207 @@ struct clique::impl {
   }
 
   /// Every local rank's NaN mask of `count` elements at data[r], at byte
-  /// `at` of its mask buffer (grown to at + count first).
+  /// `at` of its (reserved) mask buffer.
   caf::error make_masks(dtype type, std::span<const void* const> data,
                         int64_t count, size_t at,
                         std::span<void* const> given) {
-    for (int r = 0; r < n(); ++r) {
-      const auto i = static_cast<size_t>(r);
-      if (auto err = reserve(masks, mask_size, r,
-                             at + static_cast<size_t>(count),
-                             "nccl NaN mask (cudaMalloc)"))
-        return err;
-      cuda::device_guard guard{gpus[i]};
-      if (auto e = cuda::launch_nan_mask(type, data[i],
-                                         static_cast<uint8_t*>(masks[i]) + at,
-                                         count, stream_for(given, r));
-          e != cudaSuccess)
-        return cuda::make_cuda_error(gpus[i], "NaN mask kernel", e);
-    }
-    return {};
+    return each_rank(given, "NaN mask kernel", [&](int r, cudaStream_t s) {
+      return cuda::launch_nan_mask(type, data[static_cast<size_t>(r)],
+                                   mask_at(r, at), count, s);
+    });
   }
 
   /// The reduced masks onto the results (null: no result on that rank).
   caf::error apply_masks(dtype type, std::span<void* const> results,
                          int64_t count, size_t at,
                          std::span<void* const> given) {
-    for (int r = 0; r < n(); ++r) {
-      const auto i = static_cast<size_t>(r);
-      if (results[i] == nullptr)
-        continue;
-      cuda::device_guard guard{gpus[i]};
-      if (auto e = cuda::launch_apply_nan_mask(
-            type, results[i], static_cast<uint8_t*>(masks[i]) + at, count,
-            stream_for(given, r));
-          e != cudaSuccess)
-        return cuda::make_cuda_error(gpus[i], "NaN mask kernel", e);
-    }
-    return {};
+    return each_rank(given, "NaN mask kernel", [&](int r, cudaStream_t s) {
+      void* data = results[static_cast<size_t>(r)];
+      if (data == nullptr)
+        return cudaSuccess;
+      return cuda::launch_apply_nan_mask(type, data, mask_at(r, at), count, s);
+    });
   }
 
-  uint8_t* mask_at(int r, size_t at) const {
-    return static_cast<uint8_t*>(masks[static_cast<size_t>(r)]) + at;
+  /// Every rank's input in[r] widened into its staging buffer at `at`.
+  caf::error widen(reduce_op op, dtype type, std::span<const void* const> in,
+                   int64_t count, size_t at, std::span<void* const> given) {
+    return each_rank(given, "16-bit widening kernel",
+                     [&](int r, cudaStream_t s) {
+                       const void* src = in[static_cast<size_t>(r)];
+                       return cuda::launch_reduce_widen(
+                         widen_op(op), type, wide_at(r, at), &src, 1, count,
+                         s);
+                     });
+  }
+
+  /// The widened results at `at` rounded once into out[r] (null: none on
+  /// that rank), a mean divided by the rank count first.
+  caf::error narrow(reduce_op op, dtype type, std::span<void* const> out,
+                    int64_t count, size_t at, std::span<void* const> given) {
+    const int64_t divisor = op == reduce_op::mean ? world : 1;
+    return each_rank(given, "16-bit rounding kernel",
+                     [&](int r, cudaStream_t s) {
+                       void* dst = out[static_cast<size_t>(r)];
+                       if (dst == nullptr)
+                         return cudaSuccess;
+                       return cuda::launch_narrow(type, dst, wide_at(r, at),
+                                                  divisor, count, s);
+                     });
   }
 };
 
-caf::expected<std::unique_ptr<clique>> clique::create(std::vector<int> gpus) {
+clique::impl::~impl() {
+  // After an abort whose work did not drain, no memory is freed and no
+  // stream destroyed: that work may still read or write them.
+  const bool keep = failure && streams_busy();
+  for (size_t r = 0; r < gpus.size(); ++r) {
+    cuda::device_guard guard{gpus[r]};
+    if (r < comms.size() && comms[r] != nullptr) {
+      if (joined)
+        ncclCommAbort(comms[r]); // destroying may wait for peers
+      else
+        ncclCommDestroy(comms[r]);
+    }
+    if (keep)
+      continue;
+    if (r < streams.size() && streams[r] != nullptr) {
+      if (staging[r].data != nullptr)
+        cudaFreeAsync(staging[r].data, streams[r]);
+      if (masks[r].data != nullptr)
+        cudaFreeAsync(masks[r].data, streams[r]);
+    }
+  }
+  if (keep)
+    return;
+  free_retired();
+  for (size_t r = 0; r < streams.size(); ++r) {
+    if (streams[r] == nullptr)
+      continue;
+    cuda::device_guard guard{gpus[r]};
+    cudaStreamSynchronize(streams[r]);
+    cudaStreamDestroy(streams[r]);
+  }
+  cudaGetLastError();
+}
+
+bool clique::impl::streams_busy() {
+  for (size_t r = 0; r < used.size(); ++r) {
+    cuda::device_guard guard{gpus[r]};
+    for (auto s : used[r])
+      if (cudaStreamQuery(s) == cudaErrorNotReady) {
+        cudaGetLastError();
+        return true;
+      }
+  }
+  cudaGetLastError();
+  return false;
+}
+
+void clique::impl::free_retired() {
+  for (auto& [gpu, p] : retired) {
+    cuda::device_guard guard{gpu};
+    const auto i = static_cast<size_t>(
+      std::find(gpus.begin(), gpus.end(), gpu) - gpus.begin());
+    if (cudaFreeAsync(p, streams[i]) != cudaSuccess)
+      cudaGetLastError();
+  }
+  retired.clear();
+}
+
+caf::error clique::impl::open_streams() {
+  const auto count = gpus.size();
+  comms.assign(count, nullptr);
+  streams.assign(count, nullptr);
+  staging.assign(count, {});
+  masks.assign(count, {});
+  used.assign(count, {});
+  for (size_t r = 0; r < count; ++r) {
+    cuda::device_guard guard{gpus[r]};
+    if (guard.status() != cudaSuccess)
+      return cuda::make_cuda_error(gpus[r], "cudaSetDevice", guard.status());
+    if (auto e = cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking);
+        e != cudaSuccess)
+      return cuda::make_cuda_error(gpus[r], "cudaStreamCreateWithFlags", e);
+    used[r].insert(streams[r]);
+  }
+  return {};
+}
+
+caf::error clique::impl::init_ranks(int world_size, int first_rank,
+                                    const ncclUniqueId& id,
+                                    wait_clock::time_point until,
+                                    const std::string& what) {
+  world = world_size;
+  first = first_rank;
+  {
+    // One thread drives every local GPU: their inits in one group.
+    group g;
+    if (g.start_status() != ncclSuccess)
+      return nccl_error("ncclGroupStart", g.start_status());
+    for (int r = 0; r < n(); ++r) {
+      cuda::device_guard guard{gpus[static_cast<size_t>(r)]};
+      auto config = nonblocking_config();
+      if (auto res = ncclCommInitRankConfig(&comms[static_cast<size_t>(r)],
+                                            world_size, id, first_rank + r,
+                                            &config);
+          !accepted(res))
+        return nccl_error("ncclCommInitRankConfig (rank "
+                            + std::to_string(first_rank + r) + " of "
+                            + std::to_string(world_size) + ")",
+                          res);
+    }
+    if (auto res = g.end(); !accepted(res))
+      return nccl_error(what + " (ncclGroupEnd)", res);
+  }
+  return settle(until, what);
+}
+
+caf::error clique::impl::settle(wait_clock::time_point until,
+                                const std::string& what) {
+  pollable_work work;
+  work.poll = [this, &what]() -> caf::expected<poll_state> {
+    auto state = poll_state::done;
+    for (int r = 0; r < n(); ++r) {
+      auto comm = comms[static_cast<size_t>(r)];
+      if (comm == nullptr)
+        continue;
+      ncclResult_t async = ncclSuccess;
+      if (auto res = ncclCommGetAsyncError(comm, &async); res != ncclSuccess)
+        return nccl_error("ncclCommGetAsyncError", res, comm);
+      if (async == ncclInProgress)
+        state = poll_state::pending;
+      else if (async != ncclSuccess)
+        return nccl_error(what + ": rank " + std::to_string(first + r)
+                            + " (cuda:"
+                            + std::to_string(gpus[static_cast<size_t>(r)])
+                            + ")",
+                          async, comm);
+    }
+    return state;
+  };
+  work.abort = [this](const caf::error& why) { abort(why); };
+  return wait_for_work(work, until, std::chrono::milliseconds{0},
+                       "nccl clique: " + what)
+    .error;
+}
+
+void clique::impl::abort(const caf::error& cause) {
+  if (failure)
+    return;
+  failure = cause ? cause : make_error(errc::device_error, "aborted");
+  for (size_t r = 0; r < comms.size(); ++r) {
+    if (comms[r] == nullptr)
+      continue;
+    cuda::device_guard guard{gpus[r]};
+    ncclCommAbort(comms[r]); // frees it; NCCL kernels in flight stop
+    comms[r] = nullptr;
+  }
+}
+
+namespace {
+
+caf::error check_gpus(const std::vector<int>& gpus) {
   if (gpus.empty())
     return invalid("no GPUs");
   std::set<int> distinct(gpus.begin(), gpus.end());
@@ -315,19 +513,35 @@ caf::expected<std::unique_ptr<clique>> clique::create(std::vector<int> gpus) {
                         "nccl clique: cuda:" + std::to_string(g)
                           + ": no such GPU (this machine has "
                           + std::to_string(count) + ")");
+  return {};
+}
+
+} // namespace
+
+caf::expected<std::unique_ptr<clique>>
+clique::create(std::vector<int> gpus, wait_clock::time_point deadline) {
+  if (auto err = check_gpus(gpus))
+    return err;
+  ncclUniqueId id;
+  if (auto r = ncclGetUniqueId(&id); r != ncclSuccess)
+    return nccl_error("ncclGetUniqueId", r);
   auto p = std::make_unique<impl>();
   p->gpus = std::move(gpus);
-  const auto n = p->gpus.size();
-  p->world = static_cast<int>(n);
   if (auto err = p->open_streams())
     return err;
-  if (auto r = ncclCommInitAll(p->comms.data(), static_cast<int>(n),
-                               p->gpus.data());
-      r != ncclSuccess) {
-    std::fill(p->comms.begin(), p->comms.end(), nullptr);
-    return nccl_error("ncclCommInitAll over " + std::to_string(n) + " GPUs", r);
-  }
+  const int n = p->n();
+  if (auto err = p->init_ranks(n, 0, id, deadline,
+                               "communicator over " + std::to_string(n)
+                                 + " GPUs"))
+    return err;
   return std::unique_ptr<clique>{new clique(std::move(p))};
+}
+
+int library_version() {
+  int version = 0;
+  if (ncclGetVersion(&version) != ncclSuccess)
+    return 0;
+  return version;
 }
 
 caf::expected<std::vector<std::byte>> new_unique_id() {
@@ -342,7 +556,7 @@ caf::expected<std::vector<std::byte>> new_unique_id() {
 
 caf::expected<std::unique_ptr<clique>>
 clique::join(std::vector<int> gpus, int world_size, int first_rank,
-             std::span<const std::byte> id) {
+             std::span<const std::byte> id, wait_clock::time_point deadline) {
   if (gpus.empty())
     return invalid("no GPUs");
   if (id.size() != unique_id_bytes)
@@ -353,42 +567,26 @@ clique::join(std::vector<int> gpus, int world_size, int first_rank,
                    + std::to_string(first_rank + static_cast<int>(gpus.size()))
                    + " do not fit a communicator of "
                    + std::to_string(world_size));
-  std::set<int> distinct(gpus.begin(), gpus.end());
-  if (distinct.size() != gpus.size())
-    return invalid("a GPU is listed twice: NCCL refuses two ranks on one GPU");
+  if (auto err = check_gpus(gpus))
+    return err;
   ncclUniqueId uid;
   std::memcpy(&uid, id.data(), sizeof(uid));
   auto p = std::make_unique<impl>();
   p->gpus = std::move(gpus);
-  p->world = world_size;
-  p->first = first_rank;
-  const auto n = p->gpus.size();
+  p->joined = true;
   if (auto err = p->open_streams())
     return err;
-  // One thread drives every local GPU: their inits in one group.
-  {
-    group g;
-    if (g.start_status() != ncclSuccess)
-      return nccl_error("ncclGroupStart", g.start_status());
-    for (size_t r = 0; r < n; ++r) {
-      cuda::device_guard guard{p->gpus[r]};
-      if (auto res = ncclCommInitRank(&p->comms[r], world_size, uid,
-                                      first_rank + static_cast<int>(r));
-          res != ncclSuccess) {
-        std::fill(p->comms.begin(), p->comms.end(), nullptr);
-        return nccl_error("ncclCommInitRank (rank "
-                            + std::to_string(first_rank + static_cast<int>(r))
-                            + " of " + std::to_string(world_size) + ")",
-                          res);
-      }
-    }
-    if (auto res = g.end(); res != ncclSuccess) {
-      std::fill(p->comms.begin(), p->comms.end(), nullptr);
-      return nccl_error("ncclCommInitRank (ncclGroupEnd)", res);
-    }
-  }
+  if (auto err = p->init_ranks(world_size, first_rank, uid, deadline,
+                               "joining ranks "
+                                 + std::to_string(first_rank) + "+ of "
+                                 + std::to_string(world_size)))
+    return err;
   return std::unique_ptr<clique>{new clique(std::move(p))};
 }
+
+clique::clique(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+
+clique::~clique() = default;
 
 int clique::world_size() const {
   return impl_->world;
@@ -397,10 +595,6 @@ int clique::world_size() const {
 int clique::first_rank() const {
   return impl_->first;
 }
-
-clique::clique(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
-
-clique::~clique() = default;
 
 int clique::size() const {
   return impl_->n();
@@ -414,34 +608,51 @@ void* clique::stream(int rank) const {
   return static_cast<void*>(impl_->streams.at(static_cast<size_t>(rank)));
 }
 
+void clique::set_deadline(wait_clock::time_point deadline) {
+  impl_->deadline = deadline;
+}
+
 caf::error clique::all_reduce(reduce_op op, dtype type,
                               std::span<const void* const> send,
                               std::span<void* const> recv, int64_t count,
                               std::span<void* const> streams) {
-  if (auto err = impl_->check_spans(send.size(), recv.size(), streams))
+  if (auto err = impl_->begin_call(send.size(), recv.size(), streams))
     return err;
   auto nop = nccl_op(op, type);
   if (!nop)
     return std::move(nop.error());
   if (count <= 0)
     return {};
+  const auto n = static_cast<size_t>(count);
+  const bool wide = widened(op, type);
   const bool nan = impl::masks_nan(op, type);
+  if (auto err = impl_->reserve_all(wide ? n * sizeof(float) : 0,
+                                    nan ? n : 0, streams))
+    return err;
+  if (wide)
+    if (auto err = impl_->widen(op, type, send, count, 0, streams))
+      return err;
   if (nan)
     if (auto err = impl_->make_masks(type, send, count, 0, streams))
       return err;
   auto err = impl_->grouped(
     "ncclAllReduce", streams, [&](int r, ncclComm_t comm, cudaStream_t s) {
       auto i = static_cast<size_t>(r);
-      auto res = ncclAllReduce(send[i], recv[i], static_cast<size_t>(count),
-                               nccl_type(type), *nop, comm, s);
-      if (res == ncclSuccess && nan)
-        res = ncclAllReduce(impl_->mask_at(r, 0), impl_->mask_at(r, 0),
-                            static_cast<size_t>(count), ncclUint8, ncclMax,
-                            comm, s);
+      if (wide) {
+        float* w = impl_->wide_at(r, 0);
+        return ncclAllReduce(w, w, n, ncclFloat32, *nop, comm, s);
+      }
+      auto res = ncclAllReduce(send[i], recv[i], n, nccl_type(type), *nop,
+                               comm, s);
+      if (accepted(res) && nan)
+        res = ncclAllReduce(impl_->mask_at(r, 0), impl_->mask_at(r, 0), n,
+                            ncclUint8, ncclMax, comm, s);
       return res;
     });
   if (err)
     return err;
+  if (wide)
+    return impl_->narrow(op, type, recv, count, 0, streams);
   if (nan)
     return impl_->apply_masks(type, recv, count, 0, streams);
   if (op != reduce_op::mean)
@@ -452,7 +663,7 @@ caf::error clique::all_reduce(reduce_op op, dtype type,
 caf::error clique::broadcast(dtype type, std::span<const void* const> send,
                              std::span<void* const> recv, int64_t count,
                              int root, std::span<void* const> streams) {
-  if (auto err = impl_->check_spans(send.size(), recv.size(), streams))
+  if (auto err = impl_->begin_call(send.size(), recv.size(), streams))
     return err;
   if (root < 0 || root >= impl_->world)
     return invalid("broadcast root " + std::to_string(root) + " out of range");
@@ -470,7 +681,7 @@ caf::error clique::broadcast(dtype type, std::span<const void* const> send,
 caf::error clique::all_gather(dtype type, std::span<const void* const> send,
                               std::span<void* const> recv, int64_t count,
                               std::span<void* const> streams) {
-  if (auto err = impl_->check_spans(send.size(), recv.size(), streams))
+  if (auto err = impl_->begin_call(send.size(), recv.size(), streams))
     return err;
   if (count <= 0)
     return {};
@@ -487,7 +698,7 @@ caf::error clique::reduce(reduce_op op, dtype type,
                           std::span<const void* const> send,
                           std::span<void* const> recv, int64_t count, int root,
                           std::span<void* const> streams) {
-  if (auto err = impl_->check_spans(send.size(), recv.size(), streams))
+  if (auto err = impl_->begin_call(send.size(), recv.size(), streams))
     return err;
   if (root < 0 || root >= impl_->world)
     return invalid("reduce root " + std::to_string(root) + " out of range");
@@ -496,19 +707,30 @@ caf::error clique::reduce(reduce_op op, dtype type,
     return std::move(nop.error());
   if (count <= 0)
     return {};
+  const auto n = static_cast<size_t>(count);
+  const bool wide = widened(op, type);
   const bool nan = impl::masks_nan(op, type);
+  if (auto err = impl_->reserve_all(wide ? n * sizeof(float) : 0,
+                                    nan ? n : 0, streams))
+    return err;
+  if (wide)
+    if (auto err = impl_->widen(op, type, send, count, 0, streams))
+      return err;
   if (nan)
     if (auto err = impl_->make_masks(type, send, count, 0, streams))
       return err;
   auto err = impl_->grouped(
     "ncclReduce", streams, [&](int r, ncclComm_t comm, cudaStream_t s) {
       auto i = static_cast<size_t>(r);
-      auto res = ncclReduce(send[i], recv[i], static_cast<size_t>(count),
-                            nccl_type(type), *nop, root, comm, s);
-      if (res == ncclSuccess && nan)
-        res = ncclReduce(impl_->mask_at(r, 0), impl_->mask_at(r, 0),
-                         static_cast<size_t>(count), ncclUint8, ncclMax, root,
-                         comm, s);
+      if (wide) {
+        float* w = impl_->wide_at(r, 0);
+        return ncclReduce(w, w, n, ncclFloat32, *nop, root, comm, s);
+      }
+      auto res = ncclReduce(send[i], recv[i], n, nccl_type(type), *nop, root,
+                            comm, s);
+      if (accepted(res) && nan)
+        res = ncclReduce(impl_->mask_at(r, 0), impl_->mask_at(r, 0), n,
+                         ncclUint8, ncclMax, root, comm, s);
       return res;
     });
   if (err)
@@ -518,12 +740,76 @@ caf::error clique::reduce(reduce_op op, dtype type,
   if (local_root >= 0 && local_root < impl_->n())
     at_root[static_cast<size_t>(local_root)]
       = recv[static_cast<size_t>(local_root)];
+  if (wide)
+    return impl_->narrow(op, type, at_root, count, 0, streams);
   if (nan)
     return impl_->apply_masks(type, at_root, count, 0, streams);
   if (op != reduce_op::mean)
     return {};
   return impl_->divide_results(type, at_root, count, streams);
 }
+
+namespace {
+
+/// One dtype's buffers in a batch: packed into staging (several buffers,
+/// or widened 16-bit ones) or reduced in place (one buffer).
+struct batch_group {
+  dtype type;
+  bool wide = false;
+  std::vector<size_t> members;
+  int64_t total = 0;
+  size_t offset = 0;      // bytes into staging (packed groups)
+  size_t mask_at = 0;     // bytes into the masks (min / max of floats)
+  bool packed() const { return wide || members.size() > 1; }
+  dtype reduced_type() const { return wide ? dtype::float32 : type; }
+};
+
+constexpr size_t align_up(size_t n) {
+  return (n + 255) / 256 * 256;
+}
+
+/// Every packed group into staging (in: widened or copied) or back out of
+/// it (rounded once, a mean divided, or copied).
+caf::error pack(clique::impl& im, reduce_op op,
+                std::span<const batch_group> groups,
+                std::span<const std::vector<buffer>> per_rank,
+                std::span<void* const> streams, bool in) {
+  const int64_t divisor = op == reduce_op::mean ? im.world : 1;
+  return im.each_rank(
+    streams, in ? "batch pack" : "batch unpack",
+    [&](int r, cudaStream_t s) -> cudaError_t {
+      const auto i = static_cast<size_t>(r);
+      for (const auto& g : groups) {
+        if (!g.packed())
+          continue;
+        auto* base = reinterpret_cast<char*>(im.wide_at(r, g.offset));
+        size_t at = 0;
+        for (size_t k : g.members) {
+          const auto& b = per_rank[i][k];
+          void* slot = base + at;
+          cudaError_t e;
+          if (g.wide && in)
+            e = cuda::launch_reduce_widen(widen_op(op), g.type,
+                                          static_cast<float*>(slot), &b.data,
+                                          1, b.count, s);
+          else if (g.wide)
+            e = cuda::launch_narrow(g.type, b.data,
+                                    static_cast<const float*>(slot), divisor,
+                                    b.count, s);
+          else
+            e = cudaMemcpyAsync(in ? slot : b.data, in ? b.data : slot,
+                                static_cast<size_t>(b.count) * size_of(b.type),
+                                cudaMemcpyDeviceToDevice, s);
+          if (e != cudaSuccess)
+            return e;
+          at += static_cast<size_t>(b.count) * size_of(g.reduced_type());
+        }
+      }
+      return cudaSuccess;
+    });
+}
+
+} // namespace
 
 caf::error clique::all_reduce_batch(reduce_op op,
                                     std::span<const std::vector<buffer>> per_rank,
@@ -535,8 +821,8 @@ caf::error clique::all_reduce_batch(reduce_op op,
     return invalid("all_reduce_batch: expected one buffer list per rank ("
                    + std::to_string(n) + "), found "
                    + std::to_string(per_rank.size()));
-  if (!streams.empty() && streams.size() != static_cast<size_t>(n))
-    return invalid("all_reduce_batch: expected one stream per rank or none");
+  if (auto err = impl_->begin_call(per_rank.size(), per_rank.size(), streams))
+    return err;
   const auto& first = per_rank[0];
   for (int r = 1; r < n; ++r) {
     const auto& list = per_rank[static_cast<size_t>(r)];
@@ -550,15 +836,9 @@ caf::error clique::all_reduce_batch(reduce_op op,
                        + " of rank " + std::to_string(r)
                        + " differs in count or dtype from rank 0");
   }
-  // Group the buffers by dtype (in order of first appearance within each
-  // dtype) and lay out each multi-buffer group in the staging buffer.
-  struct group_plan {
-    dtype type;
-    std::vector<size_t> members;
-    int64_t total = 0;
-    size_t offset = 0; // bytes into staging (multi-buffer groups only)
-  };
-  std::vector<group_plan> groups;
+  // Group the buffers by dtype (in order of first appearance) and lay out
+  // the packed groups in staging and the masked ones in the masks.
+  std::vector<batch_group> groups;
   for (size_t k = 0; k < first.size(); ++k) {
     if (first[k].count < 0)
       return invalid("all_reduce_batch: negative count");
@@ -568,96 +848,48 @@ caf::error clique::all_reduce_batch(reduce_op op,
       return g.type == first[k].type;
     });
     if (i == groups.end()) {
-      groups.push_back({first[k].type, {}, 0, 0});
+      groups.push_back({first[k].type, widened(op, first[k].type), {}, 0, 0, 0});
       i = groups.end() - 1;
     }
     i->members.push_back(k);
     i->total += first[k].count;
   }
+  if (groups.empty())
+    return {};
   std::vector<ncclRedOp_t> ops;
   size_t staging_bytes = 0;
+  size_t mask_bytes = 0;
   for (auto& g : groups) {
     auto nop = nccl_op(op, g.type);
     if (!nop)
       return std::move(nop.error());
     ops.push_back(*nop);
-    if (g.members.size() > 1) {
+    if (g.packed()) {
       g.offset = staging_bytes;
-      staging_bytes += (static_cast<size_t>(g.total) * size_of(g.type) + 255)
-                       / 256 * 256;
+      staging_bytes += align_up(static_cast<size_t>(g.total)
+                                * size_of(g.reduced_type()));
+    }
+    if (impl::masks_nan(op, g.type)) {
+      g.mask_at = mask_bytes;
+      mask_bytes += static_cast<size_t>(g.total);
     }
   }
-  if (groups.empty())
-    return {};
-  auto copy_all = [&](bool pack) -> caf::error {
-    for (int r = 0; r < n; ++r) {
-      const auto i = static_cast<size_t>(r);
-      cuda::device_guard guard{impl_->gpus[i]};
-      if (guard.status() != cudaSuccess)
-        return cuda::make_cuda_error(impl_->gpus[i], "cudaSetDevice",
-                                     guard.status());
-      auto s = impl_->stream_for(streams, r);
-      for (const auto& g : groups) {
-        if (g.members.size() < 2)
-          continue;
-        auto* base = static_cast<char*>(impl_->staging[i]) + g.offset;
-        size_t at = 0;
-        for (size_t k : g.members) {
-          const auto& b = per_rank[i][k];
-          const size_t bytes = static_cast<size_t>(b.count) * size_of(b.type);
-          auto e = pack ? cudaMemcpyAsync(base + at, b.data, bytes,
-                                          cudaMemcpyDeviceToDevice, s)
-                        : cudaMemcpyAsync(b.data, base + at, bytes,
-                                          cudaMemcpyDeviceToDevice, s);
-          if (e != cudaSuccess)
-            return cuda::make_cuda_error(impl_->gpus[i],
-                                         pack ? "batch pack (cudaMemcpyAsync)"
-                                              : "batch unpack (cudaMemcpyAsync)",
-                                         e);
-          at += bytes;
-        }
-      }
-    }
-    return {};
+  if (auto err = impl_->reserve_all(staging_bytes, mask_bytes, streams))
+    return err;
+  auto data_of = [&](const batch_group& g, int r) -> void* {
+    return g.packed() ? static_cast<void*>(impl_->wide_at(r, g.offset))
+                      : per_rank[static_cast<size_t>(r)][g.members[0]].data;
   };
-  if (staging_bytes > 0) {
+  if (auto err = pack(*impl_, op, groups, per_rank, streams, true))
+    return err;
+  for (auto& g : groups) {
+    if (!impl::masks_nan(op, g.type))
+      continue;
+    std::vector<const void*> data(static_cast<size_t>(n));
     for (int r = 0; r < n; ++r)
-      if (auto err = impl_->reserve_staging(r, staging_bytes))
-        return err;
-    if (auto err = copy_all(true))
+      data[static_cast<size_t>(r)] = data_of(g, r);
+    if (auto err = impl_->make_masks(g.type, data, g.total, g.mask_at, streams))
       return err;
-  }
-  // The data each group reduces on rank r (packed, or its one buffer).
-  auto data_of = [&](const group_plan& g, int r) -> void* {
-    const auto i = static_cast<size_t>(r);
-    return g.members.size() > 1
-             ? static_cast<char*>(impl_->staging[i]) + g.offset
-             : per_rank[i][g.members[0]].data;
-  };
-  // Floating min / max: NaN masks, one slice per group (impl::masks_nan).
-  constexpr size_t unmasked = SIZE_MAX;
-  std::vector<size_t> mask_at(groups.size(), unmasked);
-  size_t mask_bytes = 0;
-  for (size_t gi = 0; gi < groups.size(); ++gi)
-    if (impl::masks_nan(op, groups[gi].type)) {
-      mask_at[gi] = mask_bytes;
-      mask_bytes += static_cast<size_t>(groups[gi].total);
-    }
-  if (mask_bytes > 0) {
-    for (int r = 0; r < n; ++r) // all slices first: growing drops contents
-      if (auto err = impl_->reserve(impl_->masks, impl_->mask_size, r,
-                                    mask_bytes, "nccl NaN mask (cudaMalloc)"))
-        return err;
-    for (size_t gi = 0; gi < groups.size(); ++gi) {
-      if (mask_at[gi] == unmasked)
-        continue;
-      std::vector<const void*> data(static_cast<size_t>(n));
-      for (int r = 0; r < n; ++r)
-        data[static_cast<size_t>(r)] = data_of(groups[gi], r);
-      if (auto err = impl_->make_masks(groups[gi].type, data,
-                                       groups[gi].total, mask_at[gi], streams))
-        return err;
-    }
   }
   auto err = impl_->grouped(
     "ncclAllReduce (batch)", streams,
@@ -665,46 +897,33 @@ caf::error clique::all_reduce_batch(reduce_op op,
       for (size_t gi = 0; gi < groups.size(); ++gi) {
         const auto& g = groups[gi];
         void* data = data_of(g, r);
-        auto res = ncclAllReduce(data, data, static_cast<size_t>(g.total),
-                                 nccl_type(g.type), ops[gi], comm, s);
-        if (res == ncclSuccess && mask_at[gi] != unmasked)
-          res = ncclAllReduce(impl_->mask_at(r, mask_at[gi]),
-                              impl_->mask_at(r, mask_at[gi]),
-                              static_cast<size_t>(g.total), ncclUint8,
+        const auto count = static_cast<size_t>(g.total);
+        auto res = ncclAllReduce(data, data, count, nccl_type(g.reduced_type()),
+                                 ops[gi], comm, s);
+        if (accepted(res) && impl::masks_nan(op, g.type))
+          res = ncclAllReduce(impl_->mask_at(r, g.mask_at),
+                              impl_->mask_at(r, g.mask_at), count, ncclUint8,
                               ncclMax, comm, s);
-        if (res != ncclSuccess)
+        if (!accepted(res))
           return res;
       }
       return ncclSuccess;
     });
   if (err)
     return err;
-  for (size_t gi = 0; gi < groups.size(); ++gi) {
-    if (mask_at[gi] == unmasked)
-      continue;
+  for (auto& g : groups) {
     std::vector<void*> data(static_cast<size_t>(n));
     for (int r = 0; r < n; ++r)
-      data[static_cast<size_t>(r)] = data_of(groups[gi], r);
-    if (auto e = impl_->apply_masks(groups[gi].type, data, groups[gi].total,
-                                    mask_at[gi], streams))
-      return e;
-  }
-  if (op == reduce_op::mean) // the division, on the fused data
-    for (size_t gi = 0; gi < groups.size(); ++gi) {
-      const auto& g = groups[gi];
-      std::vector<void*> data(static_cast<size_t>(n));
-      for (int r = 0; r < n; ++r) {
-        const auto i = static_cast<size_t>(r);
-        data[i] = g.members.size() > 1
-                    ? static_cast<char*>(impl_->staging[i]) + g.offset
-                    : per_rank[i][g.members[0]].data;
-      }
+      data[static_cast<size_t>(r)] = data_of(g, r);
+    if (impl::masks_nan(op, g.type)) {
+      if (auto e = impl_->apply_masks(g.type, data, g.total, g.mask_at, streams))
+        return e;
+    } else if (op == reduce_op::mean && !g.wide) { // widened: when unpacked
       if (auto e = impl_->divide_results(g.type, data, g.total, streams))
         return e;
     }
-  if (staging_bytes > 0)
-    return copy_all(false);
-  return {};
+  }
+  return pack(*impl_, op, groups, per_rank, streams, false);
 }
 
 caf::error clique::synchronize(std::span<void* const> streams) {
@@ -732,17 +951,7 @@ caf::error clique::async_error() {
 }
 
 void clique::abort(const caf::error& cause) {
-  if (impl_->failure)
-    return;
-  impl_->failure = cause ? cause
-                         : make_error(errc::device_error, "aborted");
-  for (size_t r = 0; r < impl_->comms.size(); ++r) {
-    if (impl_->comms[r] == nullptr)
-      continue;
-    cuda::device_guard guard{impl_->gpus[r]};
-    ncclCommAbort(impl_->comms[r]); // frees it; NCCL kernels in flight stop
-    impl_->comms[r] = nullptr;
-  }
+  impl_->abort(cause);
 }
 
 const caf::error& clique::failure() const {
@@ -773,7 +982,10 @@ wait_outcome clique::wait(std::span<void* const> streams,
     return cuda::query_streams(impl_->gpus, waited, "nccl clique: stream");
   };
   work.abort = [this](const caf::error& why) { abort(why); };
-  return wait_for_work(work, deadline, grace, "nccl collective");
+  auto out = wait_for_work(work, deadline, grace, "nccl collective");
+  if (!out.error && !impl_->streams_busy())
+    impl_->free_retired();
+  return out;
 }
 
 } // namespace varsync::nccl

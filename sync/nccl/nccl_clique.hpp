@@ -14,10 +14,26 @@
 // reduce_and_apply kernel, sync/nccl/same_device_reduce.hpp), and
 // plan_cuda_collective() picks the path from the device list.
 //
+// The communicators are non-blocking (ncclConfig_t::blocking = 0): no NCCL
+// call keeps the caller. Creating, joining and every group's enqueue (where
+// NCCL connects peers on first use) are polled with ncclCommGetAsyncError
+// until done, an error, or the clique's deadline (set_deadline; join and
+// create take their own), which aborts the clique. The clique's scratch
+// (16-bit widening, batch packing, NaN masks) is sized before a call's first
+// NCCL operation and grown without any device-wide synchronisation: a
+// replaced buffer is freed once a wait finds the work drained.
+//
+// 16-bit floats: sum, mean and prod of float16 / bfloat16 are computed in
+// float32 (each rank's input widened, NCCL reduces float32, the mean divided
+// in float32) and rounded once to the dtype, as the host kernels do (NCCL's
+// own 16-bit sums round at every hop: two ranks of 60000 give inf). Min and
+// max are exact in 16 bits and stay there.
+//
 // No CUDA or NCCL header here: streams are cudaStream_t passed as void*.
 // Every collective is asynchronous on the streams (per rank; by default the
 // clique's own non-blocking streams) and returns once every rank's operation
-// is enqueued; synchronize() waits. The object is not thread-safe: one caller.
+// is enqueued; synchronize() or wait() waits. The object is not thread-safe:
+// one caller.
 
 #include <cstddef>
 #include <cstdint>
@@ -49,22 +65,34 @@ constexpr size_t unique_id_bytes = 128;
 /// ncclGetUniqueId, as bytes (one process makes it, all join with it).
 caf::expected<std::vector<std::byte>> new_unique_id();
 
+/// The NCCL library this process runs with (ncclGetVersion: 22809 for
+/// 2.28.9), or 0 if it cannot say.
+int library_version();
+
 class clique {
 public:
-  /// ncclCommInitAll over `gpus` (CUDA ordinals, rank r on gpus[r]); one
-  /// non-blocking stream per rank. invalid_argument for an empty list or a
-  /// GPU listed twice; device_error naming the NCCL or CUDA error otherwise.
-  static caf::expected<std::unique_ptr<clique>> create(std::vector<int> gpus);
+  /// A communicator over `gpus` (CUDA ordinals, rank r on gpus[r]), all
+  /// ranks in this process; one non-blocking stream per rank. Bounded by
+  /// `deadline`. invalid_argument for an empty list or a GPU listed twice;
+  /// device_error naming the NCCL or CUDA error (or the deadline) otherwise.
+  static caf::expected<std::unique_ptr<clique>>
+  create(std::vector<int> gpus,
+         wait_clock::time_point deadline = deadline_after(init_timeout));
 
   /// This process's part of a communicator across processes: ncclCommInitRank
   /// for every GPU of `gpus` (local rank r is global rank first_rank + r of
   /// world_size), all in one group; every process calls join with the same
-  /// `id` (new_unique_id in one of them). Blocks until every rank joined.
-  /// The collectives below then take this process's local ranks; roots are
-  /// global ranks.
+  /// `id` (new_unique_id in one of them). Waits until every rank joined,
+  /// or `deadline` (a process that never comes): device_error, with the
+  /// half-made communicators aborted. The collectives below then take this
+  /// process's local ranks; roots are global ranks.
   static caf::expected<std::unique_ptr<clique>>
   join(std::vector<int> gpus, int world_size, int first_rank,
-       std::span<const std::byte> id);
+       std::span<const std::byte> id,
+       wait_clock::time_point deadline = deadline_after(init_timeout));
+
+  /// How long create and join wait by default.
+  static constexpr std::chrono::seconds init_timeout{120};
 
   ~clique();
   clique(const clique&) = delete;
@@ -80,6 +108,12 @@ public:
   /// The clique's own stream of `rank` (a cudaStream_t).
   void* stream(int rank) const;
 
+  /// The deadline of every later call's enqueue (a group whose peers are
+  /// not there yet stays in progress): past it the call aborts the clique
+  /// and fails with device_error. time_point::max() (the default): no
+  /// deadline.
+  void set_deadline(wait_clock::time_point deadline);
+
   // In every collective, `send` and `recv` hold one device pointer per rank
   // (on that rank's GPU), `streams` is empty (the clique's streams) or holds
   // one cudaStream_t per rank. send[r] == recv[r] is in place.
@@ -87,7 +121,7 @@ public:
   /// recv[r] = op over all ranks of send[*], for every rank. sum, prod, min,
   /// max; mean is ncclSum, then one division by the rank count on each
   /// rank (floating dtypes only; integer mean is invalid_argument, as
-  /// everywhere in varsync). Floating min and max propagate NaN as the host
+  /// everywhere in varsync). 16-bit sum, mean and prod in float32 (above). Floating min and max propagate NaN as the host
   /// kernels do (NCCL's drop it): a byte mask of the inputs' NaNs is
   /// max-reduced with them and sets those results to a quiet NaN. The same
   /// holds for reduce and all_reduce_batch.
@@ -116,8 +150,9 @@ public:
 
   /// Fused in-place all-reduce of a list of buffers per rank: every rank
   /// lists the same (count, dtype) sequence. Buffers are grouped by dtype;
-  /// each group with more than one buffer is packed into a staging buffer
-  /// (device copies), reduced with one ncclAllReduce, and unpacked; so the
+  /// each group with more than one buffer, and every widened 16-bit group,
+  /// is packed into a staging buffer (device copies; widened to float32),
+  /// reduced with one ncclAllReduce, and unpacked (rounded once); so the
   /// batch costs one NCCL call per dtype, all in one group.
   caf::error all_reduce_batch(reduce_op op,
                               std::span<const std::vector<buffer>> per_rank,
@@ -141,7 +176,10 @@ public:
 
   /// ncclCommAbort on every communicator: NCCL kernels in flight stop. The
   /// clique is never used again: every later call returns device_error
-  /// naming `cause`. Idempotent.
+  /// naming `cause`. Idempotent. The destructor frees nothing that a stream
+  /// the clique used may still touch after an abort (it leaks instead), and
+  /// never destroys a communicator joined across processes (it aborts it:
+  /// destroying may wait for peers that are gone).
   void abort(const caf::error& cause);
 
   /// The cause abort() recorded, or none.

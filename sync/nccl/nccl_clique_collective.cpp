@@ -6,6 +6,7 @@
 // updated on its GPU from its GPU's result. Data stays on the GPUs; host
 // contributions are copied to their replica's GPU first.
 
+#include <algorithm>
 #include <span>
 #include <utility>
 #include <vector>
@@ -100,46 +101,232 @@ private:
                   nbytes_of(item));
   }
 
-  /// One writable buffer per rank (GPU) holding what that GPU contributes
-  /// to `item`: its one replica's input, or its replicas' inputs reduced
-  /// (by `op`) into scratch. first_only items: replica 0's input on its
-  /// GPU, scratch elsewhere (the broadcast overwrites it).
+  /// 16-bit sum, mean and prod travel as float32 (nccl_clique.hpp).
+  static bool widened(const collective_item& item) {
+    return (item.type == dtype::float16 || item.type == dtype::bfloat16)
+           && !item.first_only && item.rop != reduce_op::min
+           && item.rop != reduce_op::max;
+  }
+
+  /// One item between its phases: what each rank (GPU) hands NCCL, and,
+  /// for a read, where the result lands on replica 0's GPU.
+  struct pending {
+    size_t k = 0;
+    bool wide = false;
+    std::vector<void*> bufs;
+    void* result = nullptr;
+  };
+
+  /// Replica inputs of `item` per rank (GPU), ready for NCCL: its one
+  /// replica's input (the collective may overwrite a staged buffer), or its
+  /// replicas' inputs reduced into scratch; widened to float32 for a
+  /// widened item. first_only items: replica 0's input on its GPU, scratch
+  /// elsewhere (the broadcast overwrites it). `components`: the inputs are
+  /// the replicas' components (a read: NCCL only reads them).
   caf::expected<std::vector<void*>>
-  rank_inputs(const collective_item& item, const item_buffers& b,
-              reduce_op op) {
+  rank_inputs(const collective_item& item, const item_buffers& b, bool wide,
+              bool components) {
     std::vector<void*> out(static_cast<size_t>(ranks()), nullptr);
+    const auto op = across_gpus(item.rop);
     for (int g = 0; g < ranks(); ++g) {
       const auto& mine = members_[static_cast<size_t>(g)];
       std::vector<const void*> inputs;
       for (int r : mine) {
         if (item.first_only && r != 0)
           continue;
+        if (components) {
+          inputs.push_back(b.inputs[static_cast<size_t>(r)]);
+          continue;
+        }
         auto in = input_on_gpu(item, b, r);
         if (!in)
           return std::move(in.error());
         inputs.push_back(*in);
       }
-      if (inputs.size() == 1 && (item.first_only || mine.size() == 1)) {
-        // The replica's own buffer (staged: the collective may overwrite
-        // it) or scratch.
+      if (!wide && inputs.size() == 1
+          && (item.first_only || mine.size() == 1)) {
         out[static_cast<size_t>(g)] = const_cast<void*>(inputs[0]);
         continue;
       }
-      auto p = scratch_on(g, nbytes_of(item));
+      const size_t width = wide ? sizeof(float) : size_of(item.type);
+      auto p = scratch_on(g, static_cast<size_t>(item.count) * width);
       if (!p)
         return std::move(p.error());
       out[static_cast<size_t>(g)] = *p;
-      if (!inputs.empty())
-        if (auto err = gpu(g).reduce(op, item.type, *p, inputs, item.count))
-          return err;
+      caf::error err;
+      if (wide)
+        err = gpu(g).reduce_widen(op == reduce_op::prod ? op : reduce_op::sum,
+                                  item.type, static_cast<float*>(*p), inputs,
+                                  item.count);
+      else if (inputs.size() == 1)
+        err = gpu(g).copy(*p, inputs[0], nbytes_of(item));
+      else if (!inputs.empty())
+        err = gpu(g).reduce(op, item.type, *p, inputs, item.count);
+      if (err)
+        return err;
     }
     return out;
   }
 
-  /// Every replica's component from its GPU's result y[slot].
-  caf::error apply_everywhere(const collective_item& item,
-                              const item_buffers& b,
-                              const std::vector<void*>& y, int n) {
+  // -- stage: every input on its GPU, each GPU's replicas reduced ------------
+
+  caf::error stage(const collective_plan& plan, collective_buffers& buffers,
+                   int n) override {
+    pending_.clear();
+    for (size_t k = 0; k < plan.items.size(); ++k) {
+      auto& item = plan.items[k];
+      auto& b = buffers.items[k];
+      if (item.count == 0 || item.scatter)
+        continue;
+      if (item.source == collective_source::contributions
+          && item.target == collective_target::output)
+        continue; // host values: the host reduces them (apply)
+      const bool read = item.target == collective_target::output;
+      if (read && joined_) // never chosen: reads across processes are staged
+        return make_error(errc::invalid_argument,
+                          description_ + ": reads do not run over NCCL "
+                                         "across processes");
+      if (read && (item.first_only || n == 1))
+        continue; // replica 0's component, copied out (apply)
+      pending p;
+      p.k = k;
+      p.wide = widened(item);
+      auto bufs = rank_inputs(item, b, p.wide, read);
+      if (!bufs)
+        return std::move(bufs.error());
+      p.bufs = std::move(*bufs);
+      if (read) {
+        const size_t width = p.wide ? sizeof(float) : size_of(item.type);
+        auto out = scratch_on(slot_of(0),
+                              static_cast<size_t>(item.count) * width);
+        if (!out)
+          return std::move(out.error());
+        p.result = *out;
+      }
+      pending_.push_back(std::move(p));
+    }
+    return {};
+  }
+
+  // -- communicate: the NCCL calls, nothing applied -------------------------
+
+  caf::error communicate(const collective_plan& plan, collective_buffers&,
+                         int) override {
+    auto s = streams();
+    std::span<void* const> on{s};
+    // Plain reductions fused per reduce op (one NCCL call per dtype each),
+    // in order of first appearance: the same calls in every process.
+    std::vector<reduce_op> ops;
+    for (auto& p : pending_) {
+      auto& item = plan.items[p.k];
+      if (item.target != collective_target::components || item.first_only)
+        continue;
+      if (std::find(ops.begin(), ops.end(), item.rop) == ops.end())
+        ops.push_back(item.rop);
+    }
+    for (auto rop : ops)
+      if (auto err = fused(plan, rop, on))
+        return err;
+    for (auto& p : pending_) {
+      auto& item = plan.items[p.k];
+      std::vector<const void*> send(p.bufs.begin(), p.bufs.end());
+      caf::error err;
+      if (item.target == collective_target::output) {
+        std::vector<void*> recv(static_cast<size_t>(ranks()), nullptr);
+        recv[static_cast<size_t>(slot_of(0))] = p.result;
+        err = clique_->reduce(across_gpus(item.rop),
+                              p.wide ? dtype::float32 : item.type, send, recv,
+                              item.count, slot_of(0), on);
+      } else if (item.first_only) {
+        err = clique_->broadcast(item.type, send, p.bufs, item.count,
+                                 root_rank(), on);
+      }
+      if (err)
+        return err;
+    }
+    return {};
+  }
+
+  /// The update items of reduce op `rop` in one all_reduce_batch.
+  caf::error fused(const collective_plan& plan, reduce_op rop,
+                   std::span<void* const> on) {
+    std::vector<std::vector<nccl::buffer>> per_rank(
+      static_cast<size_t>(ranks()));
+    for (auto& p : pending_) {
+      auto& item = plan.items[p.k];
+      if (item.target != collective_target::components || item.first_only
+          || item.rop != rop)
+        continue;
+      for (int g = 0; g < ranks(); ++g)
+        per_rank[static_cast<size_t>(g)].push_back(
+          {p.bufs[static_cast<size_t>(g)], item.count,
+           p.wide ? dtype::float32 : item.type});
+    }
+    return clique_->all_reduce_batch(across_gpus(rop), per_rank, on);
+  }
+
+  // -- apply: in plan order, once the NCCL work is done everywhere ------------
+
+  caf::error apply(const collective_plan& plan, collective_buffers& buffers,
+                   int n) override {
+    size_t next = 0; // pending_ is in plan order
+    for (size_t k = 0; k < plan.items.size(); ++k) {
+      auto& item = plan.items[k];
+      auto& b = buffers.items[k];
+      if (item.count == 0)
+        continue;
+      const pending* p = next < pending_.size() && pending_[next].k == k
+                           ? &pending_[next++]
+                           : nullptr;
+      caf::error err;
+      if (item.source == collective_source::contributions
+          && item.target == collective_target::output)
+        host_item(item, b);
+      else if (item.scatter) // first_only
+        err = scatter_item(item, b, n);
+      else if (item.target == collective_target::output)
+        err = p == nullptr
+                ? copy_to_host(gpu(slot_of(0)), b.output, b.inputs[0],
+                               nbytes_of(item))
+                : read_result(item, b, *p, n);
+      else if (p != nullptr)
+        err = apply_update(item, b, *p, n);
+      if (err)
+        return err;
+    }
+    return {};
+  }
+
+  /// y on GPU g in the item's dtype: the result rounded once (widened), or
+  /// divided for a mean, or as NCCL left it.
+  caf::expected<void*> final_value(const collective_item& item, int g,
+                                   void* data, bool wide, int n) {
+    const bool mean = item.rop == reduce_op::mean && !item.first_only;
+    const int64_t divisor = mean ? replicas_in_all(n) : 1;
+    if (!wide) {
+      if (mean)
+        if (auto err = gpu(g).divide(item.type, data, divisor, item.count))
+          return err;
+      return data;
+    }
+    auto y = scratch_on(g, nbytes_of(item));
+    if (!y)
+      return std::move(y.error());
+    if (auto err = gpu(g).narrow(item.type, *y, static_cast<float*>(data),
+                                 divisor, item.count))
+      return err;
+    return *y;
+  }
+
+  caf::error apply_update(const collective_item& item, const item_buffers& b,
+                          const pending& p, int n) {
+    std::vector<void*> y(static_cast<size_t>(ranks()));
+    for (int g = 0; g < ranks(); ++g) {
+      auto v = final_value(item, g, p.bufs[static_cast<size_t>(g)], p.wide, n);
+      if (!v)
+        return std::move(v.error());
+      y[static_cast<size_t>(g)] = *v;
+    }
     for (int r = 0; r < n; ++r)
       if (auto err = gpu_of(r).apply_local(
             b.components[static_cast<size_t>(r)], item.uop, item.type,
@@ -148,169 +335,19 @@ private:
     return {};
   }
 
-  /// The second half of a mean on every rank's result.
-  caf::error divide_all(const collective_item& item,
-                        const std::vector<void*>& y, int n) {
-    if (item.rop != reduce_op::mean || item.first_only)
-      return {};
-    for (int g = 0; g < ranks(); ++g)
-      if (auto err = gpu(g).divide(item.type, y[static_cast<size_t>(g)],
-                                   replicas_in_all(n), item.count))
-        return err;
-    return {};
-  }
-
-  caf::error update_item(const collective_item& item, const item_buffers& b,
-                         int n, std::span<void* const> streams) {
-    const auto op = across_gpus(item.rop);
-    auto bufs = rank_inputs(item, b, op);
-    if (!bufs)
-      return std::move(bufs.error());
-    std::vector<const void*> send(bufs->begin(), bufs->end());
-    caf::error err;
-    if (item.first_only)
-      err = clique_->broadcast(item.type, send, *bufs, item.count,
-                               root_rank(), streams);
-    else
-      err = clique_->all_reduce(op, item.type, send, *bufs, item.count,
-                                streams);
-    if (!err)
-      err = divide_all(item, *bufs, n);
-    if (err)
-      return err;
-    return apply_everywhere(item, b, *bufs, n);
-  }
-
-  /// All update items of a plan that are plain reductions with one reduce
-  /// op: one all_reduce_batch (one ncclAllReduce per dtype, one group).
-  caf::error fused_updates(const collective_plan& plan,
-                           const collective_buffers& buffers,
-                           const std::vector<size_t>& which, int n,
-                           std::span<void* const> streams) {
-    const auto op = across_gpus(plan.items[which.front()].rop);
-    std::vector<std::vector<void*>> bufs;
-    std::vector<std::vector<nccl::buffer>> per_rank(
-      static_cast<size_t>(ranks()));
-    for (auto k : which) {
-      auto& item = plan.items[k];
-      auto b = rank_inputs(item, buffers.items[k], op);
-      if (!b)
-        return std::move(b.error());
-      for (int g = 0; g < ranks(); ++g)
-        per_rank[static_cast<size_t>(g)].push_back(
-          {(*b)[static_cast<size_t>(g)], item.count, item.type});
-      bufs.push_back(std::move(*b));
-    }
-    if (auto err = clique_->all_reduce_batch(op, per_rank, streams))
-      return err;
-    for (size_t j = 0; j < which.size(); ++j) {
-      auto& item = plan.items[which[j]];
-      if (auto err = divide_all(item, bufs[j], n))
-        return err;
-      if (auto err = apply_everywhere(item, buffers.items[which[j]], bufs[j],
-                                      n))
-        return err;
-    }
-    return {};
-  }
-
-  /// components -> output: each GPU's replicas reduced on it, the clique
-  /// reduces to replica 0's GPU, one copy to the host.
-  caf::error read_item(const collective_item& item, item_buffers& b, int n,
-                       std::span<void* const> streams) {
-    if (joined_) // never chosen: reads across processes are staged
-      return make_error(errc::invalid_argument,
-                        description_ + ": reads do not run over NCCL across "
-                                       "processes");
-    const size_t nbytes = nbytes_of(item);
+  caf::error read_result(const collective_item& item, item_buffers& b,
+                         const pending& p, int n) {
     const int root = slot_of(0);
-    if (item.first_only || n == 1)
-      return copy_to_host(gpu(root), b.output, b.inputs[0], nbytes);
-    const auto op = across_gpus(item.rop);
-    std::vector<const void*> send(static_cast<size_t>(ranks()), nullptr);
-    for (int g = 0; g < ranks(); ++g) {
-      const auto& mine = members_[static_cast<size_t>(g)];
-      if (mine.size() == 1) {
-        send[static_cast<size_t>(g)]
-          = b.inputs[static_cast<size_t>(mine[0])];
-        continue;
-      }
-      auto p = scratch_on(g, nbytes);
-      if (!p)
-        return std::move(p.error());
-      std::vector<const void*> inputs;
-      for (int r : mine)
-        inputs.push_back(b.inputs[static_cast<size_t>(r)]);
-      if (auto err = gpu(g).reduce(op, item.type, *p, inputs, item.count))
-        return err;
-      send[static_cast<size_t>(g)] = *p;
-    }
-    auto out = scratch_on(root, nbytes);
-    if (!out)
-      return std::move(out.error());
-    std::vector<void*> recv(static_cast<size_t>(ranks()), nullptr);
-    recv[static_cast<size_t>(root)] = *out;
-    if (auto err = clique_->reduce(op, item.type, send, recv, item.count,
-                                   root, streams))
-      return err;
-    if (item.rop == reduce_op::mean)
-      if (auto err = gpu(root).divide(item.type, *out, replicas_in_all(n),
-                                      item.count))
-        return err;
-    return copy_to_host(gpu(root), b.output, *out, nbytes);
-  }
-
-  caf::error run_items(const collective_plan& plan,
-                       collective_buffers& buffers, int n) override {
-    auto s = streams();
-    std::span<void* const> streams_span{s};
-    // The step updates are fused when every one of them is a plain
-    // reduction with one common op (no only_first_replica / none item, whose
-    // broadcast would otherwise be applied out of issue order; scatter items
-    // are first_only): all reduced in one batch, then applied in issue
-    // order. The values y do not depend on the components, so reducing all
-    // first changes nothing.
-    std::vector<size_t> fusable;
-    bool fusable_plan = true;
-    for (size_t k = 0; k < plan.items.size(); ++k) {
-      auto& item = plan.items[k];
-      if (item.count == 0 || item.source != collective_source::contributions
-          || item.target != collective_target::components)
-        continue;
-      if (item.first_only
-          || (!fusable.empty() && plan.items[fusable[0]].rop != item.rop))
-        fusable_plan = false;
-      fusable.push_back(k);
-    }
-    const bool fuse = fusable_plan && fusable.size() > 1;
-    if (fuse)
-      if (auto err = fused_updates(plan, buffers, fusable, n, streams_span))
-        return err;
-    for (size_t k = 0; k < plan.items.size(); ++k) {
-      auto& item = plan.items[k];
-      auto& b = buffers.items[k];
-      if (item.count == 0)
-        continue;
-      if (item.source == collective_source::contributions
-          && item.target == collective_target::output) {
-        host_item(item, b);
-        continue;
-      }
-      caf::error err;
-      if (item.scatter) // first_only, so never fused
-        err = scatter_item(item, b, n);
-      else if (item.target == collective_target::output)
-        err = read_item(item, b, n, streams_span);
-      else if (!fuse)
-        err = update_item(item, b, n, streams_span);
-      if (err)
-        return err;
-    }
-    return {};
+    auto v = final_value(item, root, p.result, p.wide, n);
+    if (!v)
+      return std::move(v.error());
+    return copy_to_host(gpu(root), b.output, *v, nbytes_of(item));
   }
 
   std::unique_ptr<nccl::clique> clique_;
   bool joined_ = false;
+  /// The items of the current run that NCCL moves, in plan order.
+  std::vector<pending> pending_;
   /// The replicas on each GPU (topo_.gpus order), in replica order.
   std::vector<std::vector<int>> members_;
 };
