@@ -1,11 +1,12 @@
-// Deadlines on the device (issue: a GPU collective never hangs the
-// strategy). A stream is held up by a host function that waits for the test
-// to release it, which is how a collective whose peer never arrives looks to
-// the host: queued work that does not finish. Waits with a deadline return
-// device_error at the deadline, an NCCL clique is aborted and never reused,
-// and held-up work that is released later still drains. Needs a GPU.
+// Deadlines on the device: a GPU collective never hangs the strategy. A
+// stream is held up (stream_blocker.hpp), which is how a collective whose
+// peer never arrives looks to the host: queued work that does not finish.
+// Waits with a deadline return device_error at the deadline, an NCCL clique
+// is aborted and never reused, and held-up work that is released later
+// still drains. Needs a GPU.
 
 #include "gpu_test_util.hpp"
+#include "stream_blocker.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -28,36 +29,6 @@ using namespace varsync;
 using namespace gpu_test;
 using namespace std::chrono_literals;
 
-namespace {
-
-/// Holds a stream until released (or destroyed: never leaves it held).
-class stream_blocker {
-public:
-  explicit stream_blocker(void* stream) {
-    auto e = cudaLaunchHostFunc(static_cast<cudaStream_t>(stream), &hold,
-                                &released_);
-    REQUIRE(e == cudaSuccess);
-  }
-  ~stream_blocker() { release(); }
-  void release() { released_.store(true, std::memory_order_release); }
-  /// Releases the stream after `delay`, from another thread.
-  std::thread release_after(std::chrono::milliseconds delay) {
-    return std::thread{[this, delay] {
-      std::this_thread::sleep_for(delay);
-      release();
-    }};
-  }
-
-private:
-  static void CUDART_CB hold(void* flag) {
-    auto* f = static_cast<std::atomic<bool>*>(flag);
-    while (!f->load(std::memory_order_acquire))
-      std::this_thread::sleep_for(1ms);
-  }
-  std::atomic<bool> released_{false};
-};
-
-} // namespace
 
 TEST_CASE("cuda_device: a wait with a deadline gives up at the deadline "
           "while the stream is held, and waits again once it is released",

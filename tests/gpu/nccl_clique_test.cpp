@@ -238,8 +238,10 @@ TEST_CASE("nccl clique: a GPU listed twice is refused", "[gpu][nccl]") {
   CHECK(message_of(c.error()).find("same-GPU") != std::string::npos);
 }
 
+// No ';' in a test name: CTest splits it there into two tests that match
+// nothing.
 TEST_CASE("nccl clique: join (ncclCommInitRank) makes this process's part "
-          "of a communicator; a world of one all-reduces and averages",
+          "of a communicator, and a world of one all-reduces and averages",
           "[gpu][nccl]") {
   auto id = nccl::new_unique_id();
   if (!id)
