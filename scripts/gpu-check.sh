@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# Proves the CUDA backend on a machine with a GPU, in one command:
+# Proves the CUDA backend on a machine with a GPU, in one command, from the
+# repository root:
 #
-#   scripts/gpu-check.sh [--build-dir DIR] [--stages LIST] [--quick]
-#
-# From the repository root, no network needed. It finds (or unpacks) what the
-# build needs, builds with every core, then runs, each stage timed and
-# reported:
+#   scripts/gpu-check.sh                 the default: runs scripts/gpu-once.sh
+#                                        over what scripts/gpu-bundle.sh built
+#                                        on another machine (.gpu/ carried
+#                                        with the tree): about 8 minutes,
+#                                        nothing built here (BUDGET=seconds)
+#   scripts/gpu-check.sh --build [--build-dir DIR] [--stages LIST] [--quick]
+#                                        the fallback: builds here with every
+#                                        core, then runs each stage, timed
+#                                        and reported:
 #   tests       every CTest test labelled gpu (CUDA unit tests, NCCL clique,
-#               the rule-table suite in the one-gpu, gpus and mixed layouts,
-#               the cuda_step example); a skipped GPU test is a failure
+#               the two-process NCCL cases, the rule-table suite in the
+#               one-gpu, gpus and mixed layouts and across processes, the
+#               cuda_step example); a skipped GPU test is a failure
 #   examples    cuda_step on cuda:0, cuda:0 x2 and x4, and on every GPU
 #   bench       bench/gpu/gpu_allreduce (figures in the report)
 #   sanitizers  compute-sanitizer memcheck, racecheck and synccheck on the
@@ -20,12 +26,13 @@
 # set, else to build/gpu-report/. Exit status: 0 only when every stage run
 # passed.
 #
-# Dependencies: CMake, Ninja, nvcc and a GPU driver must be on the machine.
-# CAF, spdlog, fmt, Catch2 and nlohmann-json come from the system when
-# installed; otherwise from the Debian packages in .gpu-deps/ (fill it on a
-# networked Debian 12 machine with scripts/gpu-deps.sh), unpacked under the
-# build directory. NCCL comes from the CUDA toolkit, $NCCL_ROOT, or the
-# nvidia-nccl Python wheel when that is installed.
+# --build needs CMake, Ninja, nvcc and a GPU driver on the machine. CAF,
+# spdlog, fmt, Catch2, nlohmann-json, Gloo and Google Benchmark come from
+# the system when installed; otherwise from the Debian packages in
+# .gpu-deps/ (fill it on a networked Debian 12 machine with
+# scripts/gpu-deps.sh), unpacked under the build directory. NCCL comes from
+# the CUDA toolkit, $NCCL_ROOT, or the nvidia-nccl Python wheel when that
+# is installed.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -34,15 +41,25 @@ root="$(pwd)"
 build_dir="build-gpu-check"
 stages="tests,examples,bench,sanitizers"
 quick=0
+build=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
+    --build) build=1; shift ;;
     --build-dir) build_dir="$2"; shift 2 ;;
     --stages) stages="$2"; shift 2 ;;
     --quick) quick=1; shift ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
     *) echo "gpu-check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+if [[ $build -eq 0 ]]; then
+  if [[ ! -d .gpu/tree ]]; then
+    echo "gpu-check.sh: no .gpu/ bundle: run scripts/gpu-bundle.sh on the build" \
+         "machine and carry .gpu/ with the tree, or pass --build" >&2
+    exit 2
+  fi
+  exec bash scripts/gpu-once.sh
+fi
 for s in ${stages//,/ }; do
   case "$s" in
     tests|examples|bench|sanitizers|host) ;;
