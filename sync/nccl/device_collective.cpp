@@ -482,8 +482,13 @@ caf::error device_collective::run(const collective_plan& plan,
                                   collective_buffers& buffers, int, int) {
   const int n = plan.num_replicas;
   caf::error err = prepare(plan, buffers);
-  if (hooks_.before_communication)
+  // A failed agreement is known to every process (they all see every
+  // record): none then votes, so the rounds stay aligned.
+  bool agreed = true;
+  if (hooks_.before_communication) {
     err = hooks_.before_communication(err);
+    agreed = !err;
+  }
   const bool peers = communicator() != nullptr && !broken_;
   if (!err)
     err = communicate(plan, buffers, n);
@@ -494,7 +499,7 @@ caf::error device_collective::run(const collective_plan& plan,
     if (!err)
       err = std::move(waited);
   }
-  if (hooks_.before_apply)
+  if (hooks_.before_apply && agreed)
     err = hooks_.before_apply(err);
   if (!err && !broken_)
     err = apply(plan, buffers, n);

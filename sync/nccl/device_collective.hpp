@@ -49,7 +49,7 @@
 //   [hooks.before_communication(the error so far)]
 //   communicate  the NCCL calls (algorithms that have a communicator)
 //   wait         bounded by buffers.deadline (below)
-//   [hooks.before_apply(the outcome so far)]
+//   [hooks.before_apply(the outcome so far), if the agreement succeeded]
 //   apply        item by item, in plan order: divisions, rounding, the
 //                update kernels, scatters, reads into pinned memory
 //   wait         for the apply work (local), then the reads are copied out
@@ -102,13 +102,15 @@ class pinned_arena;
 
 /// What the processes of a communicator across processes say to each other
 /// around a run's NCCL phase (sync/nccl/nccl_across_processes_collective);
-/// empty in one process. Each is called once per run, with this process's
-/// error so far (none: ready), and returns the run's error from then on
-/// (another process's failure, or this one's), none to go on.
+/// empty in one process. Each is called with this process's error so far
+/// (none: ready) and returns the run's error from then on (another
+/// process's failure, or this one's), none to go on.
 struct collective_phase_hooks {
-  /// Before the first NCCL call: the agreement round.
+  /// Before the first NCCL call, on every run: the agreement round. Its
+  /// outcome is the same in every process.
   std::function<caf::error(const caf::error& local)> before_communication;
-  /// After the NCCL work was waited for, before anything is applied.
+  /// After the NCCL work was waited for, before anything is applied: on
+  /// every run whose agreement succeeded (else no process calls it).
   std::function<caf::error(const caf::error& local)> before_apply;
 };
 

@@ -132,8 +132,7 @@ struct clique::impl {
   std::vector<cudaStream_t> streams;
   std::vector<grow_buffer> staging; // per rank: packing, 16-bit widening
   std::vector<grow_buffer> masks;   // per rank: NaN masks of min / max
-  /// Buffers replaced by bigger ones, freed once a wait drained the work:
-  /// (gpu, pointer).
+  /// Buffers replaced by bigger ones, freed with the clique: (gpu, pointer).
   std::vector<std::pair<int, void*>> retired;
   /// Every stream a call used, per rank (the teardown checks them all).
   std::vector<std::set<cudaStream_t>> used;
@@ -158,7 +157,6 @@ struct clique::impl {
   /// `until` (then aborts).
   caf::error settle(wait_clock::time_point until, const std::string& what);
   void abort(const caf::error& cause);
-  void free_retired();
   bool streams_busy();
 
   /// The stream of rank r for this call.
@@ -211,25 +209,28 @@ struct clique::impl {
     return settle(deadline, std::string{what});
   }
 
-  /// Grows rank r's buffer to at least `bytes` (stream-ordered on `s`); the
-  /// old one is retired, never freed while work may use it.
-  caf::error reserve(grow_buffer& buf, int r, size_t bytes, cudaStream_t s,
-                     const char* what) {
+  /// Grows rank r's buffer to at least `bytes` (to twice its size at
+  /// least, so that growing is rare). cudaMalloc, which waits for no
+  /// stream (a stream-ordered allocation on a stream held up by a stuck
+  /// peer's work could wait with it); the old buffer is retired, freed when
+  /// the clique goes (cudaFree synchronizes the device: never in a run).
+  caf::error reserve(grow_buffer& buf, int r, size_t bytes, const char* what) {
     if (buf.size >= bytes)
       return {};
     const int gpu = gpus[static_cast<size_t>(r)];
     cuda::device_guard guard{gpu};
     if (guard.status() != cudaSuccess)
       return cuda::make_cuda_error(gpu, "cudaSetDevice", guard.status());
+    const size_t size = std::max(bytes, 2 * buf.size);
     if (buf.data != nullptr)
       retired.emplace_back(gpu, buf.data);
     buf = {};
-    if (auto e = cudaMallocAsync(&buf.data, bytes, s); e != cudaSuccess) {
+    if (auto e = cudaMalloc(&buf.data, size); e != cudaSuccess) {
       cudaGetLastError();
       buf = {};
       return cuda::make_cuda_error(gpu, what, e);
     }
-    buf.size = bytes;
+    buf.size = size;
     return {};
   }
 
@@ -237,13 +238,13 @@ struct clique::impl {
   /// least `mask_bytes`, before the call's first NCCL operation.
   caf::error reserve_all(size_t bytes, size_t mask_bytes,
                          std::span<void* const> given) {
+    (void) given;
     for (int r = 0; r < n(); ++r) {
-      auto s = stream_for(given, r);
-      if (auto err = reserve(staging[static_cast<size_t>(r)], r, bytes, s,
-                             "nccl staging buffer (cudaMallocAsync)"))
+      if (auto err = reserve(staging[static_cast<size_t>(r)], r, bytes,
+                             "nccl staging buffer (cudaMalloc)"))
         return err;
-      if (auto err = reserve(masks[static_cast<size_t>(r)], r, mask_bytes, s,
-                             "nccl NaN mask (cudaMallocAsync)"))
+      if (auto err = reserve(masks[static_cast<size_t>(r)], r, mask_bytes,
+                             "nccl NaN mask (cudaMalloc)"))
         return err;
     }
     return {};
@@ -356,24 +357,22 @@ clique::impl::~impl() {
       else
         ncclCommDestroy(comms[r]);
     }
-    if (keep)
-      continue;
-    if (r < streams.size() && streams[r] != nullptr) {
-      if (staging[r].data != nullptr)
-        cudaFreeAsync(staging[r].data, streams[r]);
-      if (masks[r].data != nullptr)
-        cudaFreeAsync(masks[r].data, streams[r]);
-    }
   }
-  if (keep)
-    return;
-  free_retired();
-  for (size_t r = 0; r < streams.size(); ++r) {
-    if (streams[r] == nullptr)
-      continue;
-    cuda::device_guard guard{gpus[r]};
-    cudaStreamSynchronize(streams[r]);
-    cudaStreamDestroy(streams[r]);
+  if (!keep) {
+    for (size_t r = 0; r < gpus.size(); ++r) {
+      cuda::device_guard guard{gpus[r]};
+      if (r < streams.size() && streams[r] != nullptr)
+        cudaStreamSynchronize(streams[r]);
+      for (auto* p : {staging[r].data, masks[r].data})
+        if (p != nullptr)
+          cudaFree(p);
+      if (r < streams.size() && streams[r] != nullptr)
+        cudaStreamDestroy(streams[r]);
+    }
+    for (auto& [gpu, p] : retired) {
+      cuda::device_guard guard{gpu};
+      cudaFree(p);
+    }
   }
   cudaGetLastError();
 }
@@ -389,17 +388,6 @@ bool clique::impl::streams_busy() {
   }
   cudaGetLastError();
   return false;
-}
-
-void clique::impl::free_retired() {
-  for (auto& [gpu, p] : retired) {
-    cuda::device_guard guard{gpu};
-    const auto i = static_cast<size_t>(
-      std::find(gpus.begin(), gpus.end(), gpu) - gpus.begin());
-    if (cudaFreeAsync(p, streams[i]) != cudaSuccess)
-      cudaGetLastError();
-  }
-  retired.clear();
 }
 
 caf::error clique::impl::open_streams() {
@@ -982,10 +970,7 @@ wait_outcome clique::wait(std::span<void* const> streams,
     return cuda::query_streams(impl_->gpus, waited, "nccl clique: stream");
   };
   work.abort = [this](const caf::error& why) { abort(why); };
-  auto out = wait_for_work(work, deadline, grace, "nccl collective");
-  if (!out.error && !impl_->streams_busy())
-    impl_->free_retired();
-  return out;
+  return wait_for_work(work, deadline, grace, "nccl collective");
 }
 
 } // namespace varsync::nccl

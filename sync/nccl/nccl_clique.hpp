@@ -18,10 +18,12 @@
 // call keeps the caller. Creating, joining and every group's enqueue (where
 // NCCL connects peers on first use) are polled with ncclCommGetAsyncError
 // until done, an error, or the clique's deadline (set_deadline; join and
-// create take their own), which aborts the clique. The clique's scratch
-// (16-bit widening, batch packing, NaN masks) is sized before a call's first
-// NCCL operation and grown without any device-wide synchronisation: a
-// replaced buffer is freed once a wait finds the work drained.
+// create take their own), which aborts the clique. The enqueue can take as
+// long as the streams' earlier work (seen with NCCL 2.28 on a held stream):
+// with a deadline set it is bounded too. The clique's scratch (16-bit
+// widening, batch packing, NaN masks) is sized before a call's first NCCL
+// operation and grown without any device-wide synchronisation or
+// stream-ordered call: a replaced buffer is freed with the clique.
 //
 // 16-bit floats: sum, mean and prod of float16 / bfloat16 are computed in
 // float32 (each rank's input widened, NCCL reduces float32, the mean divided

@@ -272,7 +272,8 @@ int join_absent(const std::string& dir) {
   const double took = ms_since(start);
   EXPECT(!a);
   EXPECT(has_code(err, errc::device_error));
-  EXPECT(took < 1000.0 + 1500.0);
+  // Aborting a half-made communicator took up to 2 s (NCCL 2.28, H200).
+  EXPECT(took < 1000.0 + 4000.0);
   std::printf("RESULT join-absent took_ms=%.0f error=\"%s\"\n", took,
               describe(err).c_str());
   return failures == 0 ? 0 : 1;
