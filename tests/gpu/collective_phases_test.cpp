@@ -368,40 +368,40 @@ TEST_CASE("nccl clique: destroyed after an abort whose work did not drain, "
   cudaStream_t held = nullptr;
   REQUIRE(cudaStreamCreateWithFlags(&held, cudaStreamNonBlocking)
           == cudaSuccess);
+  std::mt19937_64 rng{3};
+  auto x = random_small_ints(dtype::float32, 4096, rng);
+  device_buffer a{*dev, x};
+  device_buffer b{*dev, x};
+  REQUIRE_FALSE(dev->synchronize());
+  // Made before the stream is held: making a communicator waits for the
+  // device's work (it took the whole hold on an H200 with NCCL 2.28).
+  auto c = nccl::clique::create({0});
+  if (!c)
+    FAIL("clique: " << describe(c.error()));
   {
     stream_blocker blocker{held};
     auto releaser = blocker.release_after(3000ms);
-    std::mt19937_64 rng{3};
-    auto x = random_small_ints(dtype::float32, 4096, rng);
-    device_buffer a{*dev, x};
-    device_buffer b{*dev, x};
-    REQUIRE_FALSE(dev->synchronize());
-    {
-      auto c = nccl::clique::create({0});
-      if (!c)
-        FAIL("clique: " << describe(c.error()));
-      std::vector<void*> streams{held};
-      // A batch of two: the clique's staging buffer is in use by the
-      // held work.
-      std::vector<std::vector<nccl::buffer>> per_rank{
-        {{a.get(), x.size(), dtype::float32},
-         {b.get(), x.size(), dtype::float32}}};
-      // The enqueue may wait for the held stream: bounded by the deadline.
-      (*c)->set_deadline(deadline_after(100ms));
-      auto err = (*c)->all_reduce_batch(reduce_op::sum, per_rank, streams);
-      if (!err) {
-        auto out = (*c)->wait(streams, deadline_after(100ms), 100ms);
-        CHECK(out.error);
-        CHECK(out.aborted);
-        CHECK_FALSE(out.drained);
-      } else {
-        CHECK(has_code(err, errc::device_error));
-      }
-      CHECK((*c)->failure());
-      const auto start = wait_clock::now();
-      c->reset(); // must not wait for the held stream
-      CHECK(wait_clock::now() - start < 1500ms);
+    std::vector<void*> streams{held};
+    // A batch of two: the clique's staging buffer is in use by the held
+    // work.
+    std::vector<std::vector<nccl::buffer>> per_rank{
+      {{a.get(), x.size(), dtype::float32},
+       {b.get(), x.size(), dtype::float32}}};
+    // The enqueue may wait for the held stream: bounded by the deadline.
+    (*c)->set_deadline(deadline_after(100ms));
+    auto err = (*c)->all_reduce_batch(reduce_op::sum, per_rank, streams);
+    if (!err) {
+      auto out = (*c)->wait(streams, deadline_after(100ms), 100ms);
+      CHECK(out.error);
+      CHECK(out.aborted);
+      CHECK_FALSE(out.drained);
+    } else {
+      CHECK(has_code(err, errc::device_error));
     }
+    CHECK((*c)->failure());
+    const auto start = wait_clock::now();
+    c->reset(); // must not wait for the held stream
+    CHECK(wait_clock::now() - start < 1500ms);
     releaser.join();
     REQUIRE(cudaStreamSynchronize(held) == cudaSuccess);
     REQUIRE_FALSE(dev->synchronize());
