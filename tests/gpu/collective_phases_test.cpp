@@ -361,52 +361,53 @@ TEST_CASE("device collective across processes: the agreement hook is "
   }
 }
 
-TEST_CASE("nccl clique: destroyed after an abort whose work did not drain, "
-          "it returns at once and frees nothing that work may touch",
+TEST_CASE("nccl clique: destroyed after an abort while a stream it used is "
+          "still busy, it returns at once and frees nothing that work may "
+          "touch",
           "[gpu][nccl][deadline][teardown]") {
   auto dev = open_gpu(0);
-  cudaStream_t held = nullptr;
-  REQUIRE(cudaStreamCreateWithFlags(&held, cudaStreamNonBlocking)
+  cudaStream_t used = nullptr;
+  cudaStream_t other = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&used, cudaStreamNonBlocking)
+          == cudaSuccess);
+  REQUIRE(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking)
           == cudaSuccess);
   std::mt19937_64 rng{3};
   auto x = random_small_ints(dtype::float32, 4096, rng);
   device_buffer a{*dev, x};
   device_buffer b{*dev, x};
   REQUIRE_FALSE(dev->synchronize());
-  // Made before the stream is held: making a communicator waits for the
-  // device's work (it took the whole hold on an H200 with NCCL 2.28).
+  // Made before any stream is held: making a communicator waits for the
+  // device's work (it took a whole hold on an H200 with NCCL 2.28).
   auto c = nccl::clique::create({0});
   if (!c)
     FAIL("clique: " << describe(c.error()));
+  // A batch of two (the clique's staging buffer) on a stream the caller
+  // gives, waited for: the clique used that stream.
+  std::vector<std::vector<nccl::buffer>> per_rank{
+    {{a.get(), x.size(), dtype::float32}, {b.get(), x.size(), dtype::float32}}};
+  std::vector<void*> first{used};
+  REQUIRE_FALSE((*c)->all_reduce_batch(reduce_op::sum, per_rank, first));
+  REQUIRE_FALSE((*c)->synchronize(first));
   {
-    stream_blocker blocker{held};
+    // Work that does not finish on that stream (as work behind a stuck
+    // peer's would), then the clique fails on another.
+    stream_blocker blocker{used};
     auto releaser = blocker.release_after(3000ms);
-    std::vector<void*> streams{held};
-    // A batch of two: the clique's staging buffer is in use by the held
-    // work.
-    std::vector<std::vector<nccl::buffer>> per_rank{
-      {{a.get(), x.size(), dtype::float32},
-       {b.get(), x.size(), dtype::float32}}};
-    // The enqueue may wait for the held stream: bounded by the deadline.
-    (*c)->set_deadline(deadline_after(100ms));
-    auto err = (*c)->all_reduce_batch(reduce_op::sum, per_rank, streams);
-    if (!err) {
-      auto out = (*c)->wait(streams, deadline_after(100ms), 100ms);
-      CHECK(out.error);
-      CHECK(out.aborted);
-      CHECK_FALSE(out.drained);
-    } else {
-      CHECK(has_code(err, errc::device_error));
-    }
+    (*c)->abort(make_error(errc::device_error, "a peer is gone"));
     CHECK((*c)->failure());
+    std::vector<void*> second{other};
+    CHECK(has_code((*c)->all_reduce_batch(reduce_op::sum, per_rank, second),
+                   errc::device_error));
     const auto start = wait_clock::now();
-    c->reset(); // must not wait for the held stream
+    c->reset(); // checks every stream it used: frees nothing, waits for none
     CHECK(wait_clock::now() - start < 1500ms);
     releaser.join();
-    REQUIRE(cudaStreamSynchronize(held) == cudaSuccess);
+    REQUIRE(cudaStreamSynchronize(used) == cudaSuccess);
     REQUIRE_FALSE(dev->synchronize());
   }
-  cudaStreamDestroy(held);
+  cudaStreamDestroy(used);
+  cudaStreamDestroy(other);
 }
 
 TEST_CASE("cuda_device: copy_from copies pool memory from every visible GPU "
