@@ -247,7 +247,8 @@ public:
 };
 
 // Rank 0 publishes the store; the others connect to it, retrying with
-// backoff until the deadline (rank 0 may start later than they do).
+// backoff until the deadline itself (rank 0 may start later than they do,
+// up to the last moment: the backoff is short and never sleeps past it).
 caf::expected<rendezvous_store_actor>
 reach_store(control_system& control, const cluster_spec& spec,
             clock::time_point deadline) {
@@ -280,11 +281,12 @@ reach_store(control_system& control, const cluster_spec& spec,
     // timeout closed it (then retried: rank 0 may be starting).
     stalled = store.error() == caf::sec::request_timeout
               || store.error() == caf::sec::connection_timeout;
-    if (store.error() == caf::sec::request_timeout
-        || clock::now() + backoff >= deadline)
+    const auto now = clock::now();
+    if (store.error() == caf::sec::request_timeout || now >= deadline)
       break;
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds{1000});
+    std::this_thread::sleep_for(
+      std::min<clock::duration>(backoff, deadline - now));
+    backoff = std::min(backoff * 2, std::chrono::milliseconds{200});
   }
   return make_error(errc::timeout,
                     "rank " + std::to_string(spec.rank)

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <future>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -12,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "spawn_processes.hpp"
 #include "sync/process_group.hpp"
 #include "varsync/error.hpp"
 
@@ -74,4 +76,47 @@ TEST_CASE("joining: a rendezvous port that accepts but never answers fails "
   CHECK(text.find("never completed CAF's handshake") != std::string::npos);
   CHECK(text.find("127.0.0.1:" + std::to_string(listener.port))
         != std::string::npos);
+}
+
+TEST_CASE("joining: a rank that starts first keeps trying to reach rank 0 "
+          "until its own deadline, so a rank 0 that starts late is still "
+          "met") {
+  // Rank 1 starts at once with a 3 s join_timeout; rank 0 starts 2.35 s
+  // later. The join used to give up once the next back-off (up to 1 s)
+  // would pass the deadline: after its attempt at 2.26 s here.
+  const int port = varsync::testing::free_loopback_port();
+  REQUIRE(port > 0);
+  auto spec_of = [port](int rank) {
+    varsync::cluster_spec spec;
+    spec.world_size = 2;
+    spec.rank = rank;
+    spec.rendezvous_host = "127.0.0.1";
+    spec.rendezvous_port = static_cast<uint16_t>(port);
+    spec.join_timeout = 3000ms;
+    spec.group_name = "late-rank-0";
+    return spec;
+  };
+  auto join_after = [](varsync::cluster_spec spec,
+                       std::chrono::milliseconds delay) {
+    auto out = std::make_shared<
+      std::promise<caf::expected<varsync::process_membership>>>();
+    auto result = out->get_future();
+    std::thread{[spec, delay, out] {
+      std::this_thread::sleep_for(delay);
+      out->set_value(varsync::join_process_group(spec, 1));
+    }}.detach();
+    return result;
+  };
+  auto first = join_after(spec_of(1), 0ms);
+  auto late = join_after(spec_of(0), 2350ms);
+  REQUIRE(first.wait_for(60s) == std::future_status::ready);
+  REQUIRE(late.wait_for(60s) == std::future_status::ready);
+  auto m1 = first.get();
+  auto m0 = late.get();
+  if (!m1)
+    FAIL("rank 1: " << varsync::describe(m1.error()));
+  if (!m0)
+    FAIL("rank 0: " << varsync::describe(m0.error()));
+  CHECK(m0->group->size() == 2);
+  CHECK(m1->group->rank() == 1);
 }
