@@ -190,6 +190,11 @@ cluster_from_environment(const environment_reader& reader) {
     auto ms = parse_integer("VARSYNC_PEER_TIMEOUT_MS", *t, 0, 86'400'000);
     if (!ms)
       return std::move(ms.error());
+    if (*ms != 0 && *ms < 100)
+      return make_error(errc::invalid_argument,
+                        "environment variable VARSYNC_PEER_TIMEOUT_MS='" + *t
+                          + "': expected 0 (no heartbeats) or at least 100 "
+                            "ms");
     spec.peer_timeout = std::chrono::milliseconds{*ms};
   }
   if (auto mode = get("VARSYNC_MODE")) {
@@ -215,8 +220,15 @@ cluster_from_environment(const environment_reader& reader) {
                           + "': expected 'automatic', 'gloo' or "
                             "'shared_memory'");
   }
+  // Every variable is checked where it is read; what validate() still
+  // finds comes from their combination, so say where the values came from.
   if (auto err = validate(spec))
-    return err;
+    return make_error(errc::invalid_argument,
+                      std::string{"the cluster given by the environment ("}
+                        + found->launcher + "'s " + found->rank + ", "
+                        + found->world_size + " and the VARSYNC_ variables) "
+                          "is invalid: "
+                        + message_of(err));
   return std::optional<cluster_spec>{std::move(spec)};
 }
 

@@ -121,6 +121,10 @@ TEST_CASE("cluster_spec: VARSYNC_PEER_TIMEOUT_MS sets the peer timeout, 0 "
     auto refused = with(bad);
     REQUIRE(!refused);
     CHECK(has_code(refused.error(), errc::invalid_argument));
+    // The error names the variable, like every other bad value.
+    CHECK(message_of(refused.error()).find("VARSYNC_PEER_TIMEOUT_MS='"
+                                           + std::string{bad} + "'")
+          != std::string::npos);
   }
   cluster_spec spec;
   CHECK(spec.peer_timeout == std::chrono::milliseconds{5000});
