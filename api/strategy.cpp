@@ -179,13 +179,11 @@ make_strategy(std::shared_ptr<detail::system_host> owned,
                                 one_gpu_per_replica(*devices));
     if (!m)
       return fail(std::move(m.error()));
-    // Only process 0 of services mode keeps the group (for its shutdown):
-    // elsewhere the connections close when the strategy's actors stop.
+    // The shutdown leaves the group in order; process 0 of services mode
+    // waits for the others first (their last operations need it).
     place = {m->group->rank(), m->group->size(), m->first_replica,
-             m->total_replicas, m->mode,
-             m->mode == cluster_mode::services && m->group->rank() == 0
-               ? m->group
-               : nullptr,
+             m->total_replicas, m->mode, m->group,
+             m->mode == cluster_mode::services && m->group->rank() == 0,
              options.cluster->operation_timeout};
     cc.processes = std::move(*m);
   } else if (options.cluster) {

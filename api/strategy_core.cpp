@@ -267,13 +267,18 @@ void strategy_core::shutdown() {
   if (metrics_server_)
     metrics_server_->stop();
   // Services mode: process 0 orders every operation, the others' last ones
-  // included, so it leaves last (never waiting on an actor's thread).
-  if (place.group && !check_may_block()
-      && !place.group->await_others_left(place.leave_timeout))
-    log()->warn("services mode: process 0 shuts down while other processes "
-                "are still in the strategy (waited {} ms); their later "
-                "cross-replica operations fail",
-                place.leave_timeout.count());
+  // included, so it leaves last. Every process then says it leaves before
+  // its connections close (never waiting on an actor's thread: the
+  // group's teardown says it then).
+  if (place.group && !check_may_block()) {
+    if (place.waits_for_others
+        && !place.group->await_others_left(place.leave_timeout))
+      log()->warn("services mode: process 0 shuts down while other processes "
+                  "are still in the strategy (waited {} ms); their later "
+                  "cross-replica operations fail",
+                  place.leave_timeout.count());
+    place.group->leave();
+  }
   caf::anon_send(coordinator_, shutdown_atom::value);
 }
 

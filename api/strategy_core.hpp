@@ -69,9 +69,11 @@ public:
     int first_replica = 0;
     int total_replicas = 0;
     cluster_mode mode = cluster_mode::training;
-    /// Process 0 of services mode: the processes' group, whose shutdown
-    /// waits (at most leave_timeout) for the others to leave first.
+    /// The processes' group: the shutdown leaves it in order
+    /// (process_group::leave), process 0 of services mode after waiting
+    /// (at most leave_timeout) for the others to leave first.
     std::shared_ptr<process_group> group;
+    bool waits_for_others = false;
     std::chrono::milliseconds leave_timeout{0};
   };
   /// Set once, before the core is shared.

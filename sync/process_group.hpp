@@ -73,6 +73,10 @@ public:
   /// others' last operations need process 0 to order them. Elsewhere:
   /// true at once.
   virtual bool await_others_left(std::chrono::milliseconds) { return true; }
+  /// This process leaves in order (its strategy shuts down): the others
+  /// hear it before its connections close, within a bound, so that none
+  /// takes the closing for a crash. Idempotent; blocking.
+  virtual void leave() {}
 
   /// Who kept whom waiting at the agreement rounds (M4).
   process_rounds& rounds() { return rounds_; }

@@ -198,6 +198,9 @@ public:
   // Services mode.
   std::shared_ptr<sequence_endpoint> endpoint;
   std::optional<sequence_link_actor> link;
+  /// Tells the others this process leaves in order (once; leave() and the
+  /// control system's teardown).
+  std::function<void()> leave_in_order;
   std::shared_ptr<departures> gone; // process 0
   std::shared_ptr<group_health> health = std::make_shared<group_health>();
 
@@ -243,6 +246,10 @@ public:
   }
   bool await_others_left(std::chrono::milliseconds limit) override {
     return !gone || gone->await_all(limit);
+  }
+  void leave() override {
+    if (leave_in_order)
+      leave_in_order();
   }
 };
 
@@ -407,6 +414,32 @@ caf::error join_sequencer(control_system& control,
     caf::anon_send_exit(link, caf::exit_reason::user_shutdown);
   });
   pg.link = link;
+  // An orderly leave is said before any connection closes, and answered:
+  // a connection that closes first reads as a crash to the others. The
+  // strategy's shutdown says it (process_group::leave); the teardown, run
+  // first (registered last), says it if nothing did.
+  auto said = std::make_shared<std::atomic<bool>>(false);
+  std::optional<operation_sequencer_actor> own;
+  if (spec.rank == 0)
+    own = sequencer;
+  pg.leave_in_order = [said, sysp = &sys, link, own] {
+    if (said->exchange(true))
+      return;
+    {
+      caf::scoped_actor self{*sysp};
+      if (own) // process 0: every other process hears it shuts down
+        self->request(*own, std::chrono::seconds{2},
+                      sequence_close_atom::value)
+          .receive([](ok_atom) {}, [](caf::error&) {});
+      self->request(link, std::chrono::seconds{2}, sequence_leave_atom::value)
+        .receive([](ok_atom) {}, [](caf::error&) {});
+    }
+    // A scoped actor ties the calling thread to the system's logger, which
+    // would keep the system from being destroyed (CAF 0.17).
+    if (caf::logger::current_logger() == &sysp->logger())
+      caf::logger::set_current_actor_system(nullptr);
+  };
+  control.on_destroy(pg.leave_in_order);
   // Marks how far this rank got, for the message of a join that times out.
   self->request(store, left_until(deadline), store_set_atom::value,
                 linking + std::to_string(spec.rank), std::vector<char>{'1'})

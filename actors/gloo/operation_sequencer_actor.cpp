@@ -45,15 +45,24 @@ void sequence_endpoint::fail(caf::error reason) {
   failure_ = std::move(reason);
   if (attached_)
     receiver_.failed(failure_);
-  if (!has_code(failure_, errc::shut_down)) // not this process's own exit
-    lose(make_error(errc::replica_failed,
-                    "process 0 left the strategy (its control connection "
-                    "closed: it exited, was killed, or stopped answering "
-                    "for longer than the peer timeout): "
-                      + describe(failure_)
-                      + "; cross-process operations fail from now on"),
-         failure_ == caf::exit_reason::user_shutdown
-           || failure_ == caf::exit_reason::normal);
+  if (has_code(failure_, errc::shut_down)) // this process's own exit
+    return;
+  const bool orderly = failure_ == caf::exit_reason::user_shutdown
+                       || failure_ == caf::exit_reason::normal || closing_;
+  lose(make_error(errc::replica_failed,
+                  std::string{"process 0 left the strategy "}
+                    + (orderly ? "(it shut its strategy down): "
+                               : "(its control connection closed: it exited, "
+                                 "was killed, or stopped answering for longer "
+                                 "than the peer timeout): ")
+                    + describe(failure_)
+                    + "; cross-process operations fail from now on"),
+       orderly);
+}
+
+void sequence_endpoint::sequencer_closing() {
+  std::lock_guard<std::mutex> lock{mtx_};
+  closing_ = true;
 }
 
 void sequence_endpoint::peer_left(int rank, const std::string& reason,
@@ -104,6 +113,7 @@ public:
                  std::shared_ptr<departures> gone)
     : operation_sequencer_actor::base(cfg),
       links_(static_cast<size_t>(world_size)),
+      leaving_(static_cast<size_t>(world_size), false),
       gone_(std::move(gone)) {
   }
 
@@ -114,8 +124,11 @@ public:
         if (!l || l.address() != msg.source)
           continue;
         auto reason = system().render(msg.reason);
+        // A process that said it leaves may close its connection before
+        // its link's exit arrives: CAF then reports the connection.
         const bool orderly = msg.reason == caf::exit_reason::user_shutdown
-                             || msg.reason == caf::exit_reason::normal;
+                             || msg.reason == caf::exit_reason::normal
+                             || leaving_[r];
         log()->info("process {} left the strategy: {}", r, reason);
         l = nullptr;
         if (r == 0)
@@ -149,15 +162,17 @@ public:
         }
         return promise;
       },
+      [this](sequence_leave_atom) -> caf::result<ok_atom> {
+        if (auto r = sender_rank(); r >= 0)
+          leaving_[static_cast<size_t>(r)] = true;
+        return ok_atom::value;
+      },
+      [this](sequence_close_atom) -> caf::result<ok_atom> {
+        return close_links();
+      },
       [this](sequence_submit_atom, sequenced_operation& op) {
         // The sender's rank is the one it joined as, whatever op says.
-        auto sender = current_sender();
-        int32_t origin = -1;
-        for (size_t r = 0; r < links_.size(); ++r)
-          if (links_[r] && sender == links_[r]->ctrl()) {
-            origin = static_cast<int32_t>(r);
-            break;
-          }
+        const int32_t origin = sender_rank();
         if (origin < 0 || joined_ < links_.size()) {
           log()->warn("services mode: dropped an operation from a process "
                       "that has not joined the sequencer");
@@ -181,7 +196,42 @@ public:
   }
 
 private:
+  /// The rank whose link sent the current message, or -1.
+  int32_t sender_rank() {
+    auto sender = current_sender();
+    for (size_t r = 0; r < links_.size(); ++r)
+      if (links_[r] && sender == links_[r]->ctrl())
+        return static_cast<int32_t>(r);
+    return -1;
+  }
+
+  /// Tells every other process's link that process 0 shuts down; answers
+  /// once each heard it (or could not: bounded).
+  caf::typed_response_promise<ok_atom> close_links() {
+    auto done = make_response_promise<ok_atom>();
+    auto waiting = std::make_shared<size_t>(0);
+    for (size_t r = 1; r < links_.size(); ++r)
+      if (links_[r])
+        ++*waiting;
+    if (*waiting == 0) {
+      done.deliver(ok_atom::value);
+      return done;
+    }
+    auto one = [done, waiting]() mutable {
+      if (--*waiting == 0)
+        done.deliver(ok_atom::value);
+    };
+    for (size_t r = 1; r < links_.size(); ++r)
+      if (links_[r])
+        request(links_[r], std::chrono::seconds{1}, sequence_close_atom::value)
+          .then([one](ok_atom) mutable { one(); },
+                [one](caf::error&) mutable { one(); });
+    return done;
+  }
+
   std::vector<sequence_link_actor> links_;
+  /// The processes that said they leave in order (sequence_leave_atom).
+  std::vector<bool> leaving_;
   std::shared_ptr<departures> gone_;
   size_t joined_ = 0;
   std::vector<caf::typed_response_promise<ok_atom>> joining_;
@@ -221,6 +271,21 @@ public:
         if (current_sender() != sequencer_->ctrl())
           return;
         endpoint_->peer_left(rank, reason, orderly);
+      },
+      [this](sequence_leave_atom) -> caf::result<ok_atom> {
+        // Answered once the sequencer heard it, or could not (bounded):
+        // the shutdown goes on either way.
+        auto done = make_response_promise<ok_atom>();
+        request(sequencer_, std::chrono::seconds{1},
+                sequence_leave_atom::value)
+          .then([done](ok_atom) mutable { done.deliver(ok_atom::value); },
+                [done](caf::error&) mutable { done.deliver(ok_atom::value); });
+        return done;
+      },
+      [this](sequence_close_atom) -> caf::result<ok_atom> {
+        if (current_sender() == sequencer_->ctrl())
+          endpoint_->sequencer_closing();
+        return ok_atom::value;
       },
     };
   }

@@ -29,6 +29,10 @@ public:
   /// Another process left the strategy (the sequencer says so); orderly:
   /// it shut its strategy down, rather than died or stopped answering.
   void peer_left(int rank, const std::string& reason, bool orderly);
+  /// Process 0 said it shuts down in order: when its connection closes,
+  /// that is no crash. Changes nothing until then (operations in flight
+  /// finish as they would).
+  void sequencer_closing();
   /// Called (once) when this process loses the strategy: the sequencer is
   /// gone or another process left; orderly as for peer_left. Set before
   /// the link starts.
@@ -43,6 +47,7 @@ private:
   bool failed_ = false;
   std::function<void(caf::error, bool)> lost_;
   bool lost_called_ = false;
+  bool closing_ = false;
 
   void lose(caf::error reason, bool orderly); // under the lock
 };

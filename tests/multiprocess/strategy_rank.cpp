@@ -18,7 +18,8 @@
 // of async operations in training mode), "services_stopped" (process 0
 // stops itself; the others notice by the missing heartbeats),
 // "training_stopped" (the last process stops itself while the others are
-// idle; they learn it from process 0's control plane). Exit: 0 as expected,
+// idle; they learn it from process 0's control plane), "clean_exit" (a few
+// operations, then every process leaves in order). Exit: 0 as expected,
 // 1 a wrong outcome, 2 bad usage.
 
 #include <chrono>
@@ -949,6 +950,44 @@ int killed(strategy& s, const std::string& path) {
   return failures == 0 ? 0 : 1;
 }
 
+// A short run that ends in order: a step and a cross-replica update, then
+// the strategy goes (the test reads both processes' logs).
+int clean_exit(strategy& s) {
+  if (s.services_mode()) {
+    // Each process issues its own operations, then waits until it has seen
+    // the others' (a process that leaves ends the others' cross-process
+    // operations, P3).
+    const int me = s.process_rank();
+    auto w = must(s.create_variable("w" + std::to_string(me),
+                                    tensor::scalar<float>(0),
+                                    synchronization::on_write,
+                                    aggregation::sum),
+                  "create");
+    must(s.assign_add(w, 1.0), "assign_add");
+    for (int p = 0; p < s.num_processes(); ++p) {
+      const auto deadline = std::chrono::steady_clock::now() + 20s;
+      for (;;) {
+        auto other = s.lookup("w" + std::to_string(p));
+        if (other && floats(s, *other) == std::vector<float>{1})
+          break;
+        if (std::chrono::steady_clock::now() > deadline) {
+          check(false, "process " + std::to_string(p) + "'s update seen");
+          break;
+        }
+        std::this_thread::sleep_for(10ms);
+      }
+    }
+    return failures == 0 ? 0 : 1;
+  }
+  auto w = must(s.create_variable("w", tensor::scalar<float>(0),
+                                  synchronization::on_write, aggregation::sum),
+                "create");
+  must(s.run([&](replica_context& ctx) { (void) ctx.assign_add(w, 1.0); }),
+       "step");
+  must(s.assign_add(w, 1.0), "assign_add");
+  return failures == 0 ? 0 : 1;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -1011,6 +1050,8 @@ int main(int argc, char** argv) {
     rc = killed(*s, argv[3]);
   else if (scenario == "die" || scenario == "stop")
     rc = lose_one(*s, scenario == "stop");
+  else if (scenario == "clean_exit")
+    rc = clean_exit(*s);
   std::fflush(stdout);
   std::fflush(stderr);
   return rc; // the strategy shuts down (the harness's deadline bounds it)
