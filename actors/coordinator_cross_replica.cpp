@@ -28,7 +28,7 @@ using namespace coordinator_helpers;
 
 void coordinator_state::read(caf::timespan timeout, uint64_t id,
                              reply_fn<tensor> done) {
-  if (sequencing())
+  if (sequencing() && !answers_locally_without_sequencer(id))
     return sequence(timeout,
                     make_sequenced(sequenced_kind::read, id),
                     std::move(done));
@@ -290,7 +290,7 @@ void coordinator_state::dispatch_update(caf::timespan timeout, uint64_t id,
 
 void coordinator_state::local_values(caf::timespan timeout, uint64_t id,
                                      reply_fn<std::vector<tensor>> done) {
-  if (sequencing())
+  if (sequencing() && !sequencer_failure_)
     return sequence(timeout,
                     make_sequenced(sequenced_kind::local_values, id),
                     std::move(done));

@@ -252,6 +252,15 @@ void coordinator_state::receive_payload(sequenced_operation op,
     });
 }
 
+bool coordinator_state::answers_locally_without_sequencer(uint64_t id) {
+  if (!sequencer_failure_)
+    return false;
+  // Mirrored components are equal in every process (W7): this process's
+  // answer is the answer. Aggregated reads need the others.
+  auto e = find(id);
+  return e && (*e)->policy()->mirrored();
+}
+
 void coordinator_state::on_sequencer_down(caf::error reason) {
   if (sequencer_failure_ || !services())
     return;

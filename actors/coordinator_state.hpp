@@ -260,6 +260,10 @@ private:
   /// In services mode an operation issued here goes to the sequencer
   /// first; one that the coordinator applies in order runs here.
   bool sequencing() const { return services() && !replaying_; }
+  /// Services mode after process 0 was lost: lookup, list, local_values
+  /// and reads of mirrored variables answer from this process (P3), the
+  /// rest fail with the sequencer's failure.
+  bool answers_locally_without_sequencer(uint64_t id);
   /// Hands `op` to the sequencer; `done` runs when it was applied here in
   /// its turn (or failed).
   template <class T>

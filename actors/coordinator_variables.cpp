@@ -130,7 +130,7 @@ void coordinator_state::create_here(caf::timespan timeout, variable_spec spec,
 
 void coordinator_state::lookup(const std::string& name,
                                reply_fn<variable_info> done) {
-  if (sequencing()) {
+  if (sequencing() && !sequencer_failure_) {
     auto ordered = make_sequenced(sequenced_kind::lookup);
     ordered.name = name;
     return sequence(default_timeout_, std::move(ordered), std::move(done));
@@ -147,7 +147,7 @@ void coordinator_state::lookup(const std::string& name,
 }
 
 void coordinator_state::list(reply_fn<std::vector<variable_info>> done) {
-  if (sequencing())
+  if (sequencing() && !sequencer_failure_)
     return sequence(default_timeout_, make_sequenced(sequenced_kind::list),
                     std::move(done));
   std::vector<variable_info> out;

@@ -22,6 +22,7 @@
 // operations, then every process leaves in order). Exit: 0 as expected,
 // 1 a wrong outcome, 2 bad usage.
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -718,10 +719,46 @@ int services(strategy& s, const std::string& path) {
   return failures == 0 ? 0 : 1;
 }
 
+// After process 0 of services mode is lost (P3): what this process holds
+// stays readable and savable; what needs the others fails.
+void survivors_read_locally(strategy& s) {
+  auto a = s.lookup("a");
+  check(static_cast<bool>(a), "lookup after process 0 left: "
+                                + (a ? std::string{} : describe(a.error())));
+  if (!a)
+    return;
+  auto names = s.variables();
+  check(names && std::any_of(names->begin(), names->end(),
+                             [](auto& v) { return v.name() == "c"; }),
+        "variables() after process 0 left");
+  auto local = s.local_values(*a);
+  check(local && local->size() == 1
+          && local->front().to_vector<float>() == std::vector<float>{3},
+        "local_values after process 0 left: "
+          + (local ? std::string{} : describe(local.error())));
+  auto value = s.read(*a);
+  check(value && value->to_vector<float>() == std::vector<float>{3},
+        "an ON_WRITE read after process 0 left: "
+          + (value ? std::string{} : describe(value.error())));
+  auto c = s.lookup("c");
+  check(c && !s.read(*c) && has_code(s.read(*c).error(), errc::replica_failed),
+        "an aggregated ON_READ read after process 0 left fails");
+  const std::string path = "/tmp/varsync-survivors-"
+                            + std::to_string(::getpid()) + ".safetensors";
+  auto saved = varsync::save_survivors(s, path, {"a"});
+  check(!saved, "save_survivors after process 0 left: " + describe(saved));
+  const auto mine = process_file(path, s.process_rank());
+  check(::access(mine.c_str(), F_OK) == 0, "save_survivors wrote " + mine);
+  ::unlink(mine.c_str());
+}
+
 // Process 0 orders every operation: when it is gone, the others' operations
 // fail with replica_failed within their deadline, and nothing hangs.
 int services_lost(strategy& s) {
   if (s.process_rank() == 0) {
+    must(s.create_variable("c", tensor::scalar<float>(1),
+                           synchronization::on_read, aggregation::sum),
+         "create c");
     must(s.create_variable("a", tensor::scalar<float>(3),
                            synchronization::on_write, aggregation::sum),
          "create a");
@@ -737,6 +774,7 @@ int services_lost(strategy& s) {
   err = s.assign_add(a, 1.0);
   check(has_code(err, errc::replica_failed) || has_code(err, errc::timeout),
         "later operations fail too: " + describe(err));
+  survivors_read_locally(s);
   std::printf("process %d: %s\n", s.process_rank(), describe(err).c_str());
   return failures == 0 ? 0 : 1;
 }
@@ -820,6 +858,9 @@ int concurrent(strategy& s) {
 // an operation deadline (20 s here, the peer timeout 2 s).
 int services_stopped(strategy& s) {
   if (s.process_rank() == 0) {
+    must(s.create_variable("c", tensor::scalar<float>(1),
+                           synchronization::on_read, aggregation::sum),
+         "create c");
     must(s.create_variable("a", tensor::scalar<float>(3),
                            synchronization::on_write, aggregation::sum),
          "create a");
@@ -843,6 +884,7 @@ int services_stopped(strategy& s) {
   err = s.assign_add(a, 1.0);
   check(has_code(err, errc::replica_failed),
         "later operations fail too: " + describe(err));
+  survivors_read_locally(s);
   std::printf("process %d: %s\n", s.process_rank(), describe(err).c_str());
   return failures == 0 ? 0 : 1;
 }
