@@ -75,9 +75,8 @@ struct optimizer_options {
   nonfinite_gradients nonfinite = nonfinite_gradients::fail;
 };
 
-/// SGD's hyperparameters by name (Keras' defaults):
-/// `optim::sgd opt{{.learning_rate = 0.1, .momentum = 0.9,
-///                  .common = {.clip_global_norm = 1}}};`
+/// SGD's hyperparameters by name (Keras' defaults), for example
+/// `optim::sgd opt{{.momentum = 0.9, .common = {.clip_global_norm = 1}}};`
 struct sgd_options {
   double learning_rate = 0.01;
   double momentum = 0;

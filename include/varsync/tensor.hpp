@@ -56,7 +56,8 @@ public:
   static tensor filled(dtype type, tensor_shape shape, double value);
   /// A tensor of a floating `type` from float values, each rounded to the
   /// dtype once (to nearest even; exact for float32 and float64): how to
-  /// write float16 and bfloat16 values. to_vector<float>() reads them back.
+  /// write float16 and bfloat16 values. `to_vector<float>()` reads them
+  /// back.
   /// Throws std::invalid_argument, as from_vector does, for an integer
   /// dtype or a value count that does not match the shape.
   static tensor from_floats(dtype type, tensor_shape shape,
