@@ -54,10 +54,11 @@ caf::error coordinator_state::add_step_scatter(collective_plan& plan, size_t k,
     auto& u = report.updates[k];
     if (auto err = validate_scatter(info, u.sop, u.indices, u.value, what))
       return err;
-    if (!distinct_ascending(u.indices))
+    if (!rows_in_kernel_form(u.sop, u.indices))
       return make_error(errc::invalid_argument,
                         what + ": a replica reported rows that are not "
-                               "distinct and ascending");
+                               "ascending (and distinct but for "
+                               "scatter_mul / scatter_div)");
     parts.push_back({std::move(u.indices), std::move(u.value)});
   }
   auto rule = (*e)->policy()->combine_contributions(info);

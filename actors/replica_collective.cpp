@@ -111,7 +111,7 @@ caf::error replica_state::check_plan_rows(const component& comp,
   // Ascending, so the first and last rows bound them all.
   bool ok = !info.shape.empty() && item.type == info.type
             && item.row_elems == row_elements(info)
-            && distinct_ascending(item.rows)
+            && rows_in_kernel_form(item.sop, item.rows)
             && (item.rows.empty()
                 || (item.rows.front() >= 0 && item.rows.back() < info.shape[0]));
   if (ok)

@@ -76,11 +76,12 @@ caf::error replica_state::check_scatter_shape(const component& comp,
   if (auto err = validate_scatter(info, u.sop, u.indices, u.value,
                                   to_string(u.sop)))
     return err;
-  if (!distinct_ascending(u.indices))
+  if (!rows_in_kernel_form(u.sop, u.indices))
     return make_error(errc::invalid_argument,
                       "replica " + std::to_string(cfg_.rank) + ": the rows of "
                         + std::string{to_string(u.sop)} + " of '" + info.name
-                        + "' are not distinct and ascending");
+                        + "' are not ascending (and distinct but for "
+                          "scatter_mul / scatter_div)");
   return {};
 }
 

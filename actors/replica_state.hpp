@@ -251,12 +251,12 @@ private:
 
   // -- sparse updates (replica_scatter.cpp) -----------------------------------
 
-  /// A cross-replica scatter's rows (u.indices distinct, ascending), to
+  /// A cross-replica scatter's rows (u.indices in the kernels' form), to
   /// this component: as they are, or (split) this replica's R4 share of
   /// each.
   caf::expected<ok_atom> apply_scatter(const recorded_update& u, bool split);
   /// Every check of applying scatter rows `u` to `comp`, read-only: rows
-  /// in range and distinct, values shaped for them, no integer overflow or
+  /// in range and in the kernels' form, values shaped for them, no integer overflow or
   /// zero divisor (a device component's touched rows are read for it).
   caf::error check_scatter_rows(const component& comp,
                                 const recorded_update& u) const;
@@ -321,8 +321,8 @@ private:
   // Enter: stop serving other requests and publish this replica's pointers.
   caf::expected<int64_t> enter(collective_run& run);
 
-  /// A scatter item's rows fit this replica's component (distinct,
-  /// ascending, in range; host memory).
+  /// A scatter item's rows fit this replica's component (ascending, in
+  /// the kernels' form, in range; host memory).
   caf::error check_plan_rows(const component& comp,
                              const collective_item& item) const;
 

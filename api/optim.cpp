@@ -1,15 +1,19 @@
-// Optimizers (O1-O4): slot variables, apply_gradients and the update rules.
+// Optimizers (O1-O5): slot variables, apply_gradients and the update rules.
 
 #include "varsync/optim.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <unordered_set>
 
 #include "varsync/error.hpp"
 #include "varsync/strategy.hpp"
 
 namespace varsync::optim {
+
+// optim's own to_string hides varsync's (for shapes) from the code here.
+using varsync::to_string;
 
 namespace {
 
@@ -63,7 +67,29 @@ std::string quoted(const variable& v) {
   return "'" + v.name() + "'";
 }
 
+/// O5: why the global norm is not finite: the first element that is not,
+/// or the sum of squares overflowing.
+std::string nonfinite_cause(const std::vector<tensor>& combined,
+                            const std::vector<gradient>& grads) {
+  for (size_t k = 0; k < combined.size(); ++k)
+    for (int64_t i = 0; i < combined[k].size(); ++i)
+      if (double x = combined[k].as_double(i); !std::isfinite(x))
+        return "the combined gradient of " + quoted(grads[k].var) + " is "
+               + (std::isnan(x) ? std::string{"nan"}
+                                : std::string{x > 0 ? "inf" : "-inf"})
+               + " at element " + std::to_string(i);
+  return "the sum of the squared gradients overflows double";
+}
+
 } // namespace
+
+std::string_view to_string(nonfinite_gradients x) {
+  switch (x) {
+    case nonfinite_gradients::fail: return "fail";
+    case nonfinite_gradients::as_tensorflow: return "as_tensorflow";
+  }
+  return "invalid";
+}
 
 optimizer::optimizer(std::string name, std::vector<std::string> slots,
                      optimizer_options options)
@@ -84,6 +110,10 @@ caf::error optimizer::build(const strategy& s,
     return make_error(errc::invalid_argument,
                       who + ": clip_global_norm must be finite and >= 0 (0: "
                             "no clipping)");
+  if (options_.nonfinite != nonfinite_gradients::fail
+      && options_.nonfinite != nonfinite_gradients::as_tensorflow)
+    return make_error(errc::invalid_argument,
+                      who + ": nonfinite must be fail or as_tensorflow");
   if (auto what = invalid_hyperparameters(); !what.empty())
     return make_error(errc::invalid_argument, who + ": " + what);
   // Every variable checked before anything is created.
@@ -194,7 +224,8 @@ optimizer::apply_gradients(replica_context& ctx, std::vector<gradient> grads) {
     entries.push_back(&i->second);
     mine.push_back(g);
   }
-  // Every gradient of the step in one collective.
+  // Every gradient of the step in one collective. `grads` keeps the
+  // variables for the messages below.
   auto combined = co_await ctx.all_reduce(options_.reduction, std::move(mine));
   std::vector<double> buf(static_cast<size_t>(chunk) * (2 + slot_names_.size()));
   double squares = 0;
@@ -206,10 +237,24 @@ optimizer::apply_gradients(replica_context& ctx, std::vector<gradient> grads) {
         squares += buf[static_cast<size_t>(i)] * buf[static_cast<size_t>(i)];
     }
   const double norm = std::sqrt(squares);
-  const double scale = options_.clip_global_norm > 0
-                           && norm > options_.clip_global_norm
-                         ? options_.clip_global_norm / norm
-                         : 1.0;
+  const bool clip = options_.clip_global_norm > 0;
+  // O5: NaN > c is false, so without this a NaN would switch clipping off.
+  // Every replica combined the same gradients: all decide alike.
+  if (clip && !std::isfinite(norm)
+      && options_.nonfinite == nonfinite_gradients::fail)
+    co_return make_error(
+      errc::invalid_argument,
+      who + ": the global norm of the gradients is "
+        + (std::isnan(norm) ? "nan" : "inf") + " ("
+        + nonfinite_cause(combined, grads)
+        + "), so clip_global_norm cannot bound the step; the optimizer "
+          "recorded nothing (optimizer_options::nonfinite = as_tensorflow "
+          "makes every gradient NaN instead, as tf.clip_by_global_norm)");
+  double scale = 1.0;
+  if (clip && !std::isfinite(norm))
+    scale = std::numeric_limits<double>::quiet_NaN(); // TensorFlow's
+  else if (clip && norm > options_.clip_global_norm)
+    scale = options_.clip_global_norm / norm;
   auto count = ctx.read(iterations_);
   if (!count)
     co_return std::move(count.error());
@@ -279,6 +324,11 @@ sgd::sgd(double learning_rate, double momentum, bool nesterov,
     lr_(learning_rate), momentum_(momentum), nesterov_(nesterov) {
 }
 
+sgd::sgd(sgd_options options)
+  : sgd(options.learning_rate, options.momentum, options.nesterov,
+        std::move(options.common)) {
+}
+
 void sgd::update(double* w, double* const* slots, const double* g, int64_t n,
                  int64_t) const {
   if (momentum_ == 0) {
@@ -307,6 +357,11 @@ adam::adam(double learning_rate, double beta_1, double beta_2, double epsilon,
            optimizer_options options)
   : adam("adam", learning_rate, beta_1, beta_2, epsilon, 0,
          std::move(options)) {
+}
+
+adam::adam(adam_options options)
+  : adam(options.learning_rate, options.beta_1, options.beta_2,
+         options.epsilon, std::move(options.common)) {
 }
 
 adam::adam(std::string name, double learning_rate, double beta_1,
@@ -349,6 +404,11 @@ adamw::adamw(double learning_rate, double weight_decay, double beta_1,
              double beta_2, double epsilon, optimizer_options options)
   : adam("adamw", learning_rate, beta_1, beta_2, epsilon, weight_decay,
          std::move(options)) {
+}
+
+adamw::adamw(adamw_options options)
+  : adamw(options.learning_rate, options.weight_decay, options.beta_1,
+          options.beta_2, options.epsilon, std::move(options.common)) {
 }
 
 } // namespace varsync::optim

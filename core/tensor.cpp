@@ -321,6 +321,35 @@ tensor tensor::filled(dtype type, tensor_shape shape, double value) {
   return t;
 }
 
+tensor tensor::from_floats(dtype type, tensor_shape shape,
+                           const std::vector<float>& values) {
+  if (!is_floating(type))
+    throw std::invalid_argument("tensor::from_floats: "
+                                + std::string{to_string(type)}
+                                + " is not a floating dtype");
+  auto t = empty(type, std::move(shape));
+  if (static_cast<size_t>(t.size_) != values.size())
+    throw std::invalid_argument(
+      "tensor::from_floats: " + std::to_string(values.size())
+      + " values for shape " + to_string(t.shape_) + " of "
+      + std::to_string(t.size_) + " elements");
+  auto* out = t.data_.get();
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float x = values[i];
+    switch (type) {
+      case dtype::float16:
+        static_cast<uint16_t*>(out)[i] = float_to_float16(x);
+        break;
+      case dtype::bfloat16:
+        static_cast<uint16_t*>(out)[i] = float_to_bfloat16(x);
+        break;
+      case dtype::float32: static_cast<float*>(out)[i] = x; break;
+      default: static_cast<double*>(out)[i] = x; break;
+    }
+  }
+  return t;
+}
+
 tensor tensor::from_bytes(dtype type, tensor_shape shape, const void* bytes,
                           size_t nbytes) {
   auto t = empty(type, std::move(shape));

@@ -501,15 +501,43 @@ bool scatter_overflows(scatter_op op, T c, T y) {
   }
 }
 
+/// op(c, y) where scatter_overflows(op, c, y) is false and y is no zero
+/// divisor: exact.
+template <class T>
+T scatter_exact(scatter_op op, T c, T y) {
+  switch (op) {
+    case scatter_op::update: return y;
+    case scatter_op::add: return static_cast<T>(c + y);
+    case scatter_op::sub: return static_cast<T>(c - y);
+    case scatter_op::mul: return static_cast<T>(c * y);
+    case scatter_op::div: return static_cast<T>(c / y);
+    case scatter_op::min: return y < c ? y : c;
+    case scatter_op::max: return c < y ? y : c;
+  }
+  return c;
+}
+
 template <class T>
 int64_t scatter_first_overflow_of(scatter_op op, const T* dst,
                                   int64_t row_elems, const int64_t* rows,
                                   const T* y, int64_t begin, int64_t end) {
   for (int64_t e = begin; e < end; ++e) {
     const int64_t j = e / row_elems;
-    if (scatter_overflows(op, dst[rows[j] * row_elems + (e - j * row_elems)],
-                          y[e]))
-      return e;
+    // A repeat of the row before: checked with that row's first occurrence.
+    if (e - row_elems >= begin && rows[j - 1] == rows[j])
+      continue;
+    T c = dst[rows[j] * row_elems + (e - j * row_elems)];
+    for (int64_t at = e;;) {
+      if (scatter_overflows(op, c, y[at])
+          || (op == scatter_op::div && y[at] == 0))
+        return at;
+      const int64_t next = at + row_elems;
+      const int64_t k = next / row_elems;
+      if (next >= end || rows[k] != rows[k - 1])
+        break;
+      c = scatter_exact(op, c, y[at]);
+      at = next;
+    }
   }
   return -1;
 }
@@ -563,6 +591,10 @@ int64_t scatter_first_overflow(scatter_op op, dtype t, const void* dst,
                                        end);
     default: return -1;
   }
+}
+
+bool rows_repeat(std::span<const int64_t> rows) {
+  return std::adjacent_find(rows.begin(), rows.end()) != rows.end();
 }
 
 int64_t first_zero(dtype t, const void* x, int64_t begin, int64_t end) {

@@ -89,22 +89,31 @@ int64_t narrow_to_int32(int32_t* out, const int64_t* x, int64_t begin,
                         int64_t end);
 
 /// Row scatter (S1-S5): `y` packs rows.size() rows of `row_elems` elements;
-/// for each packed element e in [begin, end), with j = e / row_elems,
-/// dst[rows[j] * row_elems + e % row_elems] = op(that element, y[e]).
-/// The rows must be distinct (workers split [0, rows.size() * row_elems)).
-/// Integer div truncates; callers refuse zero divisors (first_zero) and
-/// overflow (scatter_first_overflow) first. Floating min/max propagate NaN.
+/// for each packed element e in [begin, end), in order, with j = e /
+/// row_elems, dst[rows[j] * row_elems + e % row_elems] = op(that element,
+/// y[e]). A row may repeat only next to itself (scatter_mul / scatter_div
+/// keep their repeated rows, S5): its occurrences then apply one after
+/// another, so workers may split [0, rows.size() * row_elems) only where
+/// the rows are distinct (rows_repeat). Integer div truncates; callers
+/// refuse zero divisors (first_zero) and overflow (scatter_first_overflow)
+/// first. Floating min/max propagate NaN.
 void scatter_apply(scatter_op op, dtype t, void* dst, int64_t row_elems,
                    std::span<const int64_t> rows, const void* y, int64_t begin,
                    int64_t end);
 
-/// scatter_apply's integer check, read-only (floating dtypes: -1): the
-/// first packed element e in [begin, end) whose result does not fit the
-/// dtype (add, sub, mul; div of the minimum by -1), or -1.
+/// scatter_apply's integer check, read-only (floating dtypes: -1): a
+/// packed element e in [begin, end) whose result does not fit the dtype
+/// (add, sub, mul; div of the minimum by -1), or -1. A repeated row is
+/// checked as scatter_apply applies it: each occurrence meets the value the
+/// one before it left.
 int64_t scatter_first_overflow(scatter_op op, dtype t, const void* dst,
                                int64_t row_elems,
                                std::span<const int64_t> rows, const void* y,
                                int64_t begin, int64_t end);
+
+/// True if some row appears twice in a row (`rows` as scatter_apply takes
+/// them): such rows must be applied by one worker, in order.
+bool rows_repeat(std::span<const int64_t> rows);
 
 /// The first i in [begin, end) with x[i] == 0 for integer dtypes (a divisor
 /// that is refused), or -1; floating dtypes divide by zero as IEEE does: -1.

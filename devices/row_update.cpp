@@ -14,19 +14,35 @@ int64_t packed_count(const row_update& u) {
   return static_cast<int64_t>(u.rows.size()) * u.row_elems;
 }
 
-/// The touched rows in host memory, and rows 0..k-1 to address them there.
+/// The touched rows in host memory, and for each of u.rows its row there.
+/// A repeated row (S5: adjacent in u.rows) is read and written once, and
+/// its occurrences apply to that one copy in order.
 struct host_rows {
   std::vector<std::byte> data;
   std::vector<int64_t> local;
+  std::vector<int64_t> distinct; // empty: u.rows are distinct
+
+  std::span<const int64_t> moved(const row_update& u) const {
+    return distinct.empty() ? u.rows : std::span<const int64_t>{distinct};
+  }
 };
 
 caf::expected<host_rows> read(device& dev, const row_update& u) {
   host_rows out;
   const auto row_bytes = static_cast<size_t>(u.row_elems) * size_of(u.type);
-  out.data.resize(u.rows.size() * row_bytes);
   out.local.resize(u.rows.size());
-  std::iota(out.local.begin(), out.local.end(), int64_t{0});
-  if (auto err = dev.read_rows(u.data, row_bytes, u.rows, out.data.data()))
+  if (host::rows_repeat(u.rows)) {
+    for (size_t j = 0; j < u.rows.size(); ++j) {
+      if (j == 0 || u.rows[j] != u.rows[j - 1])
+        out.distinct.push_back(u.rows[j]);
+      out.local[j] = static_cast<int64_t>(out.distinct.size()) - 1;
+    }
+  } else {
+    std::iota(out.local.begin(), out.local.end(), int64_t{0});
+  }
+  auto rows = out.moved(u);
+  out.data.resize(rows.size() * row_bytes);
+  if (auto err = dev.read_rows(u.data, row_bytes, rows, out.data.data()))
     return err;
   return out;
 }
@@ -74,7 +90,8 @@ caf::expected<int64_t> apply_row_update(device* dev, const row_update& u) {
   host::scatter_apply(u.op, u.type, rows->data.data(), u.row_elems,
                       rows->local, u.y, 0, n);
   const auto row_bytes = static_cast<size_t>(u.row_elems) * size_of(u.type);
-  if (auto err = dev->write_rows(u.data, row_bytes, u.rows, rows->data.data()))
+  if (auto err = dev->write_rows(u.data, row_bytes, rows->moved(u),
+                                 rows->data.data()))
     return err;
   return int64_t{-1};
 }

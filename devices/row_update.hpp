@@ -17,7 +17,9 @@
 namespace varsync {
 
 /// One component of `type`, rows of `row_elems` elements, at `data` on
-/// `dev`, and the update: rows[j] (distinct, in range) gets row j of `y`.
+/// `dev`, and the update: rows[j] (in range; distinct, or for scatter_mul
+/// and scatter_div repeated next to each other, S5) gets row j of `y`, in
+/// order.
 struct row_update {
   scatter_op op = scatter_op::update;
   dtype type = dtype::float32;

@@ -31,7 +31,7 @@ using replica_actor = replica_local_actor::extend<
   // Writes in their order, one outcome each (messages/component_writes.hpp).
   caf::replies_to<component_writes_atom,
                   component_writes_ptr>::with<write_outcomes>,
-  // A cross-replica scatter's rows (distinct, ascending); true: this
+  // A cross-replica scatter's rows (ascending, S5); true: this
   // replica's R4 share of each row (S4).
   caf::replies_to<component_scatter_atom, recorded_update,
                   bool>::with<ok_atom>,

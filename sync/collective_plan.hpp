@@ -70,10 +70,11 @@ struct collective_item {
   /// A sparse update (S1): input 0 holds rows.size() rows of row_elems
   /// elements (count = both multiplied), this process's replicas' rows
   /// combined already, and c_r[rows[j]] = sop(c_r[rows[j]], row j) for every
-  /// component (target components). The rows are distinct and ascending,
-  /// so workers may split them. Across processes, rop / first_only /
-  /// require_equal say how the processes' rows combine (their counts differ:
-  /// the processes exchange them first).
+  /// component (target components). The rows are ascending and distinct,
+  /// so workers may split them, except where scatter_mul / scatter_div keep
+  /// a repeated row (S5: one worker applies such an item, in order). Across
+  /// processes, rop / first_only / require_equal say how the processes'
+  /// rows combine (their counts differ: the processes exchange them first).
   bool scatter = false;
   /// Across processes, >= 0: no input is reduced; the result (target
   /// output) is process `from_process`'s `result` as it was when the run

@@ -102,13 +102,24 @@ caf::error validate_scatter(const variable_info& info, scatter_op op,
   return {};
 }
 
+bool keeps_repeated_rows(scatter_op op) {
+  return op == scatter_op::mul || op == scatter_op::div;
+}
+
+bool rows_in_kernel_form(scatter_op op, std::span<const int64_t> rows) {
+  if (!keeps_repeated_rows(op))
+    return distinct_ascending(rows);
+  return std::is_sorted(rows.begin(), rows.end());
+}
+
+namespace {
+
+/// The rows of one contribution in ascending order, a row's values in the
+/// order given; `fold`: each row's values combined into one by the op.
 caf::expected<scatter_rows>
-combine_duplicate_rows(const variable_info& info, scatter_op op,
-                       const std::vector<int64_t>& indices,
-                       const tensor& values) {
+sort_rows(const variable_info& info, scatter_op op,
+          std::span<const int64_t> indices, const tensor& values, bool fold) {
   const auto k = static_cast<int64_t>(indices.size());
-  if (distinct_ascending(indices))
-    return scatter_rows{indices, values}; // the kernels' form already
   std::vector<int64_t> order(indices.size());
   std::iota(order.begin(), order.end(), int64_t{0});
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
@@ -118,12 +129,18 @@ combine_duplicate_rows(const variable_info& info, scatter_op op,
   const auto row_bytes = static_cast<size_t>(re) * size_of(info.type);
   scatter_rows out;
   for (int64_t i = 0; i < k; ++i)
-    if (i == 0 || indices[order[i]] != indices[order[i - 1]])
+    if (!fold || i == 0 || indices[order[i]] != indices[order[i - 1]])
       out.rows.push_back(indices[order[i]]);
   // Written in place: one allocation, no copy of the packed rows.
   out.values = tensor::empty(
     info.type, rows_shape(info, static_cast<int64_t>(out.rows.size())));
   auto* packed = static_cast<char*>(out.values.mutable_raw());
+  if (!fold) {
+    for (int64_t i = 0; i < k; ++i)
+      std::memcpy(packed + i * row_bytes, row_at(values, order[i], row_bytes),
+                  row_bytes);
+    return out;
+  }
   std::vector<const void*> group;
   size_t j = 0;
   for (int64_t g = 0; g < k; ++j) {
@@ -153,6 +170,17 @@ combine_duplicate_rows(const variable_info& info, scatter_op op,
   return out;
 }
 
+} // namespace
+
+caf::expected<scatter_rows>
+combine_duplicate_rows(const variable_info& info, scatter_op op,
+                       const std::vector<int64_t>& indices,
+                       const tensor& values) {
+  if (rows_in_kernel_form(op, indices))
+    return scatter_rows{indices, values}; // the kernels' form already
+  return sort_rows(info, op, indices, values, !keeps_repeated_rows(op));
+}
+
 caf::expected<scatter_rows>
 combine_scatter_contributions(const variable_info& info, scatter_op op,
                               const contribution_rule& rule,
@@ -171,6 +199,26 @@ combine_scatter_contributions(const variable_info& info, scatter_op op,
         return unequal_contributions_error(name, static_cast<int>(r));
   if (rule.first_only || rule.require_equal || n == 1)
     return parts[0];
+  // Summed, a contribution is one value per row: a scatter_mul /
+  // scatter_div's repeated rows combine into their product first (S5).
+  std::vector<scatter_rows> folded;
+  if (keeps_repeated_rows(op)
+      && std::any_of(parts.begin(), parts.end(), [](const scatter_rows& p) {
+           return host::rows_repeat(p.rows);
+         })) {
+    folded.reserve(n);
+    for (auto& p : parts) {
+      if (!host::rows_repeat(p.rows)) {
+        folded.push_back(p);
+        continue;
+      }
+      auto f = sort_rows(info, op, p.rows, p.values, true);
+      if (!f)
+        return std::move(f.error());
+      folded.push_back(std::move(*f));
+    }
+    return combine_scatter_contributions(info, op, rule, folded, name);
+  }
   // The union of the rows, ascending; each row reduces the contributions
   // that name it (mean: every replica, the others as zeros, so that the
   // division is by N as in W4).

@@ -22,8 +22,10 @@
 
 namespace varsync {
 
-/// Distinct rows in ascending order and one row of values each
-/// ([rows.size(), d1, ...]): a scatter in the form the kernels apply.
+/// Rows in ascending order and one row of values each ([rows.size(), d1,
+/// ...]): a scatter in the form the kernels apply. The rows are distinct,
+/// except that scatter_mul and scatter_div keep a repeated row's values in
+/// the order given (S5: applied one after another).
 struct scatter_rows {
   std::vector<int64_t> rows;
   tensor values;
@@ -42,6 +44,15 @@ int64_t row_elements(const variable_info& info);
 /// the workers split).
 bool distinct_ascending(std::span<const int64_t> rows);
 
+/// S5: scatter_mul and scatter_div keep their repeated rows (the factors
+/// apply one after another: their product may leave the dtype where the
+/// result does not); the other ops combine them.
+bool keeps_repeated_rows(scatter_op op);
+
+/// True if `rows` are in the form the kernels apply for `op`: distinct and
+/// ascending, or for keeps_repeated_rows(op) ascending.
+bool rows_in_kernel_form(scatter_op op, std::span<const int64_t> rows);
+
 /// S1/S3: `op` on `info` with these indices and values: a valid op, a
 /// variable of rank >= 1, values of the variable's dtype and shape [k, d1,
 /// ...] with k = indices.size(), every index in [0, d0), and for integer
@@ -51,10 +62,11 @@ caf::error validate_scatter(const variable_info& info, scatter_op op,
                             const std::vector<int64_t>& indices,
                             const tensor& values, std::string_view what);
 
-/// S5: the rows of one contribution, duplicates combined: add and sub sum
-/// their rows, mul and div multiply them, min and max keep the smallest /
-/// largest, update keeps the last. Integer results that do not fit fail
-/// with overflow. Expects validated input.
+/// S5: the rows of one contribution in ascending order, duplicates
+/// combined: add and sub sum their rows, min and max keep the smallest /
+/// largest, update keeps the last; mul and div keep every row, in the order
+/// given. Integer results that do not fit fail with overflow. Expects
+/// validated input.
 caf::expected<scatter_rows>
 combine_duplicate_rows(const variable_info& info, scatter_op op,
                        const std::vector<int64_t>& indices,
@@ -66,8 +78,9 @@ combine_duplicate_rows(const variable_info& info, scatter_op op,
 /// rows; a row's value is, by `rule`: sum -> the sum of the contributions
 /// that name it; mean -> that sum / N; only_first_replica -> replica 0's
 /// rows alone; none -> replica 0's, when every replica contributed the same
-/// rows and values (aggregation_required otherwise). Integer sums that do
-/// not fit fail with overflow; an integer div whose combined divisor is 0
+/// rows and values (aggregation_required otherwise). Summed, a part's
+/// repeated mul / div rows first combine into their product. Integer sums
+/// and products that do not fit fail with overflow; an integer div whose combined divisor is 0
 /// with invalid_argument. `name` is the quoted variable name.
 caf::expected<scatter_rows>
 combine_scatter_contributions(const variable_info& info, scatter_op op,

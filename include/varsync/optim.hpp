@@ -1,5 +1,5 @@
 #pragma once
-// Optimizers (rows O1-O4): SGD (momentum, Nesterov), Adam and AdamW over
+// Optimizers (rows O1-O5): SGD (momentum, Nesterov), Adam and AdamW over
 // ON_WRITE variables, with their slot variables (moments, the step count)
 // created as ON_WRITE variables beside each weight, so that checkpoints and
 // every rule of the table cover them.
@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -45,6 +46,20 @@ struct gradient {
   tensor grad;
 };
 
+/// What apply_gradients does when clipping meets a global norm that is not
+/// finite (a NaN or infinite gradient element, rule O5).
+enum class nonfinite_gradients : uint8_t {
+  /// The step's apply_gradients fails with invalid_argument naming the
+  /// variable and element, and records nothing (torch's
+  /// clip_grad_norm_(error_if_nonfinite=True)).
+  fail,
+  /// As tf.clip_by_global_norm: every gradient element becomes NaN, and so
+  /// do the weights it updates.
+  as_tensorflow,
+};
+
+std::string_view to_string(nonfinite_gradients x);
+
 struct optimizer_options {
   /// The optimizer's name (empty: "sgd", "adam", "adamw"): two optimizers
   /// on one strategy need different names (their step counts are
@@ -56,6 +71,36 @@ struct optimizer_options {
   /// Clip the combined gradients to this global norm, as
   /// tf.clip_by_global_norm (0: no clipping).
   double clip_global_norm = 0;
+  /// With clipping, a global norm that is not finite (O5).
+  nonfinite_gradients nonfinite = nonfinite_gradients::fail;
+};
+
+/// SGD's hyperparameters by name (Keras' defaults), for example
+/// `optim::sgd opt{{.momentum = 0.9, .common = {.clip_global_norm = 1}}};`
+struct sgd_options {
+  double learning_rate = 0.01;
+  double momentum = 0;
+  bool nesterov = false;
+  optimizer_options common = {};
+};
+
+/// Adam's hyperparameters by name (Keras' defaults).
+struct adam_options {
+  double learning_rate = 1e-3;
+  double beta_1 = 0.9;
+  double beta_2 = 0.999;
+  double epsilon = 1e-7;
+  optimizer_options common = {};
+};
+
+/// AdamW's hyperparameters by name (Keras' defaults).
+struct adamw_options {
+  double learning_rate = 1e-3;
+  double weight_decay = 0.004;
+  double beta_1 = 0.9;
+  double beta_2 = 0.999;
+  double epsilon = 1e-7;
+  optimizer_options common = {};
 };
 
 /// What every optimizer shares: its slots, the step count, apply_gradients.
@@ -83,6 +128,9 @@ public:
   /// combines all gradients (optimizer_options::reduction); the global
   /// norm of the combined gradients is returned (before clipping). The new
   /// weights, slots and step count are recorded as the step's updates.
+  /// With clipping and a norm that is not finite: invalid_argument and
+  /// nothing recorded, unless optimizer_options::nonfinite says to follow
+  /// TensorFlow (O5).
   step_task<caf::expected<double>> apply_gradients(replica_context& ctx,
                                                    std::vector<gradient> grads);
 
@@ -120,11 +168,14 @@ private:
 };
 
 /// Stochastic gradient descent, as Keras' SGD: w -= lr g; with momentum m,
-/// a velocity v = m v - lr g and w += v (Nesterov: w += m v - lr g).
+/// a velocity v = m v - lr g and w += v (Nesterov: w += m v - lr g). The
+/// slot "momentum" holds Keras' velocity v, which is -lr times torch's
+/// momentum buffer (b = m b + g, w -= lr b) while lr stays the same.
 class sgd final : public optimizer {
 public:
   explicit sgd(double learning_rate, double momentum = 0,
                bool nesterov = false, optimizer_options options = {});
+  explicit sgd(sgd_options options);
 
 protected:
   void update(double* w, double* const* slots, const double* g, int64_t n,
@@ -144,6 +195,7 @@ public:
   explicit adam(double learning_rate = 1e-3, double beta_1 = 0.9,
                 double beta_2 = 0.999, double epsilon = 1e-7,
                 optimizer_options options = {});
+  explicit adam(adam_options options);
 
 protected:
   adam(std::string name, double learning_rate, double beta_1, double beta_2,
@@ -168,6 +220,7 @@ public:
   explicit adamw(double learning_rate = 1e-3, double weight_decay = 0.004,
                  double beta_1 = 0.9, double beta_2 = 0.999,
                  double epsilon = 1e-7, optimizer_options options = {});
+  explicit adamw(adamw_options options);
 };
 
 } // namespace optim

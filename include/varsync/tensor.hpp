@@ -54,6 +54,14 @@ public:
   static tensor zeros(dtype type, tensor_shape shape);
   /// A tensor of `type` and `shape` filled with `value` converted to `type`.
   static tensor filled(dtype type, tensor_shape shape, double value);
+  /// A tensor of a floating `type` from float values, each rounded to the
+  /// dtype once (to nearest even; exact for float32 and float64): how to
+  /// write float16 and bfloat16 values. `to_vector<float>()` reads them
+  /// back.
+  /// Throws std::invalid_argument, as from_vector does, for an integer
+  /// dtype or a value count that does not match the shape.
+  static tensor from_floats(dtype type, tensor_shape shape,
+                            const std::vector<float>& values);
   /// Copies `nbytes` raw bytes; the caller guarantees they fit the shape.
   static tensor from_bytes(dtype type, tensor_shape shape, const void* bytes,
                            size_t nbytes);

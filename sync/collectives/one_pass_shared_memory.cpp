@@ -29,13 +29,21 @@ int64_t one_pass_slice(const collective_plan& plan,
     auto& b = buffers.items[k];
     auto item_lo = std::max(lo, offset) - offset;
     auto item_hi = std::min(hi, offset + item.count) - offset;
+    const bool starts_here = lo <= offset && offset < hi;
     offset += item.count;
     if (item_lo >= item_hi)
       continue;
     std::span<const void* const> inputs{b.inputs};
     if (item.first_only)
       inputs = inputs.first(1);
-    if (item.scatter) { // rows of input 0 into every component
+    if (item.scatter && host::rows_repeat(item.rows)) {
+      // S5: a repeated row's factors apply in order, so the worker whose
+      // slice holds the item's first element applies all of it.
+      if (starts_here)
+        for (auto* component : b.components)
+          host::scatter_apply(item.sop, item.type, component, item.row_elems,
+                              item.rows, inputs[0], 0, item.count);
+    } else if (item.scatter) { // rows of input 0 into every component
       for (auto* component : b.components)
         host::scatter_apply(item.sop, item.type, component, item.row_elems,
                             item.rows, inputs[0], item_lo, item_hi);

@@ -1,10 +1,12 @@
-// O1-O4: optimizers (varsync/optim.hpp), and W9: update_mirrored, which they
+// O1-O6: optimizers (varsync/optim.hpp), and W9: update_mirrored, which they
 // apply their updates with. docs/semantics.md.
 
 #include "fixture.hpp"
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
+#include <memory>
 
 #include "varsync/checkpoint.hpp"
 
@@ -185,8 +187,15 @@ TEST_CASE("O2: apply_gradients combines every gradient in one all_reduce and "
     check_close(read_vec(s, w), ref);
     CHECK(all_components_equal(s, w));
     CHECK(read_scalar(s, opt.iterations()) == 3);
-    if (each.momentum != 0)
+    if (each.momentum != 0) {
       check_close(read_vec(s, VS_VALUE(opt.slot(w, "momentum"))), vel);
+      // Keras' velocity is -lr times torch's buffer b = m b + g.
+      double b = 0;
+      for (int step = 0; step < 3; ++step)
+        b = each.momentum * b + 6;
+      check_close(read_vec(s, VS_VALUE(opt.slot(w, "momentum"))),
+                  {-0.1 * b, -0.1 * b});
+    }
   }
 }
 
@@ -277,6 +286,128 @@ TEST_CASE("O3: gradients combine by sum or mean and clip by their global "
   const double c = 6 / std::sqrt(72.0);
   check_close(read_vec(s, w), {-c, -c});
   check_close(read_vec(s, u), {-2, -2});
+}
+
+TEST_CASE("O5: with clipping, a gradient that is not finite fails the step "
+          "and applies nothing, or follows TensorFlow if asked",
+          "[issue34]") {
+  auto s = make_strategy(2);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  int k = 0;
+  for (double bad : {nan, inf}) {
+    INFO("replica 0's element 1 is " << bad);
+    // Replica 0: [1, bad, 1]; replica 1: [1, 1, 1]. Without the rule the
+    // NaN norm switched clipping off and [1, 0.2, 0.2] would be applied.
+    auto grad = [bad](int r) { return vec_d({1, r == 0 ? bad : 1.0, 1}); };
+    { // fail (the default): invalid_argument naming the variable and
+      // element, nothing recorded
+      auto w = make_var(s, "w" + std::to_string(k), vec_d({0, 0, 0}),
+                        synchronization::on_write, aggregation::mean);
+      optim::sgd opt{{.learning_rate = 0.1,
+                      .momentum = 0.9,
+                      .common = {.name = "f" + std::to_string(k++),
+                                 .clip_global_norm = 1}}};
+      VS_REQUIRE_OK(opt.build(s, {w}));
+      auto got = VS_VALUE(s.run([&](replica_context& ctx)
+                                  -> step_task<caf::error> {
+        std::vector<optim::gradient> grads{{w, grad(ctx.replica_id())}};
+        auto r = co_await opt.apply_gradients(ctx, std::move(grads));
+        co_return r ? caf::error{} : r.error();
+      }));
+      for (auto& err : got.values()) {
+        CHECK(has_code(err, errc::invalid_argument));
+        auto msg = message_of(err);
+        CHECK(msg.find("'" + w.name() + "'") != std::string::npos);
+        CHECK(msg.find(std::isnan(bad) ? "nan" : "inf")
+              != std::string::npos);
+        CHECK(msg.find("element 1") != std::string::npos);
+      }
+      check_close(read_vec(s, w), {0, 0, 0});
+      check_close(read_vec(s, VS_VALUE(opt.slot(w, "momentum"))), {0, 0, 0});
+      CHECK(read_scalar(s, opt.iterations()) == 0);
+    }
+    { // as_tensorflow: every gradient element NaN, as
+      // tf.clip_by_global_norm
+      auto w = make_var(s, "t" + std::to_string(k), vec_d({0, 0, 0}),
+                        synchronization::on_write, aggregation::mean);
+      optim::sgd opt{{.learning_rate = 0.1,
+                      .common = {.name = "t" + std::to_string(k++),
+                                 .clip_global_norm = 1,
+                                 .nonfinite =
+                                   optim::nonfinite_gradients::as_tensorflow}}};
+      VS_REQUIRE_OK(opt.build(s, {w}));
+      auto norms = VS_VALUE(s.run([&](replica_context& ctx)
+                                    -> step_task<double> {
+        std::vector<optim::gradient> grads{{w, grad(ctx.replica_id())}};
+        auto r = co_await opt.apply_gradients(ctx, std::move(grads));
+        if (!r)
+          throw std::runtime_error(describe(r.error()));
+        co_return *r;
+      }));
+      for (double n : norms.values())
+        CHECK_FALSE(std::isfinite(n));
+      for (double x : read_vec(s, w))
+        CHECK(std::isnan(x));
+      CHECK(read_scalar(s, opt.iterations()) == 1);
+    }
+  }
+  { // nonfinite outside the enum is refused by build
+    auto w = make_var(s, "bad_enum", vec_d({0}), synchronization::on_write,
+                      aggregation::mean);
+    optim::sgd opt{{.common = {.nonfinite =
+                                 static_cast<optim::nonfinite_gradients>(7)}}};
+    VS_CHECK_CODE(opt.build(s, {w}), invalid_argument);
+  }
+}
+
+TEST_CASE("O6: optimizers take their hyperparameters by name and give what "
+          "the positional constructors give", "[issue34]") {
+  auto s = make_strategy(2);
+  struct pair {
+    std::unique_ptr<optim::optimizer> named, positional;
+  };
+  optim::optimizer_options clip_p{.name = "sgd_p", .clip_global_norm = 1};
+  optim::optimizer_options adam_p{.name = "adam_p", .clip_global_norm = 1};
+  optim::optimizer_options adamw_p{.name = "adamw_p", .clip_global_norm = 1};
+  std::vector<pair> pairs;
+  pairs.push_back({std::make_unique<optim::sgd>(optim::sgd_options{
+                     .learning_rate = 0.1,
+                     .momentum = 0.9,
+                     .nesterov = true,
+                     .common = {.name = "sgd_n", .clip_global_norm = 1}}),
+                   std::make_unique<optim::sgd>(0.1, 0.9, true, clip_p)});
+  pairs.push_back({std::make_unique<optim::adam>(optim::adam_options{
+                     .learning_rate = 0.01,
+                     .common = {.name = "adam_n", .clip_global_norm = 1}}),
+                   std::make_unique<optim::adam>(0.01, 0.9, 0.999, 1e-7,
+                                                 adam_p)});
+  pairs.push_back({std::make_unique<optim::adamw>(optim::adamw_options{
+                     .learning_rate = 0.01,
+                     .weight_decay = 0.01,
+                     .beta_2 = 0.99,
+                     .common = {.name = "adamw_n", .clip_global_norm = 1}}),
+                   std::make_unique<optim::adamw>(0.01, 0.01, 0.9, 0.99, 1e-7,
+                                                  adamw_p)});
+  int k = 0;
+  for (auto& p : pairs) {
+    INFO(p.named->name());
+    auto a = make_var(s, "a" + std::to_string(k), vec_d({1, -1}),
+                      synchronization::on_write, aggregation::mean);
+    auto b = make_var(s, "b" + std::to_string(k++), vec_d({1, -1}),
+                      synchronization::on_write, aggregation::mean);
+    VS_REQUIRE_OK(p.named->build(s, {a}));
+    VS_REQUIRE_OK(p.positional->build(s, {b}));
+    for (int step = 0; step < 2; ++step) {
+      VS_REQUIRE_OK(train_step(s, *p.named, a));
+      VS_REQUIRE_OK(train_step(s, *p.positional, b));
+    }
+    CHECK(read_vec(s, a) == read_vec(s, b));
+    CHECK(read_vec(s, a) != std::vector<double>{1, -1});
+  }
+  // Keras' defaults where nothing is named.
+  optim::sgd plain{optim::sgd_options{}};
+  CHECK(plain.name() == "sgd");
 }
 
 TEST_CASE("O4: apply_gradients refuses bad gradients before anything moves") {

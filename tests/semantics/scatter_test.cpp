@@ -439,6 +439,101 @@ TEST_CASE("S5: duplicate indices in one contribution combine by the op") {
   }
 }
 
+TEST_CASE("S5: scatter_mul and scatter_div apply a repeated row's factors "
+          "one after another, also where their product leaves the dtype",
+          "[issue34]") {
+  auto s = make_strategy(2);
+  struct row {
+    scatter_op op;
+    double start;
+    double factor; // given twice, at row 0
+    double expected; // TensorFlow's result
+  };
+  int k = 0;
+  // A variable [start, 7]; the scatter names row 0 twice.
+  auto check_float = [&](const row& want, synchronization sync,
+                         aggregation agg, bool in_step) {
+    INFO(to_string(want.op) << " " << to_string(sync) << " "
+                            << to_string(agg) << (in_step ? " step" : ""));
+    auto v = make_var(s, "f" + std::to_string(k++),
+                      tensor::from_vector<float>(
+                        {2}, {static_cast<float>(want.start), 7}),
+                      sync, agg);
+    const std::vector<int64_t> idx{0, 0};
+    const auto f = static_cast<float>(want.factor);
+    auto vals = rows_f({f, f}, 2);
+    if (in_step)
+      VS_REQUIRE_OK(s.run([&](replica_context& ctx) {
+        VS_STEP_OK(ctx.scatter(v, want.op, idx, vals));
+      }));
+    else
+      VS_REQUIRE_OK(s.scatter(v, want.op, {idx, vals}));
+    // The kernels' float32 arithmetic, step by step.
+    float seq = static_cast<float>(want.start);
+    for (int i = 0; i < 2; ++i)
+      seq = want.op == scatter_op::mul ? seq * f : seq / f;
+    for (auto& c : all_components_f(s, v)) {
+      CHECK(c[0] == seq);
+      CHECK(c[0] == Approx(static_cast<float>(want.expected)).epsilon(1e-6));
+      CHECK(c[1] == 7);
+    }
+  };
+  for (auto& want : {row{scatter_op::div, 1e30, 1e25, 1e-20},
+                     row{scatter_op::mul, 0, 1e30, 0},
+                     row{scatter_op::mul, 1e-30, 1e25, 1e20}}) {
+    check_float(want, synchronization::on_write, aggregation::sum, false);
+    check_float(want, synchronization::none, aggregation::none, false);
+    check_float(want, synchronization::on_write,
+                aggregation::only_first_replica, true);
+    check_float(want, synchronization::on_write, aggregation::none, true);
+  }
+  SECTION("int32: 5 / 65536 / 65536 and 0 * 65536 * 65536 are 0, not an "
+          "overflow; a step that leaves int32 still is one") {
+    for (auto sync : {synchronization::on_write, synchronization::none}) {
+      const auto agg = sync == synchronization::none
+                         ? aggregation::none
+                         : aggregation::only_first_replica;
+      for (auto op : {scatter_op::div, scatter_op::mul}) {
+        INFO(to_string(op) << " " << to_string(sync));
+        const int32_t start = op == scatter_op::div ? 5 : 0;
+        auto vals = tensor::from_vector<int32_t>({2}, {65536, 65536});
+        auto cross = make_var(s, "i" + std::to_string(k++),
+                              tensor::from_vector<int32_t>({2}, {start, 7}),
+                              sync, agg);
+        VS_REQUIRE_OK(s.scatter(cross, op, {{0, 0}, vals}));
+        auto step = make_var(s, "i" + std::to_string(k++),
+                             tensor::from_vector<int32_t>({2}, {start, 7}),
+                             sync, agg);
+        VS_REQUIRE_OK(s.run([&](replica_context& ctx) {
+          VS_STEP_OK(ctx.scatter(step, op, {0, 0}, vals));
+        }));
+        for (auto* v : {&cross, &step})
+          for (auto& c : VS_VALUE(s.all_values(*v)))
+            CHECK(c.to_vector<int32_t>() == std::vector<int32_t>{0, 7});
+      }
+      auto one = make_var(s, "i" + std::to_string(k++),
+                          tensor::from_vector<int32_t>({2}, {1, 7}), sync,
+                          agg);
+      auto before = take_snapshot(s);
+      VS_CHECK_CODE(
+        s.scatter_mul(one, {{0, 0},
+                            tensor::from_vector<int32_t>({2}, {65536, 65536})}),
+        overflow);
+      CHECK(same(before, take_snapshot(s)));
+    }
+  }
+  SECTION("summed over replicas in a step, a replica's factors for a row "
+          "combine into their product first (S1)") {
+    auto v = make_var(s, "summed", tensor::from_vector<float>({2}, {1, 7}),
+                      synchronization::on_write, aggregation::sum);
+    VS_REQUIRE_OK(s.run([&](replica_context& ctx) {
+      VS_STEP_OK(ctx.scatter_mul(v, {0, 0}, rows_f({2, 3}, 2)));
+    }));
+    for (auto& c : all_components_f(s, v))
+      CHECK(c == std::vector<float>{12, 7}); // 1 * (2 * 3 + 2 * 3)
+  }
+}
+
 TEST_CASE("S6: scatters run on every layout: a cross-replica scatter and "
           "a step's scatter") {
   auto s = make_strategy(2);

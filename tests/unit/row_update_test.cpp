@@ -167,3 +167,42 @@ TEST_CASE("row update: floating data is never checked, no rows move nothing",
   CHECK(dev.bytes_read == 0);
   CHECK(dev.bytes_written == 0);
 }
+
+TEST_CASE("row update: a repeated row (scatter_mul / scatter_div, S5) moves "
+          "once and its factors apply in order, on far memory as on the host",
+          "[unit][row_update][issue34]") {
+  std::vector<int64_t> rows{1, 4, 4};
+  std::vector<float> y{2, 1e25f, 1e25f};
+  std::vector<float> host(6, 1e30f);
+  auto far = host;
+  REQUIRE(*apply_row_update(nullptr, make_update(scatter_op::div,
+                                                 dtype::float32, host.data(),
+                                                 1, rows, y.data()))
+          == -1);
+  rows_only_device dev;
+  REQUIRE(*apply_row_update(&dev, make_update(scatter_op::div, dtype::float32,
+                                              far.data(), 1, rows, y.data()))
+          == -1);
+  CHECK(far == host);
+  CHECK(host[1] == 5e29f);
+  CHECK(host[4] == Approx(1e-20f).epsilon(1e-6));
+  CHECK(dev.bytes_read == 2 * sizeof(float));
+  CHECK(dev.bytes_written == 2 * sizeof(float));
+  SECTION("int32: the overflow check follows the occurrences too") {
+    std::vector<int32_t> ints{0, 1};
+    std::vector<int64_t> twice{0, 0};
+    std::vector<int32_t> f{65536, 65536};
+    auto zero = ints;
+    rows_only_device idev;
+    CHECK(*row_update_overflow(&idev, make_update(scatter_op::mul,
+                                                  dtype::int32, zero.data(),
+                                                  1, twice, f.data()))
+          == -1);
+    std::vector<int64_t> one_twice{1, 1};
+    CHECK(*apply_row_update(&idev, make_update(scatter_op::mul, dtype::int32,
+                                               ints.data(), 1, one_twice,
+                                               f.data()))
+          == 1);
+    CHECK(ints == std::vector<int32_t>{0, 1}); // nothing changed
+  }
+}

@@ -123,6 +123,86 @@ TEST_CASE("scatter rules: duplicate rows of one contribution combine by the "
   CHECK(message_of(over.error()).find("row 2") != std::string::npos);
 }
 
+TEST_CASE("scatter rules: scatter_mul and scatter_div keep a repeated "
+          "row's factors in order, applied one after another (S5)",
+          "[issue34]") {
+  // Their product leaves the dtype although each step stays inside it.
+  auto info = table(dtype::float32, {3});
+  std::vector<int64_t> idx{2, 0, 2};
+  auto vals = tensor::from_vector<float>({3}, {1e25f, 3, 1e25f});
+  auto div = combine_duplicate_rows(info, scatter_op::div, idx, vals);
+  REQUIRE(div);
+  CHECK(div->rows == std::vector<int64_t>{0, 2, 2});
+  CHECK(div->values.to_vector<float>() == std::vector<float>{3, 1e25f, 1e25f});
+  CHECK(rows_in_kernel_form(scatter_op::div, div->rows));
+  CHECK_FALSE(rows_in_kernel_form(scatter_op::add, div->rows));
+  std::vector<float> c{6, 1, 1e30f};
+  host::scatter_apply(scatter_op::div, dtype::float32, c.data(), 1, div->rows,
+                      div->values.raw(), 0, 3);
+  CHECK(c[0] == 2);
+  CHECK(c[2] == Approx(1e-20f).epsilon(1e-6));
+  SECTION("int32: 0 * 65536 * 65536 and 5 / 65536 / 65536 are 0, where "
+          "combining the factors first overflowed") {
+    auto ints = table(dtype::int32, {2});
+    auto f = tensor::from_vector<int32_t>({2}, {65536, 65536});
+    for (auto op : {scatter_op::mul, scatter_op::div}) {
+      auto rows = combine_duplicate_rows(ints, op, {1, 1}, f);
+      REQUIRE(rows);
+      std::vector<int32_t> comp{7, op == scatter_op::mul ? 0 : 5};
+      CHECK(host::scatter_first_overflow(op, dtype::int32, comp.data(), 1,
+                                         rows->rows, rows->values.raw(), 0, 2)
+            == -1);
+      host::scatter_apply(op, dtype::int32, comp.data(), 1, rows->rows,
+                          rows->values.raw(), 0, 2);
+      CHECK(comp == std::vector<int32_t>{7, 0});
+      // A step that leaves the dtype is still found, at that occurrence.
+      std::vector<int32_t> one{7, 1};
+      CHECK(host::scatter_first_overflow(scatter_op::mul, dtype::int32,
+                                         one.data(), 1, rows->rows,
+                                         rows->values.raw(), 0, 2)
+            == 1);
+    }
+  }
+  SECTION("summed over replicas, a part's repeated rows combine into their "
+          "product first") {
+    std::vector<scatter_rows> parts{
+      {{1, 1}, tensor::from_vector<float>({2}, {2, 3})},
+      {{1}, tensor::from_vector<float>({1}, {4})},
+    };
+    auto sum = combine_scatter_contributions(info, scatter_op::mul,
+                                             {reduce_op::sum, false, false},
+                                             parts, "'tab'");
+    REQUIRE(sum);
+    CHECK(sum->rows == std::vector<int64_t>{1});
+    CHECK(sum->values.to_vector<float>() == std::vector<float>{10});
+    auto first = combine_scatter_contributions(info, scatter_op::mul,
+                                               {reduce_op::sum, true, false},
+                                               parts, "'tab'");
+    REQUIRE(first);
+    CHECK(first->rows == std::vector<int64_t>{1, 1});
+  }
+  SECTION("one worker applies a plan item whose rows repeat") {
+    collective_plan plan;
+    plan.num_replicas = 1;
+    auto rows = combine_duplicate_rows(
+      info, scatter_op::mul, std::vector<int64_t>(40, 1),
+      tensor::filled(dtype::float32, {40}, 2.0f));
+    REQUIRE(rows);
+    fill_scatter_item(plan.add_item(), info, scatter_op::mul,
+                      std::move(*rows), true, 1);
+    std::vector<float> comp{1, 1, 1};
+    auto buffers = bind_plan_buffers(plan);
+    buffers.items[0].components = {comp.data()};
+    auto algo = make_one_pass_shared_memory(3);
+    // Workers 1 and 2 hold later elements of the item: they leave it alone.
+    for (int w : {2, 1})
+      REQUIRE_FALSE(algo->run(plan, buffers, w, 3));
+    CHECK(comp == std::vector<float>{1, 1, 1});
+    REQUIRE_FALSE(algo->run(plan, buffers, 0, 3));
+    CHECK(comp == std::vector<float>{1, 0x1p40f, 1});
+  }
+}
+
 TEST_CASE("scatter rules: contributions combine row by row (W4)") {
   auto info = table(dtype::float32, {4});
   std::vector<scatter_rows> parts{

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "varsync/error.hpp"
+#include "varsync/half.hpp"
 #include "varsync/tensor.hpp"
 #include "varsync/host_buffer_cache.hpp"
 
@@ -273,4 +274,32 @@ TEST_CASE("the host buffer cache keeps freed large buffers up to its limit "
   CHECK(host_buffer_cache_bytes() == 0);
   set_host_buffer_cache_limit(previous);
   CHECK(host_buffer_cache_limit() == previous);
+}
+
+TEST_CASE("tensor::from_floats writes float16 and bfloat16 values rounded "
+          "once to nearest even, and refuses what it cannot build",
+          "[issue34]") {
+  auto h = tensor::from_floats(dtype::float16, {2, 2},
+                               {1.5f, -0.1f, 65504.0f, 1e6f});
+  REQUIRE(h.type() == dtype::float16);
+  REQUIRE(h.shape() == tensor_shape{2, 2});
+  auto* hb = static_cast<const uint16_t*>(h.raw());
+  CHECK(hb[0] == 0x3e00); // 1.5
+  CHECK(hb[1] == float_to_float16(-0.1f));
+  CHECK(hb[2] == 0x7bff); // the largest float16
+  CHECK(hb[3] == 0x7c00); // beyond it: infinity
+  CHECK(h.to_vector<float>()[0] == 1.5f);
+  // 1 + 2^-11 lies halfway between two float16 values: to the even one.
+  auto tie = tensor::from_floats(dtype::float16, {1}, {1.0f + 0x1p-11f});
+  CHECK(tie.to_vector<float>()[0] == 1.0f);
+  auto b = tensor::from_floats(dtype::bfloat16, {3}, {1.0f, 3.0f, 1.00390625f});
+  REQUIRE(b.type() == dtype::bfloat16);
+  CHECK(b.to_vector<float>() == std::vector<float>{1, 3, 1}); // tie to even
+  CHECK(static_cast<const uint16_t*>(b.raw())[1] == 0x4040);
+  auto f = tensor::from_floats(dtype::float64, {1}, {0.1f});
+  CHECK(f.to_vector<double>()[0] == static_cast<double>(0.1f));
+  CHECK_THROWS_AS(tensor::from_floats(dtype::int32, {1}, {1}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(tensor::from_floats(dtype::float16, {3}, {1, 2}),
+                  std::invalid_argument);
 }
