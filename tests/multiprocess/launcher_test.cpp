@@ -43,8 +43,9 @@ launch run_service(const std::vector<std::string>& args) {
 
 } // namespace
 
-TEST_CASE("varsync-run: a service that fails to restore a corrupt checkpoint "
-          "exits 1, and varsync-run reports the rank and its status") {
+TEST_CASE("P11: varsync-run: a service that fails to restore a corrupt "
+          "checkpoint exits 1, and varsync-run reports the rank and its "
+          "status") {
   std::string path = "launcher_test_corrupt." + std::to_string(::getpid())
                      + ".safetensors";
   if (FILE* f = std::fopen(path.c_str(), "wb")) {
@@ -63,8 +64,9 @@ TEST_CASE("varsync-run: a service that fails to restore a corrupt checkpoint "
   CHECK(r.took < 30s);
 }
 
-TEST_CASE("varsync-run: a rank killed by a signal is named with the signal, "
-          "the others are stopped and varsync-run exits 128 + signal") {
+TEST_CASE("P11: varsync-run: a rank killed by a signal is named with the "
+          "signal, the others are stopped and varsync-run exits 128 + "
+          "signal") {
   auto r = run_service({"--scenario=killed"});
   INFO(r.output);
   CHECK(r.exit_code == 128 + 9);
@@ -76,7 +78,7 @@ TEST_CASE("varsync-run: a rank killed by a signal is named with the signal, "
   CHECK(r.took < 30s);
 }
 
-TEST_CASE("varsync-run: ranks that succeed give exit status 0") {
+TEST_CASE("P11: varsync-run: ranks that succeed give exit status 0") {
   auto r = run_service({"--scenario=ok"});
   INFO(r.output);
   CHECK(r.exit_code == 0);

@@ -40,7 +40,7 @@ const char* const held_error
 
 } // namespace
 
-TEST_CASE("system lifetime: a strategy handle that outlives its actor system "
+TEST_CASE("V6: a strategy handle that outlives its actor system "
           "is named in the log and the system's destruction ends") {
   auto r = run_helper("held");
   INFO(r.output);
@@ -49,7 +49,7 @@ TEST_CASE("system lifetime: a strategy handle that outlives its actor system "
   CHECK(r.output.find("outliving_handle held: ok") != std::string::npos);
 }
 
-TEST_CASE("system lifetime: the actor system's destruction waits for the "
+TEST_CASE("V6: the actor system's destruction waits for the "
           "actors of a strategy whose handles are gone") {
   auto r = run_helper("dropped");
   INFO(r.output);
