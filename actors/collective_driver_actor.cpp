@@ -5,6 +5,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/spawn_hidden.hpp"
 #include "varsync/error.hpp"
 
 namespace varsync {
@@ -43,8 +44,10 @@ private:
 
 collective_driver_actor
 spawn_collective_driver(caf::actor_system& sys,
-                        std::shared_ptr<collective_algorithm> algorithm) {
-  return sys.spawn<collective_driver_impl, caf::detached>(std::move(algorithm));
+                        std::shared_ptr<collective_algorithm> algorithm,
+                        bool hidden) {
+  return spawn_maybe_hidden<collective_driver_impl, caf::detached>(
+    sys, hidden, std::move(algorithm));
 }
 
 } // namespace varsync

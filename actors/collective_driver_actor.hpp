@@ -18,6 +18,7 @@ namespace varsync {
 
 collective_driver_actor
 spawn_collective_driver(caf::actor_system& sys,
-                        std::shared_ptr<collective_algorithm> algorithm);
+                        std::shared_ptr<collective_algorithm> algorithm,
+                        bool hidden = false);
 
 } // namespace varsync

@@ -28,7 +28,7 @@ choose(const std::vector<device_id>& devices,
 
 caf::expected<selected_collective>
 select_collective(caf::actor_system& sys, const std::vector<device_id>& devices,
-                  std::optional<process_membership> processes) {
+                  std::optional<process_membership> processes, bool hidden) {
   auto algorithm = choose(devices, std::move(processes));
   if (!algorithm)
     return std::move(algorithm.error());
@@ -38,7 +38,7 @@ select_collective(caf::actor_system& sys, const std::vector<device_id>& devices,
   out.checks_device_contributions
     = (*algorithm)->checks_device_contributions();
   if ((*algorithm)->workers() == collective_workers::driver) {
-    out.driver = spawn_collective_driver(sys, std::move(*algorithm));
+    out.driver = spawn_collective_driver(sys, std::move(*algorithm), hidden);
     log()->info("collective: {}", out.description);
   } else {
     out.in_replicas = std::move(*algorithm);

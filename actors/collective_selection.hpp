@@ -46,9 +46,11 @@ struct selected_collective {
 
 /// Chooses the collective of a strategy over `devices`, in this process,
 /// in `processes` when it spans several, and spawns its driver where it has
-/// one. device_error for device replicas without the CUDA backend.
+/// one (hidden: spawn_maybe_hidden). device_error for device replicas
+/// without the CUDA backend.
 caf::expected<selected_collective>
 select_collective(caf::actor_system& sys, const std::vector<device_id>& devices,
-                  std::optional<process_membership> processes);
+                  std::optional<process_membership> processes,
+                  bool hidden = false);
 
 } // namespace varsync

@@ -13,6 +13,7 @@
 #include "actors/collective_selection.hpp"
 #include "actors/coordinator_state.hpp"
 #include "actors/replica_actor.hpp"
+#include "actors/spawn_hidden.hpp"
 #include "varsync/error.hpp"
 #include "core/logging.hpp"
 #include "sync/distributed_reduce.hpp"
@@ -335,7 +336,8 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
                            : static_cast<int>(cfg.devices.size());
   auto dropped = std::make_shared<std::atomic<uint64_t>>(0);
   // Chosen first: the replicas keep contributions where it reads them.
-  auto selected = select_collective(sys, cfg.devices, std::move(cfg.processes));
+  auto selected = select_collective(sys, cfg.devices, std::move(cfg.processes),
+                                    cfg.hidden);
   if (!selected)
     return std::move(selected.error());
   std::vector<replica_actor> replicas;
@@ -358,6 +360,7 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
                       cfg.step_exception, cfg.max_queued_operations, dropped,
                       static_cast<int>(i)};
     rc.collective_checks_device = selected->checks_device_contributions;
+    rc.hidden = cfg.hidden;
     for (auto& f : cfg.faults)
       if (f.replica == first + static_cast<int>(i))
         rc.faults.push_back(f);
@@ -374,8 +377,8 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
   if (selected->driver)
     driver = *selected->driver;
   auto collective = selected->description;
-  auto coordinator = sys.spawn<coordinator_actor_impl>(
-    cfg.devices, replicas, cfg.default_timeout, std::move(*selected),
+  auto coordinator = spawn_maybe_hidden<coordinator_actor_impl>(
+    sys, cfg.hidden, cfg.devices, replicas, cfg.default_timeout, std::move(*selected),
     memory_budget{cfg.memory_budget_bytes}, cfg.max_queued_operations,
     cfg.max_queued_bytes, dropped, cfg.small_step_bytes, layout,
     cfg.collect_metrics, cfg.stall_threshold);

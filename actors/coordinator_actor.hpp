@@ -41,6 +41,9 @@ struct coordinator_config {
   /// A strategy over several processes: the joined group, and where this
   /// process's replicas stand in it (sync/process_group.hpp).
   std::optional<process_membership> processes;
+  /// Spawn the coordinator, the replicas and the driver hidden: the actor
+  /// system's lifetime watch waits for them (actors/spawn_hidden.hpp).
+  bool hidden = false;
 };
 
 /// Spawns the replicas of `cfg.devices` and their coordinator. Fails with

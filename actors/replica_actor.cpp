@@ -3,6 +3,7 @@
 
 #include "actors/append_wakeups.hpp"
 #include "actors/replica_state.hpp"
+#include "actors/spawn_hidden.hpp"
 
 namespace varsync {
 
@@ -210,7 +211,8 @@ caf::expected<replica_actor> spawn_replica(caf::actor_system& sys,
   if (!dev)
     return std::move(dev.error());
   log()->debug("spawning replica {} on {}", cfg.rank, to_string(cfg.device));
-  return sys.spawn<replica_internal::replica_actor_impl>(cfg, std::move(*dev));
+  return spawn_maybe_hidden<replica_internal::replica_actor_impl>(
+    sys, cfg.hidden, cfg, std::move(*dev));
 }
 
 } // namespace varsync

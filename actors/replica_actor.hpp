@@ -41,6 +41,8 @@ struct replica_config {
   /// (collective_algorithm::checks_device_contributions): every ON_WRITE
   /// contribution of a device replica stays on the device.
   bool collective_checks_device = false;
+  /// Spawned hidden (coordinator_config::hidden).
+  bool hidden = false;
 };
 
 /// Spawns the replica actor of `cfg.device` (device_error if the device

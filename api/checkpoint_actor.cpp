@@ -93,6 +93,8 @@ front(checkpoint_actor::pointer self,
 } // namespace
 
 checkpoint_actor spawn_checkpoint_actor(const strategy& s) {
+  if (s.core()->system_destroyed())
+    return checkpoint_actor{};
   auto& sys = s.core()->system();
   auto hdl = sys.spawn(front, std::weak_ptr<detail::strategy_core>{s.core()},
                        s.timeout(), s.core()->coordinator());

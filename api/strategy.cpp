@@ -17,6 +17,7 @@
 #include "actors/actor_thread.hpp"
 #include "actors/coordinator_actor.hpp"
 #include "core/logging.hpp"
+#include "messages/system_lifetime.hpp"
 #include "varsync/config.hpp"
 #include "sync/device_collective_registry.hpp"
 #include "sync/distributed_reduce.hpp"
@@ -53,6 +54,32 @@ caf::expected<config_settings> apply_config_from(const caf::actor_system& sys) {
     log()->warn("ignoring unknown varsync.log-level '{}'",
                 settings->unknown_log_level);
   return settings;
+}
+
+// The actor system's destruction waits for the strategy's actors (they are
+// hidden from its first wait). If a handle is still held then, nothing
+// would ever stop them: the strategy is stopped, with an error in the log.
+void watch_lifetime(detail::system_lifetime& lifetime,
+                    const std::shared_ptr<detail::strategy_core>& core) {
+  std::vector<caf::strong_actor_ptr> actors;
+  actors.push_back(caf::actor_cast<caf::strong_actor_ptr>(core->coordinator()));
+  for (auto& r : core->replicas())
+    actors.push_back(caf::actor_cast<caf::strong_actor_ptr>(r));
+  auto what = "the strategy (" + core->description() + ")";
+  lifetime.watch(std::move(actors), what,
+                 [weak = std::weak_ptr<detail::strategy_core>{core}, what] {
+                   auto held = weak.lock();
+                   if (!held)
+                     return; // its last handle is gone: it is stopping
+                   log()->error(
+                     "{} is still held while its actor system is being "
+                     "destroyed: the strategy is shut down now, and its "
+                     "handles fail with shut_down from here on. Drop every "
+                     "strategy handle (or call shutdown()) before the actor "
+                     "system goes away",
+                     what);
+                   held->system_gone();
+                 });
 }
 
 } // namespace
@@ -148,6 +175,8 @@ make_strategy(std::shared_ptr<detail::system_host> owned,
     return fail(std::move(devices.error()));
   coordinator_config cc;
   cc.devices = *devices;
+  auto lifetime = detail::system_lifetime::of(sys);
+  cc.hidden = lifetime != nullptr;
   cc.default_timeout = to_timespan(options.timeout);
   cc.faults = options.faults;
   cc.step_exception = options.step_exception;
@@ -230,6 +259,8 @@ make_strategy(std::shared_ptr<detail::system_host> owned,
   core->place = place;
   if (metrics_server)
     core->serve_metrics(std::move(metrics_server));
+  if (lifetime)
+    watch_lifetime(*lifetime, core);
   return strategy::from_core(std::move(core), options.timeout);
 }
 

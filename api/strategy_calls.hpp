@@ -98,7 +98,7 @@ void strategy_core::submit(
   std::function<void(coordinator_state&, reply_fn<T>)> op, reply_fn<T> done,
   size_t bytes) {
   if (stopped_.load()) {
-    done(make_error(errc::shut_down, "the strategy has shut down"));
+    done(shut_down_error());
     return;
   }
   // Count first, then check: concurrent submitters never pass the bounds
@@ -184,7 +184,7 @@ template <class T>
 void strategy_core::submit_now(
   std::function<void(coordinator_state&, reply_fn<T>)> op, reply_fn<T> done) {
   if (stopped_.load()) {
-    done(make_error(errc::shut_down, "the strategy has shut down"));
+    done(shut_down_error());
     return;
   }
   client_call_ptr call = std::make_shared<now_call<T>>(std::move(op),

@@ -282,6 +282,19 @@ void strategy_core::shutdown() {
   caf::anon_send(coordinator_, shutdown_atom::value);
 }
 
+void strategy_core::system_gone() {
+  system_gone_ = true;
+  shutdown();
+}
+
+caf::error strategy_core::shut_down_error() const {
+  if (system_gone_.load())
+    return make_error(errc::shut_down,
+                      "the strategy's actor system was destroyed while this "
+                      "handle was held");
+  return make_error(errc::shut_down, "the strategy has shut down");
+}
+
 void strategy_core::metrics(reply_fn<strategy_metrics> done) {
   auto counts = outstanding_;
   submit_now<strategy_metrics>(

@@ -125,6 +125,13 @@ public:
 
   void shutdown();
   bool stopped() const { return stopped_.load(); }
+  /// The strategy's actor system is being destroyed while this core is held
+  /// (messages/system_lifetime.hpp): shuts down; the system is never touched
+  /// again.
+  void system_gone();
+  bool system_destroyed() const { return system_gone_.load(); }
+  /// What a call after shutdown fails with.
+  caf::error shut_down_error() const;
   /// True if the strategy created its actor system itself.
   bool owns_system() const { return owned_ != nullptr; }
 
@@ -139,6 +146,7 @@ private:
   std::string description_;
   memory_budget budget_;
   std::atomic<bool> stopped_{false};
+  std::atomic<bool> system_gone_{false};
   // The thread that created the strategy: the only one that waits for an
   // owned actor system to go away (any other thread may be one of the
   // system's own, which the system's destructor would wait for).

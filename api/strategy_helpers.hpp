@@ -46,7 +46,7 @@ inline tensor to_float64(const tensor& x) {
 
 inline caf::error check_running(const detail::strategy_core& core) {
   if (core.stopped())
-    return make_error(errc::shut_down, "the strategy has shut down");
+    return core.shut_down_error();
   return {};
 }
 

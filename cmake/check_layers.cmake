@@ -22,7 +22,7 @@ set(owner_config messages)
 set(owner_replica_context actors)
 set(owner_sync_advice sync)
 foreach(h strategy actor_api checkpoint checkpoint_actor testing varsync optim
-       function_step)
+       function_step service_main)
   set(owner_${h} api)
 endforeach()
 set(owner_cuda_stream cuda)

@@ -240,8 +240,8 @@ int run_example(caf::actor_system& sys, const config& cfg) {
 
 } // namespace
 
-void caf_main(caf::actor_system& sys, const config& cfg) {
-  examples::exit_status = run_example(sys, cfg);
+int caf_main(caf::actor_system& sys, const config& cfg) {
+  return run_example(sys, cfg);
 }
 
-EXAMPLE_MAIN()
+VARSYNC_MAIN()

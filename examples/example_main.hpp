@@ -1,11 +1,11 @@
 #pragma once
 // What the examples share around CAF's main: options are declared on the
 // actor_system_config (so --long-help lists them and caf-application.ini can
-// set them), and two adaptations of CAF 0.17:
-//  - it parses long options only as --name=value; the examples have always
-//    accepted --name value too, so the config joins those first;
-//  - exec_main discards what caf_main returns, so an example reports its
-//    exit status through examples::exit_status (EXAMPLE_MAIN returns it).
+// set them), parsed with one adaptation of CAF 0.17: it parses long options
+// only as --name=value; the examples have always accepted --name value too,
+// so the config joins those first. Each example ends with VARSYNC_MAIN()
+// (<varsync/service_main.hpp>), so what its caf_main returns is its exit
+// status.
 
 #include <cstring>
 #include <string>
@@ -13,8 +13,9 @@
 
 #include <caf/actor_system_config.hpp>
 #include <caf/config_option_set.hpp>
-#include <caf/exec_main.hpp>
 #include <caf/string_view.hpp>
+
+#include <varsync/service_main.hpp>
 
 namespace examples {
 
@@ -67,14 +68,4 @@ struct config : Base {
   }
 };
 
-/// The process exit status (caf_main cannot return one in CAF 0.17).
-inline int exit_status = 0;
-
 } // namespace examples
-
-/// CAF_MAIN() that also returns examples::exit_status.
-#define EXAMPLE_MAIN()                                                         \
-  int main(int argc, char** argv) {                                            \
-    auto rc = ::caf::exec_main<>(caf_main, argc, argv);                        \
-    return rc != 0 ? rc : ::examples::exit_status;                             \
-  }

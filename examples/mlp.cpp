@@ -122,13 +122,12 @@ void must(const caf::error& err, const char* what) {
 
 } // namespace
 
-void caf_main(caf::actor_system& sys, const config& opt) {
+int caf_main(caf::actor_system& sys, const config& opt) {
   if (opt.replicas < 1 || opt.replicas > 64 || !opt.remainder.empty()
       || (opt.epochs != unset && (opt.epochs < 1 || opt.epochs > 100000))) {
     std::fprintf(stderr, "usage: mlp [--smoke] [--replicas N (1..64)] "
                          "[--epochs N] [--print-losses]\n");
-    examples::exit_status = 2;
-    return;
+    return 2;
   }
   const int epochs = opt.epochs != unset ? opt.epochs : opt.smoke ? 5 : 40;
   const auto data = make_dataset();
@@ -236,10 +235,10 @@ void caf_main(caf::actor_system& sys, const config& opt) {
   s.shutdown();
   if (!(last_loss < first_loss / 10) || steps != epochs * steps_per_epoch) {
     std::printf("mlp: FAILED to converge\n");
-    examples::exit_status = 1;
-    return;
+    return 1;
   }
   std::printf("mlp: converged\n");
+  return 0;
 }
 
-EXAMPLE_MAIN()
+VARSYNC_MAIN()

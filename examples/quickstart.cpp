@@ -112,7 +112,7 @@ using config = examples::config<quickstart_options>;
 
 } // namespace
 
-void caf_main(caf::actor_system& sys, const config& cfg) {
+int caf_main(caf::actor_system& sys, const config& cfg) {
   const bool smoke = cfg.smoke;
 
   strategy_options opts;
@@ -383,10 +383,10 @@ void caf_main(caf::actor_system& sys, const config& cfg) {
   s.shutdown();
   if (failures > 0) {
     std::printf("\nquickstart: %d check(s) FAILED\n", failures);
-    examples::exit_status = 1;
-    return;
+    return 1;
   }
   std::printf("\nquickstart: all checks passed\n");
+  return 0;
 }
 
-EXAMPLE_MAIN()
+VARSYNC_MAIN()

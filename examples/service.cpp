@@ -283,7 +283,7 @@ using config = examples::config<service_options>;
 
 } // namespace
 
-void caf_main(caf::actor_system& sys, const config& cfg) {
+int caf_main(caf::actor_system& sys, const config& cfg) {
   const int64_t total = cfg.smoke ? 400 : 4000;
 
   // Whatever happens (even a hung actor system destructor), never hang.
@@ -502,7 +502,7 @@ void caf_main(caf::actor_system& sys, const config& cfg) {
   s.shutdown();
 
   std::printf(failures ? "service: FAILED\n" : "service: all checks passed\n");
-  examples::exit_status = failures ? 1 : 0;
+  return failures ? 1 : 0;
 }
 
-EXAMPLE_MAIN()
+VARSYNC_MAIN()

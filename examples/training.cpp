@@ -186,7 +186,6 @@ bool usage(const char* msg) {
                "[--resume PATH] [--stop-after-epoch K] [--print-weights] "
                "(--long-help lists every option)\n",
                msg);
-  examples::exit_status = 2;
   return false;
 }
 
@@ -204,9 +203,9 @@ bool check_options(const config& cfg) {
 
 } // namespace
 
-void caf_main(caf::actor_system& sys, const config& opt) {
+int caf_main(caf::actor_system& sys, const config& opt) {
   if (!check_options(opt))
-    return;
+    return 2;
   const int epochs = opt.epochs != unset ? opt.epochs : opt.smoke ? 8 : 30;
   const auto data = make_dataset();
 
@@ -313,7 +312,7 @@ void caf_main(caf::actor_system& sys, const config& opt) {
     if (opt.stop_after > 0 && epoch > opt.stop_after) {
       std::printf("stopped after epoch %d\n", epoch - 1);
       s.shutdown();
-      return;
+      return 0;
     }
     for (step = 0; step < steps_per_epoch; ++step, ++steps_run)
       must(s.run(train_step), "training step");
@@ -390,7 +389,7 @@ void caf_main(caf::actor_system& sys, const config& opt) {
 
   s.shutdown();
   std::printf(failures ? "training: FAILED\n" : "training: converged, all checks passed\n");
-  examples::exit_status = failures ? 1 : 0;
+  return failures ? 1 : 0;
 }
 
-EXAMPLE_MAIN()
+VARSYNC_MAIN()

@@ -8,6 +8,7 @@
 #include "messages/coordinator_interface.hpp"
 #include "messages/operation_sequencer.hpp"
 #include "messages/replica_interface.hpp"
+#include "messages/system_lifetime.hpp"
 
 namespace varsync {
 
@@ -31,6 +32,7 @@ void tune_scheduler(caf::actor_system_config& cfg) {
 }
 
 void register_types(caf::actor_system_config& cfg) {
+  detail::watch_system_lifetime(cfg);
   config_access::options(cfg)
     .add<std::string>("varsync", "log-level",
                       "trace, debug, info, warn (default), error or off")

@@ -11,6 +11,7 @@ namespace varsync {
 
 /// Spawns a checkpoint actor in the actor system of `s`. It holds a handle
 /// to `s`; send it an exit message (or let all references go) to stop it.
+/// An invalid handle once the actor system of `s` has been destroyed.
 checkpoint_actor spawn_checkpoint_actor(const strategy& s);
 
 } // namespace varsync

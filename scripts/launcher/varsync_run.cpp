@@ -7,9 +7,12 @@
 // unless given) in their environment, which cluster_from_environment()
 // reads. Output is the children's own. The first child that fails (non-zero
 // exit or a signal) stops the others (SIGTERM, SIGKILL 5 s later) and its
-// status is varsync-run's (128 + signal for a signal); SIGINT and SIGTERM
-// are passed on to the children. Each child runs in a process group of its
-// own, which goes with it: nothing is left running when it returns.
+// status is varsync-run's (128 + signal for a signal); every child that did
+// not exit 0 is named on stderr with its rank and how it ended ("rank 1
+// (pid 4242) exited with status 3", "... was killed by signal 11
+// (SIGSEGV)"). SIGINT and SIGTERM are passed on to the children. Each child
+// runs in a process group of its own, which goes with it: nothing is left
+// running when it returns.
 
 #include <cerrno>
 #include <chrono>
@@ -77,6 +80,24 @@ int status_code(int status) {
   if (WIFSIGNALED(status))
     return 128 + WTERMSIG(status);
   return 1;
+}
+
+// How a child ended, in words: "exited with status 3", "was killed by
+// signal 11 (SIGSEGV, core dumped)".
+std::string how_it_ended(int status) {
+  if (WIFEXITED(status))
+    return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (!WIFSIGNALED(status))
+    return "ended with wait status " + std::to_string(status);
+  int sig = WTERMSIG(status);
+  std::string out = "was killed by signal " + std::to_string(sig);
+  const char* abbrev = sigabbrev_np(sig);
+  std::string detail = abbrev != nullptr ? std::string{"SIG"} + abbrev : "";
+  if (WCOREDUMP(status))
+    detail += detail.empty() ? "core dumped" : ", core dumped";
+  if (!detail.empty())
+    out += " (" + detail + ")";
+  return out;
 }
 
 } // namespace
@@ -185,6 +206,8 @@ int main(int argc, char** argv) {
   auto stop_deadline = std::chrono::steady_clock::time_point::max();
   while (left > 0) {
     if (forwarded_signal != 0 && !stopping) {
+      std::fprintf(stderr, "varsync-run: got signal %d; passing it on to the "
+                           "ranks\n", static_cast<int>(forwarded_signal));
       stop_all(forwarded_signal);
       result = 128 + forwarded_signal;
       stopping = true;
@@ -207,11 +230,14 @@ int main(int argc, char** argv) {
       pids[k] = 0;
       --left;
       int code = status_code(status);
-      if (code != 0 && !stopping) {
-        std::fprintf(stderr,
-                     "varsync-run: process %zu exited with status %d; "
-                     "stopping the others\n",
-                     k, code);
+      if (code == 0)
+        continue;
+      std::fprintf(stderr, "varsync-run: rank %zu (pid %d) %s%s\n", k,
+                   static_cast<int>(pid), how_it_ended(status).c_str(),
+                   stopping ? " after varsync-run told the ranks to stop"
+                   : left > 0 ? "; stopping the other ranks"
+                              : "");
+      if (!stopping) {
         result = code;
         stopping = true;
         stop_all(SIGTERM);

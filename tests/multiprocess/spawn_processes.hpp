@@ -5,11 +5,13 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -26,7 +28,22 @@ struct child_spec {
   std::vector<std::string> env;
   /// Send SIGSTOP this long after the start (0: never).
   std::chrono::milliseconds stop_after{0};
+  /// A file that takes the child's stdout and stderr (empty: inherited).
+  std::string output;
 };
+
+/// The text of a file (a child's output), empty if it cannot be read.
+inline std::string read_text(const std::string& path) {
+  std::string out;
+  if (FILE* f = std::fopen(path.c_str(), "rb")) {
+    char buf[4096];
+    size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0)
+      out.append(buf, n);
+    std::fclose(f);
+  }
+  return out;
+}
 
 struct children_result {
   std::vector<int> exit_codes; // -1: killed at the deadline, -2: a signal
@@ -73,12 +90,20 @@ inline children_result run_children(const std::vector<child_spec>& children,
     for (auto& e : env_strings)
       envp.push_back(e.data());
     envp.push_back(nullptr);
-    if (posix_spawn(&pids[i], argv[0], nullptr, nullptr, argv.data(),
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    if (!children[i].output.empty()) {
+      posix_spawn_file_actions_addopen(&actions, 1, children[i].output.c_str(),
+                                       O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    }
+    if (posix_spawn(&pids[i], argv[0], &actions, nullptr, argv.data(),
                     envp.data())
         != 0) {
       pids[i] = 0;
       out.spawned = false;
     }
+    posix_spawn_file_actions_destroy(&actions);
   }
   size_t left = 0;
   for (auto pid : pids)
