@@ -46,6 +46,7 @@ if(VARSYNC_HAVE_GLOO)
     POSITION_INDEPENDENT_CODE ON
     EXPORT_NAME distributed)
   target_compile_options(varsync_gloo PRIVATE -Wall -Wextra -Wpedantic)
+  varsync_precompile(varsync_gloo)
   # Keeps the joiner's registration in static links (see cuda_backend.cpp).
   target_link_options(varsync_gloo INTERFACE
     "LINKER:--undefined=varsync_gloo_transport_anchor")

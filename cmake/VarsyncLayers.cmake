@@ -46,6 +46,8 @@ function(varsync_layer_include_root layer out)
   set(${out} "${root}" PARENT_SCOPE)
 endfunction()
 
+include(VarsyncPrecompiledHeaders)
+
 set(VARSYNC_LAYER_OBJECTS "")
 foreach(layer ${VARSYNC_LAYERS})
   # A layer's own files, and its collective algorithms (sync/collectives/).
@@ -61,6 +63,7 @@ foreach(layer ${VARSYNC_LAYERS})
     POSITION_INDEPENDENT_CODE "${BUILD_SHARED_LIBS}")
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic>)
+  varsync_precompile(${target})
   list(APPEND VARSYNC_LAYER_OBJECTS $<TARGET_OBJECTS:${target}>)
 endforeach()
 # GCC's -O2 "very cheap" vectorizer cost model leaves the fused no-alias loops

@@ -10,8 +10,11 @@ shift || true
 
 jobs="$(nproc 2>/dev/null || echo 2)"
 
-echo "build.sh: cmake -S . -B ${build_dir} -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo"
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+# Release unless VARSYNC_BUILD_TYPE says otherwise (RelWithDebInfo for a
+# debugger).
+build_type="${VARSYNC_BUILD_TYPE:-Release}"
+echo "build.sh: cmake -S . -B ${build_dir} -G Ninja -DCMAKE_BUILD_TYPE=${build_type}"
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="${build_type}"
 
 target_args=()
 for target in "$@"; do
