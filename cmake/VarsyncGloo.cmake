@@ -34,6 +34,8 @@ if(VARSYNC_HAVE_GLOO)
     ${PROJECT_SOURCE_DIR}/actors/gloo/rendezvous_store_actor.cpp
     ${PROJECT_SOURCE_DIR}/sync/gloo/control_store.cpp
     ${PROJECT_SOURCE_DIR}/sync/gloo/gloo_group.cpp
+    ${PROJECT_SOURCE_DIR}/sync/gloo/hmac_sha256.cpp
+    ${PROJECT_SOURCE_DIR}/sync/gloo/peer_handshake.cpp
     ${PROJECT_SOURCE_DIR}/sync/shm/shared_memory_group.cpp)
   add_library(varsync::distributed ALIAS varsync_gloo)
   # The implementation's headers stay private (as for varsync::cuda): a
