@@ -1,7 +1,8 @@
 # The Gloo transport of the cross-process collective (sync/gloo: the Gloo
-# group and the rendezvous store client; sync/shm: the shared memory group
-# for processes on one host; actors/gloo: the store actor and
-# the process group joiner), built as varsync::distributed (target
+# group, the rendezvous store client and the rendezvous handshake; sync/shm:
+# the shared memory group for processes on one host; actors/gloo: the store
+# actor, the rendezvous gate, the control connections and the process group
+# joiner), built as varsync::distributed (target
 # varsync_gloo) when Debian's libgloo-dev is found. Linking it lets
 # strategy_options::cluster span processes: it registers its joiner with
 # libvarsync (sync/process_group.hpp), so single-process programs never link
@@ -29,8 +30,10 @@ endif()
 
 if(VARSYNC_HAVE_GLOO)
   add_library(varsync_gloo STATIC
+    ${PROJECT_SOURCE_DIR}/actors/gloo/control_connections.cpp
     ${PROJECT_SOURCE_DIR}/actors/gloo/gloo_process_group.cpp
     ${PROJECT_SOURCE_DIR}/actors/gloo/operation_sequencer_actor.cpp
+    ${PROJECT_SOURCE_DIR}/actors/gloo/rendezvous_gate.cpp
     ${PROJECT_SOURCE_DIR}/actors/gloo/rendezvous_store_actor.cpp
     ${PROJECT_SOURCE_DIR}/sync/gloo/control_store.cpp
     ${PROJECT_SOURCE_DIR}/sync/gloo/gloo_group.cpp
