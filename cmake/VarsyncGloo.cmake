@@ -72,7 +72,12 @@ if(VARSYNC_HAVE_GLOO)
                      bash -c "start=$(date +%s); $<TARGET_FILE:varsync-run> -np 3 sh -c 'if [ \$VARSYNC_RANK = 1 ]; then exit 3; fi; sleep 60'; rc=$?; [ $rc = 3 ] && [ $(( $(date +%s) - start )) -lt 30 ]")
     add_test(NAME launcher.environment
              COMMAND bash -c "$<TARGET_FILE:varsync-run> -np 2 sh -c 'test \$VARSYNC_WORLD_SIZE = 2 && test -n \$VARSYNC_RENDEZVOUS && test \$VARSYNC_RANK -lt 2'")
+    # Every process of one run gets the same cluster token: a fresh one
+    # (64 hex digits), or the one varsync-run was given.
+    add_test(NAME launcher.cluster_token
+             COMMAND bash -c "out=$(mktemp -d) && $<TARGET_FILE:varsync-run> -np 3 sh -c 'printf %s \"\$VARSYNC_CLUSTER_TOKEN\" > '$out'/\$VARSYNC_RANK' && t=$(cat $out/0) && echo $t | grep -Eq '^[0-9a-f]{64}$' && [ \"$(cat $out/1)\" = $t ] && [ \"$(cat $out/2)\" = $t ] && t2=$($<TARGET_FILE:varsync-run> -np 1 sh -c 'printf %s \"\$VARSYNC_CLUSTER_TOKEN\"') && [ $t2 != $t ] && [ \"$(VARSYNC_CLUSTER_TOKEN=given-token-0123456789 $<TARGET_FILE:varsync-run> -np 1 sh -c 'printf %s \"\$VARSYNC_CLUSTER_TOKEN\"')\" = given-token-0123456789 ]; rc=$?; rm -rf $out; exit $rc")
     set_tests_properties(launcher.failure_stops_the_others launcher.environment
+                         launcher.cluster_token
                          PROPERTIES TIMEOUT 60 LABELS multiprocess)
   endif()
 endif()
