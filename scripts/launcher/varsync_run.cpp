@@ -7,15 +7,14 @@
 // unless given) and VARSYNC_CLUSTER_TOKEN (the one in varsync-run's own
 // environment, else 32 random bytes in hex, new for each run: only the
 // processes it started can join) in their environment, which
-// cluster_from_environment()
-// reads. Output is the children's own. The first child that fails (non-zero
-// exit or a signal) stops the others (SIGTERM, SIGKILL 5 s later) and its
-// status is varsync-run's (128 + signal for a signal); every child that did
-// not exit 0 is named on stderr with its rank and how it ended ("rank 1
-// (pid 4242) exited with status 3", "... was killed by signal 11
-// (SIGSEGV)"). SIGINT and SIGTERM are passed on to the children. Each child
-// runs in a process group of its own, which goes with it: nothing is left
-// running when it returns.
+// cluster_from_environment() reads. Output is the children's own. The first
+// child that fails (non-zero exit or a signal) stops the others (SIGTERM,
+// SIGKILL 5 s later) and its status is varsync-run's (128 + signal for a
+// signal); every child that did not exit 0 is named on stderr with its rank
+// and how it ended ("rank 1 (pid 4242) exited with status 3", "... was
+// killed by signal 11 (SIGSEGV)"). SIGINT and SIGTERM are passed on to the
+// children. Each child runs in a process group of its own, which goes with
+// it: nothing is left running when it returns.
 
 #include <cerrno>
 #include <chrono>
