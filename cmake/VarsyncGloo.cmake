@@ -1,7 +1,8 @@
 # The Gloo transport of the cross-process collective (sync/gloo: the Gloo
-# group and the rendezvous store client; sync/shm: the shared memory group
-# for processes on one host; actors/gloo: the store actor and
-# the process group joiner), built as varsync::distributed (target
+# group, the rendezvous store client and the rendezvous handshake; sync/shm:
+# the shared memory group for processes on one host; actors/gloo: the store
+# actor, the rendezvous gate, the control connections and the process group
+# joiner), built as varsync::distributed (target
 # varsync_gloo) when Debian's libgloo-dev is found. Linking it lets
 # strategy_options::cluster span processes: it registers its joiner with
 # libvarsync (sync/process_group.hpp), so single-process programs never link
@@ -29,11 +30,15 @@ endif()
 
 if(VARSYNC_HAVE_GLOO)
   add_library(varsync_gloo STATIC
+    ${PROJECT_SOURCE_DIR}/actors/gloo/control_connections.cpp
     ${PROJECT_SOURCE_DIR}/actors/gloo/gloo_process_group.cpp
     ${PROJECT_SOURCE_DIR}/actors/gloo/operation_sequencer_actor.cpp
+    ${PROJECT_SOURCE_DIR}/actors/gloo/rendezvous_gate.cpp
     ${PROJECT_SOURCE_DIR}/actors/gloo/rendezvous_store_actor.cpp
     ${PROJECT_SOURCE_DIR}/sync/gloo/control_store.cpp
     ${PROJECT_SOURCE_DIR}/sync/gloo/gloo_group.cpp
+    ${PROJECT_SOURCE_DIR}/sync/gloo/hmac_sha256.cpp
+    ${PROJECT_SOURCE_DIR}/sync/gloo/peer_handshake.cpp
     ${PROJECT_SOURCE_DIR}/sync/shm/shared_memory_group.cpp)
   add_library(varsync::distributed ALIAS varsync_gloo)
   # The implementation's headers stay private (as for varsync::cuda): a
@@ -68,7 +73,12 @@ if(VARSYNC_HAVE_GLOO)
                      bash -c "start=$(date +%s); $<TARGET_FILE:varsync-run> -np 3 sh -c 'if [ \$VARSYNC_RANK = 1 ]; then exit 3; fi; sleep 60'; rc=$?; [ $rc = 3 ] && [ $(( $(date +%s) - start )) -lt 30 ]")
     add_test(NAME launcher.environment
              COMMAND bash -c "$<TARGET_FILE:varsync-run> -np 2 sh -c 'test \$VARSYNC_WORLD_SIZE = 2 && test -n \$VARSYNC_RENDEZVOUS && test \$VARSYNC_RANK -lt 2'")
+    # Every process of one run gets the same cluster token: a fresh one
+    # (64 hex digits), or the one varsync-run was given.
+    add_test(NAME launcher.cluster_token
+             COMMAND bash -c "out=$(mktemp -d) && $<TARGET_FILE:varsync-run> -np 3 sh -c 'printf %s \"\$VARSYNC_CLUSTER_TOKEN\" > '$out'/\$VARSYNC_RANK' && t=$(cat $out/0) && echo $t | grep -Eq '^[0-9a-f]{64}$' && [ \"$(cat $out/1)\" = $t ] && [ \"$(cat $out/2)\" = $t ] && t2=$($<TARGET_FILE:varsync-run> -np 1 sh -c 'printf %s \"\$VARSYNC_CLUSTER_TOKEN\"') && [ $t2 != $t ] && [ \"$(VARSYNC_CLUSTER_TOKEN=given-token-0123456789 $<TARGET_FILE:varsync-run> -np 1 sh -c 'printf %s \"\$VARSYNC_CLUSTER_TOKEN\"')\" = given-token-0123456789 ]; rc=$?; rm -rf $out; exit $rc")
     set_tests_properties(launcher.failure_stops_the_others launcher.environment
+                         launcher.cluster_token
                          PROPERTIES TIMEOUT 60 LABELS multiprocess)
   endif()
 endif()

@@ -68,6 +68,20 @@ caf::error parse_address(const std::string& name, const std::string& text,
   return {};
 }
 
+// Why a token of `size` bytes is refused; empty when it is not. The
+// token's bytes are never quoted.
+std::string token_problem(size_t size) {
+  if (size >= cluster_token_limits::min_bytes
+      && size <= cluster_token_limits::max_bytes)
+    return {};
+  return "has " + std::to_string(size) + " bytes: expected "
+         + std::to_string(cluster_token_limits::min_bytes) + " to "
+         + std::to_string(cluster_token_limits::max_bytes)
+         + (size < cluster_token_limits::min_bytes
+              ? " (a short token can be guessed from one recorded handshake)"
+              : "");
+}
+
 } // namespace
 
 caf::error validate(const cluster_spec& spec) {
@@ -100,6 +114,9 @@ caf::error validate(const cluster_spec& spec) {
   if (spec.mode != cluster_mode::training && spec.mode != cluster_mode::services)
     return bad("mode " + std::to_string(static_cast<int>(spec.mode))
                + " is not one of 0 (training), 1 (services)");
+  if (!spec.cluster_token.empty())
+    if (auto why = token_problem(spec.cluster_token.size()); !why.empty())
+      return bad("cluster_token " + why);
   if (spec.transport != host_transport::automatic
       && spec.transport != host_transport::gloo
       && spec.transport != host_transport::shared_memory)
@@ -219,6 +236,16 @@ cluster_from_environment(const environment_reader& reader) {
                         "VARSYNC_HOST_TRANSPORT is '" + *transport
                           + "': expected 'automatic', 'gloo' or "
                             "'shared_memory'");
+  }
+  if (auto token = get("VARSYNC_CLUSTER_TOKEN")) {
+    // Set but empty is a mistake (an unset shell variable), never "no
+    // token": that would open the port.
+    auto why = token->empty() ? std::string{"is set but empty"}
+                              : token_problem(token->size());
+    if (!why.empty())
+      return make_error(errc::invalid_argument,
+                        "environment variable VARSYNC_CLUSTER_TOKEN " + why);
+    spec.cluster_token = *token;
   }
   // Every variable is checked where it is read; what validate() still
   // finds comes from their combination, so say where the values came from.

@@ -1,5 +1,6 @@
 // The Gloo transport behind process_group (sync/process_group.hpp): rank 0
-// serves the rendezvous store over CAF's network layer, every rank joins a
+// serves the rendezvous store over CAF's network layer, behind a gate that
+// admits only processes that prove the cluster token, every rank joins a
 // Gloo full mesh through it, and the ranks exchange their replica counts.
 // When every rank runs on one host, the collectives then move to a shared
 // memory segment (sync/shm), which rank 0 creates and names over Gloo.
@@ -24,10 +25,13 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
+#include "actors/gloo/control_connections.hpp"
 #include "actors/gloo/operation_sequencer_actor.hpp"
+#include "actors/gloo/rendezvous_gate.hpp"
 #include "actors/gloo/rendezvous_store_actor.hpp"
 #include "core/logging.hpp"
 #include "sync/gloo/gloo_group.hpp"
+#include "sync/gloo/peer_handshake.hpp"
 #include "sync/process_group.hpp"
 #include "sync/shm/shared_memory_group.hpp"
 #include "varsync/config.hpp"
@@ -43,35 +47,6 @@ std::chrono::milliseconds left_until(clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
     deadline - clock::now());
   return std::max(left, std::chrono::milliseconds{1});
-}
-
-// remote_actor with a deadline. CAF 0.17's remote_actor waits for the BASP
-// handshake without one: a port that accepts and never answers (another
-// program, a stopped process) held a joining rank past its join timeout.
-// A connect the deadline cut short stays pending in CAF's middleman, and a
-// later one to the same endpoint waits on it.
-template <class Handle>
-caf::expected<Handle> remote_actor_until(caf::actor_system& sys,
-                                         const std::string& host,
-                                         uint16_t port,
-                                         clock::time_point deadline) {
-  caf::scoped_actor self{sys};
-  caf::expected<Handle> out{caf::error{}};
-  self
-    ->request(sys.middleman().actor_handle(), left_until(deadline),
-              caf::connect_atom_v, host, port)
-    .receive(
-      [&](caf::node_id&, caf::strong_actor_ptr& ptr,
-          std::set<std::string>& ifs) {
-        if (!ptr)
-          out = caf::make_error(caf::sec::no_actor_published_at_port, port);
-        else if (!sys.assignable<Handle>(ifs))
-          out = caf::make_error(caf::sec::unexpected_actor_messaging_interface);
-        else
-          out = caf::actor_cast<Handle>(std::move(ptr));
-      },
-      [&](caf::error& err) { out = std::move(err); });
-  return out;
 }
 
 // The control plane's own small actor system (CAF's network layer loaded),
@@ -253,43 +228,81 @@ public:
   }
 };
 
-// Rank 0 publishes the store; the others connect to it, retrying with
-// backoff until the deadline itself (rank 0 may start later than they do,
-// up to the last moment: the backoff is short and never sleeps past it).
+// Rank 0 serves the store behind its rendezvous gate: CAF listens on no
+// port of its own.
 caf::expected<rendezvous_store_actor>
-reach_store(control_system& control, const cluster_spec& spec,
-            clock::time_point deadline) {
+serve_store(control_system& control, const cluster_spec& spec,
+            std::shared_ptr<control_connections> connections,
+            std::chrono::milliseconds handshake_timeout) {
   auto& sys = control.sys();
-  if (spec.rank == 0) {
-    auto store = spawn_rendezvous_store(sys);
-    control.on_destroy([store] {
-      caf::anon_send_exit(store, caf::exit_reason::user_shutdown);
-    });
-    auto port = sys.middleman().publish(store, spec.rendezvous_port,
-                                        spec.rendezvous_host.c_str(), true);
-    if (!port)
-      return make_error(errc::invalid_argument,
-                        "rank 0 cannot serve the rendezvous on "
-                          + spec.rendezvous_host + ":"
-                          + std::to_string(spec.rendezvous_port) + ": "
-                          + sys.render(port.error()));
-    return store;
-  }
+  auto store = spawn_rendezvous_store(sys);
+  control.on_destroy([store] {
+    caf::anon_send_exit(store, caf::exit_reason::user_shutdown);
+  });
+  rendezvous_gate_options opts;
+  opts.host = spec.rendezvous_host;
+  opts.port = spec.rendezvous_port;
+  opts.token = spec.cluster_token;
+  opts.handshake_timeout = handshake_timeout;
+  opts.max_connections = static_cast<size_t>(spec.world_size - 1)
+                         + rendezvous_gate_limits::spare_connections;
+  auto gate = rendezvous_gate::open(
+    std::move(opts), std::move(connections),
+    caf::actor_cast<caf::strong_actor_ptr>(store),
+    sys.message_types<rendezvous_store_actor>());
+  if (!gate)
+    return make_error(errc::invalid_argument,
+                      "rank 0 cannot serve the rendezvous: "
+                        + message_of(gate.error()));
+  if (!(*gate)->loopback() && spec.cluster_token.empty())
+    log()->warn("the rendezvous at {}:{} is open to every process that "
+                "reaches it: set a cluster token (VARSYNC_CLUSTER_TOKEN, "
+                "cluster_spec::cluster_token)",
+                spec.rendezvous_host, spec.rendezvous_port);
+  std::shared_ptr<rendezvous_gate> held{std::move(*gate)};
+  control.on_destroy([held] { held->stop(); });
+  return store;
+}
+
+// The other ranks prove the cluster token to process 0's gate and hand the
+// connection to CAF, retrying with backoff until the deadline itself (rank
+// 0 may start later than they do, up to the last moment, or turn them away
+// while it is full: the backoff is short and never sleeps past it).
+caf::expected<rendezvous_store_actor>
+join_store(control_system& control, const cluster_spec& spec,
+           control_connections& connections, clock::time_point deadline) {
+  auto& sys = control.sys();
+  const auto where = spec.rendezvous_host + ":"
+                     + std::to_string(spec.rendezvous_port);
   auto backoff = std::chrono::milliseconds{20};
   std::string last;
   bool stalled = false;
   for (;;) {
-    auto store = remote_actor_until<rendezvous_store_actor>(
-      sys, spec.rendezvous_host, spec.rendezvous_port, deadline);
-    if (store)
-      return std::move(*store);
-    last = sys.render(store.error());
-    // Accepted, then silent: until our deadline, or until CAF's peer
-    // timeout closed it (then retried: rank 0 may be starting).
-    stalled = store.error() == caf::sec::request_timeout
-              || store.error() == caf::sec::connection_timeout;
+    auto attempt = prove_to_gate(spec.rendezvous_host, spec.rendezvous_port,
+                                 spec.cluster_token, deadline);
+    if (attempt.fd >= 0) {
+      auto remote = connections.open(attempt.fd, spec.rendezvous_port,
+                                     left_until(deadline));
+      if (remote && remote->actor
+          && sys.assignable<rendezvous_store_actor>(remote->interface))
+        return caf::actor_cast<rendezvous_store_actor>(
+          std::move(remote->actor));
+      last = remote ? "process 0 serves no rendezvous store there"
+                    : sys.render(remote.error());
+      // Admitted, then silent in CAF's handshake until our deadline.
+      stalled = !remote && remote.error() == caf::sec::request_timeout;
+    } else {
+      // A wrong token, or not varsync's protocol: trying again won't help.
+      if (!attempt.retry && !attempt.stalled)
+        return make_error(errc::invalid_argument,
+                          "rank " + std::to_string(spec.rank)
+                            + " cannot join the rendezvous at " + where
+                            + ": " + message_of(attempt.error));
+      last = message_of(attempt.error);
+      stalled = attempt.stalled;
+    }
     const auto now = clock::now();
-    if (store.error() == caf::sec::request_timeout || now >= deadline)
+    if (stalled || now >= deadline)
       break;
     std::this_thread::sleep_for(
       std::min<clock::duration>(backoff, deadline - now));
@@ -297,15 +310,28 @@ reach_store(control_system& control, const cluster_spec& spec,
   }
   return make_error(errc::timeout,
                     "rank " + std::to_string(spec.rank)
-                      + " could not reach the rendezvous at "
-                      + spec.rendezvous_host + ":"
-                      + std::to_string(spec.rendezvous_port) + " within "
-                      + std::to_string(spec.join_timeout.count())
+                      + " could not reach the rendezvous at " + where
+                      + " within " + std::to_string(spec.join_timeout.count())
                       + (stalled ? " ms (a program there accepted the "
-                                   "connection but never completed CAF's "
+                                   "connection but never completed the "
                                    "handshake): "
                                  : " ms (rank 0 never served it): ")
                       + last);
+}
+
+caf::expected<rendezvous_store_actor>
+reach_store(control_system& control, const cluster_spec& spec,
+            clock::time_point deadline) {
+  const auto handshake_timeout
+    = std::min(spec.join_timeout, rendezvous_gate_limits::handshake_timeout);
+  auto connections = std::make_shared<control_connections>(control.sys(),
+                                                           handshake_timeout);
+  // Registered first, run last: after the gate stopped, before the system
+  // goes.
+  control.on_destroy([connections] { connections->release(); });
+  if (spec.rank == 0)
+    return serve_store(control, spec, connections, handshake_timeout);
+  return join_store(control, spec, *connections, deadline);
 }
 
 // Every rank announces itself; a rendezvous that times out names the ranks

@@ -77,6 +77,19 @@ struct cluster_spec {
   cluster_mode mode = cluster_mode::training;
   /// Every process must use the same transport.
   host_transport transport = host_transport::automatic;
+  /// The cluster's shared secret (16 to 1024 bytes; varsync-run makes one
+  /// for its processes). A process that joins must prove it knows the
+  /// same one before process 0 lets it reach the control plane: a
+  /// challenge and response over the rendezvous port, the token itself
+  /// never sent. Empty: any process that reaches the rendezvous port may
+  /// join (keep it on loopback, the default).
+  std::string cluster_token;
+};
+
+/// The bounds on a cluster token's length.
+struct cluster_token_limits {
+  static constexpr size_t min_bytes = 16;
+  static constexpr size_t max_bytes = 1024;
 };
 
 /// Reads one environment variable; nullopt when unset.
@@ -97,16 +110,17 @@ using environment_reader
 /// bind address, VARSYNC_TIMEOUT_MS both timeouts, VARSYNC_PEER_TIMEOUT_MS
 /// the peer timeout, VARSYNC_MODE the mode ("training" or "services"),
 /// VARSYNC_HOST_TRANSPORT the transport ("automatic", "gloo" or
-/// "shared_memory"). A
-/// value that is not a number, out of range, or a missing companion
-/// variable is invalid_argument naming the variable.
+/// "shared_memory"), VARSYNC_CLUSTER_TOKEN the cluster token. A value that
+/// is not a number, out of range, or a missing companion variable is
+/// invalid_argument naming the variable (never quoting the token).
 caf::expected<std::optional<cluster_spec>>
 cluster_from_environment(const environment_reader& getenv = {});
 
 /// invalid_argument naming the field when `spec` cannot describe a cluster
 /// (rank outside [0, world_size), no rendezvous port with several
 /// processes, a non-positive timeout, a peer timeout under 100 ms but not
-/// zero, an empty host, a mode or transport that is not one).
+/// zero, an empty host, a mode or transport that is not one, a cluster
+/// token that is not empty but shorter than 16 or longer than 1024 bytes).
 caf::error validate(const cluster_spec& spec);
 
 } // namespace varsync

@@ -3,16 +3,18 @@
 //   varsync-run -np N [--port P] [--host ADDR] [--timeout-ms T] PROG [ARGS...]
 //
 // Starts N copies of PROG with VARSYNC_RANK (0..N-1), VARSYNC_LOCAL_RANK,
-// VARSYNC_WORLD_SIZE and VARSYNC_RENDEZVOUS (ADDR:P; a free loopback port
-// unless given) in their environment, which cluster_from_environment()
-// reads. Output is the children's own. The first child that fails (non-zero
-// exit or a signal) stops the others (SIGTERM, SIGKILL 5 s later) and its
-// status is varsync-run's (128 + signal for a signal); every child that did
-// not exit 0 is named on stderr with its rank and how it ended ("rank 1
-// (pid 4242) exited with status 3", "... was killed by signal 11
-// (SIGSEGV)"). SIGINT and SIGTERM are passed on to the children. Each child
-// runs in a process group of its own, which goes with it: nothing is left
-// running when it returns.
+// VARSYNC_WORLD_SIZE, VARSYNC_RENDEZVOUS (ADDR:P; a free loopback port
+// unless given) and VARSYNC_CLUSTER_TOKEN (the one in varsync-run's own
+// environment, else 32 random bytes in hex, new for each run: only the
+// processes it started can join) in their environment, which
+// cluster_from_environment() reads. Output is the children's own. The first
+// child that fails (non-zero exit or a signal) stops the others (SIGTERM,
+// SIGKILL 5 s later) and its status is varsync-run's (128 + signal for a
+// signal); every child that did not exit 0 is named on stderr with its rank
+// and how it ended ("rank 1 (pid 4242) exited with status 3", "... was
+// killed by signal 11 (SIGSEGV)"). SIGINT and SIGTERM are passed on to the
+// children. Each child runs in a process group of its own, which goes with
+// it: nothing is left running when it returns.
 
 #include <cerrno>
 #include <chrono>
@@ -26,6 +28,7 @@
 
 #include <netinet/in.h>
 #include <spawn.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -72,6 +75,27 @@ int free_port(const std::string& host) {
     port = ntohs(addr.sin_port);
   close(fd);
   return port;
+}
+
+// 32 bytes from the kernel's random source, in hex; empty if it fails.
+std::string random_token() {
+  unsigned char bytes[32];
+  size_t got = 0;
+  while (got < sizeof(bytes)) {
+    auto n = getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return {};
+    got += static_cast<size_t>(n);
+  }
+  static const char digits[] = "0123456789abcdef";
+  std::string out;
+  for (auto b : bytes) {
+    out += digits[b >> 4];
+    out += digits[b & 15];
+  }
+  return out;
 }
 
 int status_code(int status) {
@@ -151,6 +175,16 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 
+  // A token given to varsync-run is the cluster's (processes started
+  // elsewhere may share it); otherwise one for this run.
+  const char* given = std::getenv("VARSYNC_CLUSTER_TOKEN");
+  std::string token = given != nullptr && *given != '\0' ? given
+                                                          : random_token();
+  if (token.empty()) {
+    std::fprintf(stderr, "varsync-run: cannot make a cluster token: %s\n",
+                 std::strerror(errno));
+    return 1;
+  }
   std::vector<std::string> base_env;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string entry = *e;
@@ -158,7 +192,8 @@ int main(int argc, char** argv) {
     if (entry.rfind("VARSYNC_RANK=", 0) == 0
         || entry.rfind("VARSYNC_LOCAL_RANK=", 0) == 0
         || entry.rfind("VARSYNC_WORLD_SIZE=", 0) == 0
-        || entry.rfind("VARSYNC_RENDEZVOUS=", 0) == 0)
+        || entry.rfind("VARSYNC_RENDEZVOUS=", 0) == 0
+        || entry.rfind("VARSYNC_CLUSTER_TOKEN=", 0) == 0)
       continue;
     base_env.push_back(std::move(entry));
   }
@@ -180,6 +215,7 @@ int main(int argc, char** argv) {
     env.push_back("VARSYNC_LOCAL_RANK=" + std::to_string(r));
     env.push_back("VARSYNC_WORLD_SIZE=" + std::to_string(np));
     env.push_back("VARSYNC_RENDEZVOUS=" + host + ":" + std::to_string(port));
+    env.push_back("VARSYNC_CLUSTER_TOKEN=" + token);
     if (timeout_ms > 0)
       env.push_back("VARSYNC_TIMEOUT_MS=" + std::to_string(timeout_ms));
     std::vector<char*> envp;

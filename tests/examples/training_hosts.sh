@@ -2,9 +2,11 @@
 # The training example across two "hosts": two network namespaces joined by
 # a veth pair (10.99.0.1 and 10.99.0.2), two processes on each, so that the
 # rendezvous, the control plane and Gloo run over a real interface with
-# non-loopback addresses (VARSYNC_BIND), as on a cluster. With the netem
-# queueing discipline available, each direction adds 1 ms of delay. The
-# four processes must end with the single-process weights.
+# non-loopback addresses (VARSYNC_BIND), as on a cluster, with a cluster
+# token (VARSYNC_CLUSTER_TOKEN). With the netem queueing discipline
+# available, each direction adds 1 ms of delay. The four processes must end
+# with the single-process weights; a fifth process on the second host, with
+# another token, must be refused (and process 0 must log it).
 #
 # Needs unprivileged user and network namespaces (unshare -rnm) and
 # iproute2; without them the test is skipped (exit 77), saying why.
@@ -43,6 +45,12 @@ if [ -z "${VARSYNC_HOSTS_INSIDE:-}" ]; then
     grep -q 'collectives over Gloo (no shared memory' "$log" \
       || { cat "$log"; echo "FAILED: rank $r did not fall back to Gloo"; exit 1; }
   done
+  grep -q 'cannot join the rendezvous at 10.99.0.1:.*cluster token' \
+    "$workdir/intruder.log" \
+    || { cat "$workdir/intruder.log"; echo "FAILED: the intruder was not refused"; exit 1; }
+  grep -q 'refused 10.99.0.2:.*did not prove the cluster token' \
+    "$workdir/rank0.log" \
+    || { cat "$workdir/rank0.log"; echo "FAILED: process 0 did not log the refusal"; exit 1; }
   echo "training across 2 hosts x 2 processes: the single-process weights"
   exit 0
 fi
@@ -74,20 +82,30 @@ else
 fi
 set +e
 port=$(( 20000 + RANDOM % 10000 ))
+token=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
 pids=()
 trap 'kill -9 "${pids[@]}" 2>/dev/null' EXIT
-for r in 0 1 2 3; do
-  host=h$(( r / 2 ))
-  addr=10.99.0.$(( r / 2 + 1 ))
+# rank 4 is the intruder: another token, from the second host.
+for r in 0 1 2 3 4; do
+  host=h$(( r < 4 ? r / 2 : 1 ))
+  addr=10.99.0.$(( r < 4 ? r / 2 + 1 : 2 ))
+  rank=$(( r < 4 ? r : 3 ))
+  key=$token
+  log="$workdir/rank$r.log"
+  if [ $r -eq 4 ]; then
+    key=another-token-$token
+    log="$workdir/intruder.log"
+  fi
   # Each process gets a /dev/shm of its own, as on separate hosts: rank 0's
   # shared memory segment cannot be opened elsewhere, so the automatic
   # transport falls back to Gloo over the link.
   ip netns exec "$host" unshare -m sh -c 'mount -t tmpfs tmpfs /dev/shm && exec "$@"' sh \
-    env VARSYNC_RANK=$r VARSYNC_WORLD_SIZE=4 \
+    env VARSYNC_RANK=$rank VARSYNC_WORLD_SIZE=4 \
     VARSYNC_LOCAL_RANK=$(( r % 2 )) VARSYNC_RENDEZVOUS=10.99.0.1:$port \
     VARSYNC_BIND="$addr" VARSYNC_TIMEOUT_MS=20000 VARSYNC_LOG_LEVEL=info \
+    VARSYNC_CLUSTER_TOKEN="$key" \
     timeout -s KILL 240 "$training" --smoke --print-weights \
-    >"$workdir/rank$r.log" 2>&1 &
+    >"$log" 2>&1 &
   pids+=($!)
 done
 status=0
@@ -98,6 +116,11 @@ for r in 0 1 2 3; do
     cat "$workdir/rank$r.log"
   fi
 done
+if wait "${pids[4]}"; then
+  status=1
+  echo "== the intruder (another token) joined:"
+  cat "$workdir/intruder.log"
+fi
 # The processes talked across the link, not through a loopback.
 crossed=$(ip netns exec h1 cat /sys/class/net/v1/statistics/rx_bytes)
 echo "bytes that reached host h1 over its link: $crossed"

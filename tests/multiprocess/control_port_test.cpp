@@ -1,7 +1,8 @@
-// The rendezvous port is unauthenticated: what a peer can make the store do
+// What a peer that reached the rendezvous store can make it do
 // (actors/gloo/rendezvous_store_actor), seen from another actor system over
-// a real CAF connection on loopback, and what bytes that are not CAF's
-// protocol do to the process that serves it.
+// a real connection on loopback (through the rendezvous gate, as every
+// process reaches it), and what bytes that are not varsync's handshake do to
+// the process that serves it.
 
 #include <catch2/catch.hpp>
 
@@ -15,29 +16,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <caf/actor_system.hpp>
-#include <caf/actor_system_config.hpp>
-#include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
-#include <caf/send.hpp>
 
-#include "actors/gloo/rendezvous_store_actor.hpp"
-#include "varsync/config.hpp"
+#include "control_port_fixtures.hpp"
 #include "varsync/error.hpp"
 
 using namespace varsync;
 using namespace std::chrono_literals;
+using varsync::testing::hosted_store;
+using varsync::testing::store_peer;
 
 namespace {
-
-struct io_config : caf::actor_system_config {
-  io_config() {
-    register_types(*this);
-    load<caf::io::middleman>();
-    set("scheduler.max-threads", 2);
-    set("logger.verbosity", caf::atom("quiet"));
-  }
-};
 
 // The store's answer to a set: ok, or the error's code.
 template <class... Ts>
@@ -71,57 +60,15 @@ std::vector<char> bytes(const std::string& s) {
 // Connects to 127.0.0.1:port, writes `data`, reads until the peer closes
 // (or 2 s pass); true if the peer closed the connection.
 bool send_and_await_close(int port, const std::vector<unsigned char>& data) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  int fd = varsync::testing::connect_loopback(port);
   if (fd < 0)
     return false;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  timeval tv{2, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  bool closed = false;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0
-      && ::send(fd, data.data(), data.size(), MSG_NOSIGNAL)
-           == static_cast<ssize_t>(data.size())) {
-    char buf[512];
-    for (;;) {
-      auto n = ::recv(fd, buf, sizeof(buf), 0);
-      if (n == 0) {
-        closed = true;
-        break;
-      }
-      if (n < 0)
-        break; // timed out (or reset)
-    }
-  }
+  bool closed = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL)
+                  == static_cast<ssize_t>(data.size())
+                && varsync::testing::closed_within(fd, 2s);
   ::close(fd);
   return closed;
 }
-
-// A store published on a loopback port of an actor system of its own.
-struct hosted_store {
-  io_config cfg;
-  caf::actor_system host{cfg};
-  rendezvous_store_actor store = spawn_rendezvous_store(host);
-  caf::expected<uint16_t> port = host.middleman().publish(store, 0,
-                                                          "127.0.0.1");
-  ~hosted_store() {
-    caf::anon_send_exit(store, caf::exit_reason::user_shutdown);
-  }
-};
-
-// Another process's view of the store: an actor system of its own
-// connected to `port` over CAF's network layer.
-struct store_peer {
-  io_config cfg;
-  caf::actor_system sys{cfg};
-  caf::expected<rendezvous_store_actor> remote;
-  explicit store_peer(uint16_t port)
-    : remote(sys.middleman().remote_actor<rendezvous_store_actor>("127.0.0.1",
-                                                                  port)) {
-  }
-};
 
 } // namespace
 
@@ -130,10 +77,9 @@ TEST_CASE("control port: a peer cannot replace a key, keep an actor, or make "
   hosted_store hosted;
   auto& host = hosted.host;
   auto& store = hosted.store;
-  auto& port = hosted.port;
-  REQUIRE(port);
+  REQUIRE(hosted.gate);
   {
-    store_peer peer{*port};
+    store_peer peer{hosted.port};
     auto& remote = peer.remote;
     REQUIRE(remote);
     caf::scoped_actor self{peer.sys};
@@ -199,17 +145,18 @@ TEST_CASE("control port: a peer cannot replace a key, keep an actor, or make "
   }
 }
 
-TEST_CASE("control port: bytes that are not CAF's protocol close their "
+TEST_CASE("control port: bytes that are not varsync's handshake close their "
           "connection and leave the store serving") {
   hosted_store hosted;
-  auto& port = hosted.port;
-  REQUIRE(port);
-  // Random bytes, an unknown message type, and a handshake header that
-  // claims ~2 GiB of payload followed by a few bytes and a hang-up.
+  REQUIRE(hosted.gate);
+  const int port = hosted.port;
+  // Random bytes, an unknown message type, and CAF's own handshake header
+  // claiming ~2 GiB of payload (what a CAF peer sends): none of it is the
+  // handshake's answer.
   std::vector<unsigned char> junk(256);
   for (size_t i = 0; i < junk.size(); ++i)
     junk[i] = static_cast<unsigned char>((i * 167 + 13) % 251);
-  std::vector<unsigned char> unknown(64, 0);
+  std::vector<unsigned char> unknown(72, 0);
   unknown[0] = 0xEE;
   std::vector<unsigned char> huge(32, 0);
   huge[0] = 0x01; // client handshake
@@ -217,26 +164,14 @@ TEST_CASE("control port: bytes that are not CAF's protocol close their "
   huge[5] = 0xFF;
   huge[6] = 0xFF;
   huge[7] = 0xF0;
+  huge.resize(huge.size() + 100, 0x42);
   for (int round = 0; round < 3; ++round) {
-    CHECK(send_and_await_close(static_cast<int>(*port), junk));
-    CHECK(send_and_await_close(static_cast<int>(*port), unknown));
-  }
-  {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(fd >= 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<uint16_t>(*port));
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr))
-            == 0);
-    huge.resize(huge.size() + 100, 0x42);
-    CHECK(::send(fd, huge.data(), huge.size(), MSG_NOSIGNAL)
-          == static_cast<ssize_t>(huge.size()));
-    ::close(fd);
+    CHECK(send_and_await_close(port, junk));
+    CHECK(send_and_await_close(port, unknown));
+    CHECK(send_and_await_close(port, huge));
   }
   // A well-behaved peer is served as before.
-  store_peer peer{*port};
+  store_peer peer{hosted.port};
   auto& remote = peer.remote;
   REQUIRE(remote);
   caf::scoped_actor self{peer.sys};

@@ -19,7 +19,9 @@
 // stops itself; the others notice by the missing heartbeats),
 // "training_stopped" (the last process stops itself while the others are
 // idle; they learn it from process 0's control plane), "clean_exit" (a few
-// operations, then every process leaves in order). Exit: 0 as expected,
+// operations, then every process leaves in order), "wrong_token" (the
+// harness gives process 0 another cluster token than the others: they are
+// refused, process 0 times out). Exit: 0 as expected,
 // 1 a wrong outcome, 2 bad usage.
 
 #include <algorithm>
@@ -1066,6 +1068,10 @@ int main(int argc, char** argv) {
     return refused(errc::invalid_argument, "same transport");
   if (scenario == "absent")
     return refused(errc::timeout, "never arrived");
+  // Process 0 and the others hold different cluster tokens.
+  if (scenario == "wrong_token")
+    return rank_ == 0 ? refused(errc::timeout, "never arrived")
+                      : refused(errc::invalid_argument, "cluster token");
   if (!s) {
     std::fprintf(stderr, "process %d: create: %s\n", rank_,
                  describe(s.error()).c_str());

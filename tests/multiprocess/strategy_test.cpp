@@ -5,14 +5,21 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <stdlib.h>
-
-#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "spawn_processes.hpp"
 
@@ -224,4 +231,122 @@ TEST_CASE("multiprocess strategy: an orderly exit is never logged as a "
       }
     }
   std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+std::vector<std::string> rank_env(int rank, int processes, int port,
+                                  const std::string& token,
+                                  std::chrono::milliseconds timeout = 30s) {
+  return {"VARSYNC_RANK=" + std::to_string(rank),
+          "VARSYNC_WORLD_SIZE=" + std::to_string(processes),
+          "VARSYNC_RENDEZVOUS=127.0.0.1:" + std::to_string(port),
+          "VARSYNC_TIMEOUT_MS=" + std::to_string(timeout.count()),
+          "VARSYNC_CLUSTER_TOKEN=" + token};
+}
+
+// Connects `count` silent sockets to 127.0.0.1:port as soon as something
+// listens there, and holds them until `done`.
+void hold_silent_connections(int port, size_t count,
+                             const std::atomic<bool>& done,
+                             std::atomic<size_t>& held) {
+  std::vector<int> fds;
+  auto give_up = std::chrono::steady_clock::now() + 60s;
+  while (fds.size() < count && !done.load()
+         && std::chrono::steady_clock::now() < give_up) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+      break;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    // A listener that stopped accepting must not hold this thread.
+    timeval wait{2, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof(wait));
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+      fds.push_back(fd);
+      held = fds.size();
+    } else {
+      ::close(fd);
+      std::this_thread::sleep_for(5ms); // not listening yet
+    }
+  }
+  while (!done.load())
+    std::this_thread::sleep_for(20ms);
+  for (int fd : fds)
+    ::close(fd);
+}
+
+} // namespace
+
+TEST_CASE("multiprocess strategy: a process with another cluster token is "
+          "refused at the rendezvous, and process 0 logs the refusal (P12)") {
+  auto port = free_loopback_port();
+  REQUIRE(port > 0);
+  auto log = std::string{"/tmp/varsync-mp-token-"} + std::to_string(::getpid())
+             + ".log";
+  std::vector<child_spec> children;
+  children.push_back({{STRATEGY_RANK_EXE, "wrong_token", "1"},
+                      rank_env(0, 2, port, "process-zero-token-0123456789",
+                               4s),
+                      {},
+                      log});
+  children.push_back({{STRATEGY_RANK_EXE, "wrong_token", "1"},
+                      rank_env(1, 2, port, "another-process-token-0123456789"),
+                      {}});
+  auto r = run_children(children, 120s);
+  REQUIRE(r.spawned);
+  // Process 1 is refused at once, not at the deadline; process 0 times out
+  // waiting for it.
+  CHECK(r.exit_codes == std::vector<int>{0, 0});
+  auto text = varsync::testing::read_text(log);
+  INFO(text);
+  CHECK(text.find("did not prove the cluster token") != std::string::npos);
+  ::unlink(log.c_str());
+}
+
+TEST_CASE("multiprocess strategy: 1,100 silent connections to the rendezvous "
+          "port of a process 0 limited to 1,024 file descriptors: the "
+          "processes join, save and restore (P13)") {
+  // This process holds the connections: it needs the descriptors.
+  rlimit limit{};
+  ::getrlimit(RLIMIT_NOFILE, &limit);
+  if (limit.rlim_cur < 1400 && limit.rlim_max >= 1400) {
+    limit.rlim_cur = std::min<rlim_t>(limit.rlim_max, 4096);
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+  }
+  const bool room = limit.rlim_cur >= 1400;
+  if (!room)
+    WARN("RLIMIT_NOFILE " << limit.rlim_cur
+                          << ": 200 connections against a limit of 150");
+  const size_t connections = room ? 1100 : 200;
+  const int child_limit = room ? 1024 : 150;
+  auto port = free_loopback_port();
+  REQUIRE(port > 0);
+  auto path = std::string{"/tmp/varsync-mp-silent-"}
+              + std::to_string(::getpid()) + ".safetensors";
+  const std::string token = "silent-test-token-0123456789";
+  std::vector<child_spec> children;
+  children.push_back(
+    {{"/bin/sh", "-c",
+      "ulimit -n " + std::to_string(child_limit) + " && exec \"$0\" \"$@\"",
+      STRATEGY_RANK_EXE, "checkpoint", "2", path},
+     rank_env(0, 2, port, token),
+     {}});
+  children.push_back({{STRATEGY_RANK_EXE, "checkpoint", "2", path},
+                      rank_env(1, 2, port, token),
+                      {}});
+  std::atomic<bool> done{false};
+  std::atomic<size_t> held{0};
+  std::thread flood{[&] {
+    hold_silent_connections(port, connections, done, held);
+  }};
+  auto r = run_children(children, 120s);
+  done = true;
+  flood.join();
+  ::unlink(path.c_str());
+  REQUIRE(r.spawned);
+  CHECK(held.load() == connections);
+  CHECK(r.exit_codes == std::vector<int>{0, 0});
 }

@@ -151,6 +151,45 @@ TEST_CASE("cluster_spec: a group name must have 1 to 128 bytes") {
   }
 }
 
+TEST_CASE("cluster_spec: VARSYNC_CLUSTER_TOKEN sets the cluster token, and an "
+          "empty, short or long one is refused without being quoted") {
+  auto with = [](std::optional<std::string> token) {
+    std::map<std::string, std::string> vars{{"VARSYNC_RANK", "1"},
+                                            {"VARSYNC_WORLD_SIZE", "2"},
+                                            {"VARSYNC_RENDEZVOUS", "h:1"}};
+    if (token)
+      vars["VARSYNC_CLUSTER_TOKEN"] = *token;
+    return cluster_from_environment(env(vars));
+  };
+  auto none = with(std::nullopt);
+  REQUIRE(none);
+  CHECK((*none)->cluster_token.empty());
+  const std::string good = "a-token-of-21-bytes!!";
+  auto set = with(good);
+  REQUIRE(set);
+  CHECK((*set)->cluster_token == good);
+  for (auto bad : {std::string{}, std::string{"short-secret"},
+                   std::string(1025, 'x')}) {
+    auto refused = with(bad);
+    REQUIRE(!refused);
+    CHECK(has_code(refused.error(), errc::invalid_argument));
+    auto text = message_of(refused.error());
+    CHECK(text.find("VARSYNC_CLUSTER_TOKEN") != std::string::npos);
+    if (!bad.empty())
+      CHECK(text.find(bad) == std::string::npos);
+  }
+  cluster_spec spec;
+  spec.world_size = 2;
+  spec.rendezvous_port = 1;
+  spec.cluster_token = std::string(16, 't');
+  CHECK_FALSE(validate(spec));
+  spec.cluster_token = std::string(15, 't');
+  auto err = validate(spec);
+  CHECK(has_code(err, errc::invalid_argument));
+  CHECK(message_of(err).find("cluster_token has 15 bytes")
+        != std::string::npos);
+}
+
 TEST_CASE("cluster_spec: torchrun's variables, and IPv6 in brackets") {
   auto c = cluster_from_environment(env({{"RANK", "1"},
                                          {"WORLD_SIZE", "2"},

@@ -1,0 +1,142 @@
+#include "sync/gloo/hmac_sha256.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace varsync {
+
+namespace {
+
+constexpr uint32_t round_constants[64] = {
+  0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1,
+  0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3,
+  0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
+  0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+  0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147,
+  0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13,
+  0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+  0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+  0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a,
+  0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208,
+  0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+constexpr uint32_t rotr(uint32_t x, int n) {
+  return (x >> n) | (x << (32 - n));
+}
+
+} // namespace
+
+sha256::sha256()
+  : state_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+           0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {
+}
+
+void sha256::block(const uint8_t* p) {
+  uint32_t w[64];
+  for (int i = 0; i < 16; ++i)
+    w[i] = uint32_t{p[4 * i]} << 24 | uint32_t{p[4 * i + 1]} << 16
+           | uint32_t{p[4 * i + 2]} << 8 | uint32_t{p[4 * i + 3]};
+  for (int i = 16; i < 64; ++i) {
+    auto s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
+    auto s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
+    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+  }
+  auto [a, b, c, d, e, f, g, h] = state_;
+  for (int i = 0; i < 64; ++i) {
+    auto t1 = h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25))
+              + ((e & f) ^ (~e & g)) + round_constants[i] + w[i];
+    auto t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22))
+              + ((a & b) ^ (a & c) ^ (b & c));
+    h = g;
+    g = f;
+    f = e;
+    e = d + t1;
+    d = c;
+    c = b;
+    b = a;
+    a = t1 + t2;
+  }
+  const uint32_t next[8] = {a, b, c, d, e, f, g, h};
+  for (int i = 0; i < 8; ++i)
+    state_[i] += next[i];
+}
+
+void sha256::update(std::span<const uint8_t> bytes) {
+  total_ += bytes.size();
+  auto* p = bytes.data();
+  auto n = bytes.size();
+  if (buffered_ > 0) {
+    auto take = std::min(n, buffer_.size() - buffered_);
+    std::memcpy(buffer_.data() + buffered_, p, take);
+    buffered_ += take;
+    p += take;
+    n -= take;
+    if (buffered_ < buffer_.size())
+      return;
+    block(buffer_.data());
+    buffered_ = 0;
+  }
+  for (; n >= 64; p += 64, n -= 64)
+    block(p);
+  if (n > 0)
+    std::memcpy(buffer_.data(), p, n);
+  buffered_ = n;
+}
+
+sha256_digest sha256::finish() {
+  const uint64_t bits = total_ * 8;
+  const uint8_t one = 0x80;
+  update({&one, 1});
+  const uint8_t zero = 0;
+  while (buffered_ != 56)
+    update({&zero, 1});
+  uint8_t length[8];
+  for (int i = 0; i < 8; ++i)
+    length[i] = static_cast<uint8_t>(bits >> (56 - 8 * i));
+  update(length);
+  sha256_digest out;
+  for (int i = 0; i < 8; ++i)
+    for (int k = 0; k < 4; ++k)
+      out[4 * i + k] = static_cast<uint8_t>(state_[i] >> (24 - 8 * k));
+  return out;
+}
+
+sha256_digest hmac_sha256(
+  std::string_view key, std::initializer_list<std::span<const uint8_t>> parts) {
+  // A key longer than the block is hashed first (RFC 2104).
+  std::array<uint8_t, 64> block_key{};
+  if (key.size() > block_key.size()) {
+    sha256 h;
+    h.update({reinterpret_cast<const uint8_t*>(key.data()), key.size()});
+    auto d = h.finish();
+    std::copy(d.begin(), d.end(), block_key.begin());
+  } else {
+    std::memcpy(block_key.data(), key.data(), key.size());
+  }
+  std::array<uint8_t, 64> pad;
+  sha256 inner;
+  for (size_t i = 0; i < pad.size(); ++i)
+    pad[i] = block_key[i] ^ 0x36;
+  inner.update(pad);
+  for (auto part : parts)
+    inner.update(part);
+  auto inner_digest = inner.finish();
+  sha256 outer;
+  for (size_t i = 0; i < pad.size(); ++i)
+    pad[i] = block_key[i] ^ 0x5c;
+  outer.update(pad);
+  outer.update(inner_digest);
+  return outer.finish();
+}
+
+bool equal_in_constant_time(std::span<const uint8_t> a,
+                            std::span<const uint8_t> b) {
+  if (a.size() != b.size())
+    return false;
+  uint8_t diff = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    diff |= a[i] ^ b[i];
+  return diff == 0;
+}
+
+} // namespace varsync
