@@ -149,6 +149,20 @@ struct cuda_device::impl {
     return abandoned->load(std::memory_order_acquire);
   }
 
+  /// A copy queued on the stream, this GPU selected.
+  caf::error enqueue_copy(void* dst, const void* src, size_t nbytes,
+                          cudaMemcpyKind kind, std::string_view what) {
+    if (nbytes == 0)
+      return {};
+    cuda::device_guard guard{index};
+    if (guard.status() != cudaSuccess)
+      return fail("cudaSetDevice", guard.status());
+    if (auto e = cudaMemcpyAsync(dst, src, nbytes, kind, stream);
+        e != cudaSuccess)
+      return fail(what, e);
+    return {};
+  }
+
   caf::error sync(std::string_view what) {
     if (deadline == wait_clock::time_point::max()) {
       if (auto e = cudaStreamSynchronize(stream); e != cudaSuccess)
@@ -641,30 +655,14 @@ caf::error cuda_device::copy_from(int src_gpu, void* dst, const void* src,
 
 caf::error cuda_device::enqueue_upload(void* dst, const void* host,
                                        size_t nbytes) {
-  if (nbytes == 0)
-    return {};
-  cuda::device_guard guard{impl_->index};
-  if (guard.status() != cudaSuccess)
-    return impl_->fail("cudaSetDevice", guard.status());
-  if (auto e = cudaMemcpyAsync(dst, host, nbytes, cudaMemcpyHostToDevice,
-                               impl_->stream);
-      e != cudaSuccess)
-    return impl_->fail("upload (cudaMemcpyAsync)", e);
-  return {};
+  return impl_->enqueue_copy(dst, host, nbytes, cudaMemcpyHostToDevice,
+                             "upload (cudaMemcpyAsync)");
 }
 
 caf::error cuda_device::enqueue_download(void* host, const void* src,
                                          size_t nbytes) {
-  if (nbytes == 0)
-    return {};
-  cuda::device_guard guard{impl_->index};
-  if (guard.status() != cudaSuccess)
-    return impl_->fail("cudaSetDevice", guard.status());
-  if (auto e = cudaMemcpyAsync(host, src, nbytes, cudaMemcpyDeviceToHost,
-                               impl_->stream);
-      e != cudaSuccess)
-    return impl_->fail("download (cudaMemcpyAsync)", e);
-  return {};
+  return impl_->enqueue_copy(host, src, nbytes, cudaMemcpyDeviceToHost,
+                             "download (cudaMemcpyAsync)");
 }
 
 caf::error cuda_device::reduce_widen(reduce_op op, dtype type, float* out,
