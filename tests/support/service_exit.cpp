@@ -57,11 +57,13 @@ caf::expected<strategy> make_strategy(caf::actor_system& sys) {
   return strategy::create(sys, opts);
 }
 
-// Records status 4 when told to finish, after caf_main has returned.
-caf::behavior late_failure(caf::event_based_actor* self) {
+// Records `status` when told to finish, after caf_main has returned. It takes
+// an argument because CAF 0.17 binds a null reference when spawning a function
+// without any (UBSan reports it).
+caf::behavior late_failure(caf::event_based_actor* self, int status) {
   return {
-    [self](ok_atom) {
-      set_exit_status(4);
+    [self, status](ok_atom) {
+      set_exit_status(status);
       self->quit();
     },
   };
@@ -73,7 +75,7 @@ int caf_main(caf::actor_system& sys, const config& cfg) {
   if (cfg.scenario == "return")
     return 3;
   if (cfg.scenario == "actor") {
-    auto a = sys.spawn(late_failure);
+    auto a = sys.spawn(late_failure, 4);
     caf::anon_send(a, ok_atom::value);
     return 0;
   }
