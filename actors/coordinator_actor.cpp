@@ -91,120 +91,47 @@ coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
     }
   });
   // Every request is admitted (see admit) and releases its slot when it
-  // delivers its response.
-  auto deliver = [this](auto rp) {
-    return [this, rp](auto result) mutable {
-      release_slot();
-      record_.outcome(result);
-      if (result)
-        rp.deliver(std::move(*result));
-      else
-        rp.deliver(std::move(result.error()));
-    };
-  };
+  // delivers its response: accept() adapts a request to an operation.
   return {
-    [this, deliver](create_atom,
-                    variable_spec& spec) -> caf::result<variable_info> {
-      auto bytes = spec.initial_value.nbytes();
-      if (auto err = refuse_if_full(bytes))
-        return err;
-      auto rp = self_->make_response_promise<variable_info>();
-      admit([this, spec = std::move(spec), d = deliver(rp)]() mutable {
-        create(default_timeout_, std::move(spec), std::move(d));
-      }, bytes);
-      return rp;
+    [this](create_atom, variable_spec& spec) -> caf::result<variable_info> {
+      return accept(ops::create{std::move(spec)});
     },
-    [this, deliver](lookup_atom,
-                    const std::string& name) -> caf::result<variable_info> {
-      if (auto err = refuse_if_full(0))
-        return err;
-      auto rp = self_->make_response_promise<variable_info>();
-      admit([this, name, d = deliver(rp)]() mutable { lookup(name, d); });
-      return rp;
+    [this](lookup_atom, std::string& name) -> caf::result<variable_info> {
+      return accept(ops::lookup{std::move(name)});
     },
-    [this, deliver](list_atom) -> caf::result<std::vector<variable_info>> {
-      if (auto err = refuse_if_full(0))
-        return err;
-      auto rp = self_->make_response_promise<std::vector<variable_info>>();
-      admit([this, d = deliver(rp)]() mutable { list(d); });
-      return rp;
+    [this](list_atom) -> caf::result<std::vector<variable_info>> {
+      return accept(ops::list{});
     },
-    [this, deliver](destroy_atom, uint64_t id) -> caf::result<ok_atom> {
-      if (auto err = refuse_if_full(0))
-        return err;
-      auto rp = self_->make_response_promise<ok_atom>();
-      admit([this, id, d = deliver(rp)]() mutable {
-        destroy(default_timeout_, id, d);
-      });
-      return rp;
+    [this](destroy_atom, uint64_t id) -> caf::result<ok_atom> {
+      return accept(ops::destroy{id});
     },
-    [this, deliver](read_atom, uint64_t id) -> caf::result<tensor> {
-      if (auto err = refuse_if_full(0))
-        return err;
-      auto rp = self_->make_response_promise<tensor>();
-      admit([this, id, d = deliver(rp)]() mutable {
-        read(default_timeout_, id, d);
-      });
-      return rp;
+    [this](read_atom, uint64_t id) -> caf::result<tensor> {
+      return accept(ops::read{id});
     },
-    [this, deliver](update_atom, uint64_t id, update_op op,
-                    tensor& value) -> caf::result<ok_atom> {
-      auto bytes = value.nbytes();
-      if (auto err = refuse_if_full(bytes))
-        return err;
-      auto rp = self_->make_response_promise<ok_atom>();
-      admit([this, id, op, value = std::move(value), d = deliver(rp)]() mutable {
-        update(default_timeout_, id, op, std::move(value), d);
-      }, bytes);
-      return rp;
+    [this](update_atom, uint64_t id, update_op op,
+           tensor& value) -> caf::result<ok_atom> {
+      return accept(ops::update{id, op, std::move(value)});
     },
-    [this, deliver](scatter_atom, uint64_t id, scatter_op op,
-                    indexed_slices& slices) -> caf::result<ok_atom> {
-      auto bytes = slices.values.nbytes()
-                   + slices.indices.size() * sizeof(int64_t);
-      if (auto err = refuse_if_full(bytes))
-        return err;
-      auto rp = self_->make_response_promise<ok_atom>();
-      admit([this, id, op, slices = std::move(slices),
-             d = deliver(rp)]() mutable {
-        scatter(default_timeout_, id, op, std::move(slices), d);
-      }, bytes);
-      return rp;
+    [this](scatter_atom, uint64_t id, scatter_op op,
+           indexed_slices& slices) -> caf::result<ok_atom> {
+      return accept(ops::scatter{id, op, std::move(slices)});
     },
-    [this, deliver](values_atom,
-                    uint64_t id) -> caf::result<std::vector<tensor>> {
-      if (auto err = refuse_if_full(0))
-        return err;
-      auto rp = self_->make_response_promise<std::vector<tensor>>();
-      admit([this, id, d = deliver(rp)]() mutable {
-        local_values(default_timeout_, id, d);
-      });
-      return rp;
+    [this](values_atom, uint64_t id) -> caf::result<std::vector<tensor>> {
+      return accept(ops::local_values{id});
     },
-    [this, deliver](run_atom,
-                    const replica_step_ptr& step) -> caf::result<ok_atom> {
-      if (auto err = refuse_if_full(0))
-        return err;
-      auto rp = self_->make_response_promise<ok_atom>();
-      admit([this, step, d = deliver(rp)]() mutable {
-        run(default_timeout_, step, d);
-      });
-      return rp;
+    [this](run_atom, const replica_step_ptr& step) -> caf::result<ok_atom> {
+      return accept(ops::run{step});
     },
-    [this, deliver](allreduce_atom, reduce_op op,
-                    std::vector<std::vector<tensor>>& values)
+    [this](allreduce_atom, reduce_op op,
+           std::vector<std::vector<tensor>>& values)
       -> caf::result<std::vector<tensor>> {
-      size_t bytes = 0;
-      for (auto& row : values)
-        for (auto& x : row)
-          bytes += x.nbytes();
-      if (auto err = refuse_if_full(bytes))
-        return err;
-      auto rp = self_->make_response_promise<std::vector<tensor>>();
-      admit([this, op, values = std::move(values), d = deliver(rp)]() mutable {
-        all_reduce(default_timeout_, op, std::move(values), d);
-      }, bytes);
-      return rp;
+      return accept(ops::all_reduce{op, std::move(values)});
+    },
+    [this](wait_for_atom, std::string& name) -> caf::result<variable_info> {
+      return accept(ops::wait_for{std::move(name)});
+    },
+    [this](barrier_atom) -> caf::result<ok_atom> {
+      return accept(ops::barrier{});
     },
     [this](describe_atom) -> caf::result<strategy_description> {
       return describe();
@@ -223,13 +150,16 @@ coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
       return rp;
     },
     [this](client_now_atom, const client_call_ptr& call) {
-      call->invoke(*this);
+      start_call(call, false);
     },
     [this](replicas_atom) -> caf::result<std::vector<replica_actor>> {
       return replicas_;
     },
     [this](client_atom, const client_call_ptr& call) {
-      admit([this, call] { call->invoke(*this); }, call->bytes);
+      // Waiting for a variable holds no slot (see accept).
+      if (std::holds_alternative<ops::wait_for>(call->op))
+        return start_call(call, false);
+      admit([this, call] { start_call(call, true); }, call->bytes);
     },
     [this](shutdown_atom) { shutdown(); },
     [this](sequenced_atom, sequenced_operation& op) {

@@ -28,10 +28,6 @@ using namespace coordinator_helpers;
 
 void coordinator_state::read(caf::timespan timeout, uint64_t id,
                              reply_fn<tensor> done) {
-  if (sequencing() && !answers_locally_without_sequencer(id))
-    return sequence(timeout,
-                    make_sequenced(sequenced_kind::read, id),
-                    std::move(done));
   auto left = remaining(timeout, "read");
   auto e = find(id);
   if (!e)
@@ -136,12 +132,6 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
 void coordinator_state::update(caf::timespan timeout, uint64_t id,
                                update_op op, tensor value,
                                reply_fn<ok_atom> done) {
-  if (sequencing()) {
-    auto ordered = make_sequenced(sequenced_kind::update, id);
-    ordered.op = op;
-    ordered.value = std::move(value);
-    return sequence(timeout, std::move(ordered), std::move(done));
-  }
   auto left = remaining(timeout, "update");
   auto e = find(id);
   // Across processes a failure here still takes part in the round that the
@@ -290,10 +280,6 @@ void coordinator_state::dispatch_update(caf::timespan timeout, uint64_t id,
 
 void coordinator_state::local_values(caf::timespan timeout, uint64_t id,
                                      reply_fn<std::vector<tensor>> done) {
-  if (sequencing() && !sequencer_failure_)
-    return sequence(timeout,
-                    make_sequenced(sequenced_kind::local_values, id),
-                    std::move(done));
   auto left = remaining(timeout, "local_values");
   if (!left)
     return done(std::move(left.error()));
@@ -330,10 +316,6 @@ void coordinator_state::local_values(caf::timespan timeout, uint64_t id,
 
 void coordinator_state::all_values(caf::timespan timeout, uint64_t id,
                                    reply_fn<std::vector<tensor>> done) {
-  if (sequencing())
-    return sequence(timeout,
-                    make_sequenced(sequenced_kind::all_values, id),
-                    std::move(done));
   if (!processes)
     return local_values(timeout, id, std::move(done));
   auto e = find(id);

@@ -88,13 +88,6 @@ caf::error coordinator_state::add_step_scatter(collective_plan& plan, size_t k,
 void coordinator_state::scatter(caf::timespan timeout, uint64_t id,
                                 scatter_op op, indexed_slices slices,
                                 reply_fn<ok_atom> done) {
-  if (sequencing()) { // services mode: process 0 orders it (P2)
-    auto ordered = make_sequenced(sequenced_kind::scatter, id);
-    ordered.sop = op;
-    ordered.indices = std::move(slices.indices);
-    ordered.value = std::move(slices.values);
-    return sequence(timeout, std::move(ordered), std::move(done));
-  }
   auto what = std::string{to_string(op)} + " of " + quoted_name_of(id);
   auto left = remaining(timeout, "scatter");
   auto e = find(id);

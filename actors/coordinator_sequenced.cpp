@@ -17,7 +17,7 @@ namespace varsync {
 
 void coordinator_state::ticket::answer(caf::error err) {
   answered = true;
-  std::visit([&err](auto& fn) { fn(std::move(err)); }, done);
+  fail(done, std::move(err));
 }
 
 void coordinator_state::ticket::expire() {
@@ -31,14 +31,30 @@ void coordinator_state::ticket::expire() {
                     "changed"));
 }
 
-template <class T>
-void coordinator_state::sequence(caf::timespan timeout, sequenced_operation op,
-                                 reply_fn<T> done) {
+bool coordinator_state::orders_through_sequencer(const operation& op) {
+  if (!sequenceable(op))
+    return false;
+  if (!sequencer_failure_)
+    return true;
+  // P3: after process 0 was lost, lookup, list, local_values and reads of
+  // mirrored variables answer from this process; the rest fail with the
+  // sequencer's failure.
+  if (std::holds_alternative<ops::lookup>(op)
+      || std::holds_alternative<ops::list>(op)
+      || std::holds_alternative<ops::local_values>(op))
+    return false;
+  if (auto* x = std::get_if<ops::read>(&op))
+    return !answers_locally_without_sequencer(x->variable);
+  return true;
+}
+
+void coordinator_state::sequence(caf::timespan timeout, operation value,
+                                 completion done) {
   if (sequencer_failure_)
-    return done(sequencer_failure_);
-  auto left = remaining(timeout, to_string(op.kind));
+    return fail(done, sequencer_failure_);
+  auto left = remaining(timeout, name_of(value));
   if (!left)
-    return done(std::move(left.error()));
+    return fail(done, std::move(left.error()));
   auto t = std::make_unique<ticket>();
   t->since = operation_deadlines::clock::now()
              - std::chrono::duration_cast<operation_deadlines::clock::duration>(
@@ -49,6 +65,7 @@ void coordinator_state::sequence(caf::timespan timeout, sequenced_operation op,
     t->deadline = watch(*left, t.get());
     t->watched = true;
   }
+  auto op = make_sequenced(std::move(value));
   op.ticket = ++tickets_issued_;
   // Bulk data stays here and moves through the data plane at the
   // operation's turn; the sequencer and CAF carry its description only.
@@ -60,17 +77,6 @@ void coordinator_state::sequence(caf::timespan timeout, sequenced_operation op,
   tickets_.emplace(op.ticket, std::move(t));
   processes->submit_sequenced(std::move(op));
 }
-
-template void coordinator_state::sequence(caf::timespan, sequenced_operation,
-                                          reply_fn<variable_info>);
-template void coordinator_state::sequence(caf::timespan, sequenced_operation,
-                                          reply_fn<std::vector<variable_info>>);
-template void coordinator_state::sequence(caf::timespan, sequenced_operation,
-                                          reply_fn<ok_atom>);
-template void coordinator_state::sequence(caf::timespan, sequenced_operation,
-                                          reply_fn<tensor>);
-template void coordinator_state::sequence(caf::timespan, sequenced_operation,
-                                          reply_fn<std::vector<tensor>>);
 
 void coordinator_state::on_sequenced(sequenced_operation op) {
   if (!services())
@@ -126,54 +132,33 @@ void coordinator_state::replay(sequenced_operation op) {
 void coordinator_state::apply_ordered(sequenced_operation op,
                                       std::shared_ptr<ticket> owner,
                                       std::function<void()> finished) {
-  auto reply = [owner, finished](auto tag) {
-    using T = decltype(tag);
-    return reply_fn<T>{[owner, finished](caf::expected<T> r) {
-      if (owner && !owner->answered) {
-        if (auto* fn = std::get_if<reply_fn<T>>(&owner->done)) {
+  if (std::holds_alternative<ops::barrier>(op.op))
+    return arrive_at_barrier(op.origin, std::move(owner), std::move(finished));
+  // The caller's completion where it waits here, wrapped to end the turn;
+  // elsewhere one that only ends it.
+  completion done = std::visit(
+    [&owner, &finished](auto& x) -> completion {
+      using T = result_of<std::decay_t<decltype(x)>>;
+      return make_completion(reply_fn<T>{[owner, finished](caf::expected<T> r) {
+        if (owner && !owner->answered) {
           owner->answered = true;
-          (*fn)(std::move(r));
-        } else {
-          owner->answer(make_error(errc::replica_failed,
-                                   "the sequencer returned another kind of "
-                                   "operation for this call"));
+          if (auto* fn = std::get_if<reply_fn<T>>(&owner->done))
+            (*fn)(std::move(r));
+          else
+            fail(owner->done, make_error(errc::replica_failed,
+                                         "the sequencer returned another "
+                                         "operation for this call"));
         }
-      }
-      finished();
-    }};
-  };
+        finished();
+      }});
+    },
+    op.op);
   auto since = owner ? owner->since : operation_deadlines::clock::now();
   auto timeout = owner ? owner->timeout : default_timeout_;
   auto saved = replaying_;
   replaying_ = true;
   run_requested_at(since, [&] {
-    switch (op.kind) {
-      case sequenced_kind::create:
-        return create(timeout, std::move(op.spec), reply(variable_info{}));
-      case sequenced_kind::lookup:
-        return lookup(op.name, reply(variable_info{}));
-      case sequenced_kind::list:
-        return list(reply(std::vector<variable_info>{}));
-      case sequenced_kind::destroy:
-        return destroy(timeout, op.variable, reply(ok_atom::value));
-      case sequenced_kind::read:
-        return read(timeout, op.variable, reply(tensor{}));
-      case sequenced_kind::update:
-        return update(timeout, op.variable, op.op, std::move(op.value),
-                      reply(ok_atom::value));
-      case sequenced_kind::local_values:
-        return local_values(timeout, op.variable,
-                            reply(std::vector<tensor>{}));
-      case sequenced_kind::all_values:
-        return all_values(timeout, op.variable, reply(std::vector<tensor>{}));
-      case sequenced_kind::scatter:
-        return scatter(timeout, op.variable, op.sop,
-                       {std::move(op.indices), std::move(op.value)},
-                       reply(ok_atom::value));
-    }
-    // V4: deserialization refuses other kinds; never skip a turn.
-    reply(ok_atom::value)(make_error(errc::invalid_argument,
-                                     "unknown operation kind"));
+    execute(timeout, std::move(op.op), std::move(done));
   });
   replaying_ = saved;
 }
@@ -183,7 +168,7 @@ void coordinator_state::receive_payload(sequenced_operation op,
                                         std::function<void()> finished) {
   const auto since = owner ? owner->since : operation_deadlines::clock::now();
   auto timeout = owner ? owner->timeout : default_timeout_;
-  const auto what = std::string{"the data of "} + to_string(op.kind)
+  const auto what = std::string{"the data of "} + name_of(op.op)
                     + " from process " + std::to_string(op.origin);
   // Every process takes part in the round whatever fails here, so that
   // all of them fail the operation alike.
@@ -223,7 +208,7 @@ void coordinator_state::receive_payload(sequenced_operation op,
     value.result = op.origin == processes->rank
                      ? std::move(mine.value)
                      : tensor::empty(op.deferred.type, op.deferred.shape);
-    if (op.kind == sequenced_kind::scatter) {
+    if (std::holds_alternative<ops::scatter>(op.op)) {
       auto& indices = plan->add_item();
       indices.type = dtype::int64;
       indices.count = op.deferred.indices;
@@ -272,6 +257,7 @@ void coordinator_state::on_sequencer_down(caf::error reason) {
       + "); cross-replica operations fail from now on");
   log()->error("services mode: {}", varsync::describe(sequencer_failure_));
   // Callers still waiting never get their operation back.
+  waits_.fail_barriers(sequencer_failure_);
   auto waiting = std::move(tickets_);
   tickets_.clear();
   for (auto& [number, t] : waiting) {

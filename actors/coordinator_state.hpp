@@ -27,6 +27,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/coordinator_metrics.hpp"
+#include "actors/coordinator_waits.hpp"
 #include "actors/operation_deadlines.hpp"
 #include "core/small_object_pool.hpp"
 #include "devices/memory_budget.hpp"
@@ -34,6 +35,7 @@
 #include "varsync/device_id.hpp"
 #include "varsync/error.hpp"
 #include "actors/collective_selection.hpp"
+#include "messages/completion.hpp"
 #include "messages/component_writes.hpp"
 #include "messages/coordinator_interface.hpp"
 #include "messages/sequenced_operation.hpp"
@@ -44,8 +46,20 @@
 
 namespace varsync {
 
+/// What the actor API answers for an operation's result: a copy where the
+/// coordinator shares its description with the handles of this process.
 template <class T>
-using reply_fn = std::function<void(caf::expected<T>)>;
+struct actor_result {
+  using type = T;
+  static T unwrap(T x) { return x; }
+};
+template <>
+struct actor_result<shared_variable_info> {
+  using type = variable_info;
+  static variable_info unwrap(const shared_variable_info& x) { return *x; }
+};
+template <class T>
+using actor_result_t = typename actor_result<T>::type;
 
 class coordinator_state {
 public:
@@ -183,9 +197,66 @@ public:
 
   // -- operations; `done` runs on the coordinator's thread -------------------
 
+  /// The one dispatch (actors/coordinator_dispatch.cpp): runs `op`, or in
+  /// services mode hands it to the sequencer first and runs it when it
+  /// comes back in order. `done` must hold a reply_fn of the operation's
+  /// result type.
+  void execute(caf::timespan timeout, operation op, completion done);
+  /// A call of the async or blocking API (or a checkpoint): started here
+  /// unless its blocking caller abandoned it. `admitted`: it holds an
+  /// admission slot, released when it completes.
+  void start_call(const client_call_ptr& call, bool admitted);
+  /// The actor API's adapter: admits `op` (or refuses it, V3) and answers
+  /// the request with its outcome.
+  template <class Op>
+  caf::result<actor_result_t<result_of<Op>>> accept(Op op) {
+    if constexpr (std::is_same_v<Op, ops::wait_for>) {
+      // Waits outside admission: its slot would hold up the operations
+      // it waits for (across processes in training mode, one at a time).
+      auto rp = self_->make_response_promise<actor_result_t<result_of<Op>>>();
+      execute(default_timeout_, std::move(op),
+              make_completion(delivering<result_of<Op>>(std::move(rp), false)));
+      return rp;
+    }
+    operation value{std::move(op)};
+    const auto bytes = tensor_bytes(value);
+    if (auto err = refuse_if_full(bytes))
+      return err;
+    auto rp = self_->make_response_promise<actor_result_t<result_of<Op>>>();
+    admit(
+      [this, value = std::move(value), rp]() mutable {
+        execute(default_timeout_, std::move(value),
+                make_completion(delivering<result_of<Op>>(std::move(rp))));
+      },
+      bytes);
+    return rp;
+  }
+  /// Answers `rp` with an admitted operation's outcome (its slot released
+  /// first).
+  template <class T>
+  reply_fn<T> delivering(caf::typed_response_promise<actor_result_t<T>> rp,
+                         bool admitted = true) {
+    return [this, rp, admitted](caf::expected<T> r) mutable {
+      if (admitted)
+        release_slot();
+      record_.outcome(r);
+      if (r)
+        rp.deliver(actor_result<T>::unwrap(std::move(*r)));
+      else
+        rp.deliver(std::move(r.error()));
+    };
+  }
+
+  /// C10: answers when a variable named `name` exists in this process.
+  void wait_for(caf::timespan timeout, std::string name,
+                reply_fn<shared_variable_info> done);
+  /// P14: answers when every process has reached its barrier of the same
+  /// number.
+  void barrier(caf::timespan timeout, reply_fn<ok_atom> done);
+
   void create(caf::timespan timeout, variable_spec spec,
-              reply_fn<variable_info> done);
-  void lookup(const std::string& name, reply_fn<variable_info> done);
+              reply_fn<shared_variable_info> done);
+  void lookup(const std::string& name, reply_fn<shared_variable_info> done);
   /// The description this process keeps for variable `id` (shared with
   /// its replicas and the handles the API gives out), or null.
   shared_variable_info shared_info(uint64_t id) const;
@@ -239,17 +310,13 @@ private:
 
   /// A caller waiting for its operation to come back from the sequencer.
   struct ticket : expirable {
-    using reply = std::variant<reply_fn<variable_info>,
-                               reply_fn<std::vector<variable_info>>,
-                               reply_fn<ok_atom>, reply_fn<tensor>,
-                               reply_fn<std::vector<tensor>>>;
     operation_deadlines::clock::time_point since;
     caf::timespan timeout;
     operation_deadlines::handle deadline;
     bool watched = false;
     /// The caller has its answer (the deadline passed first).
     bool answered = false;
-    reply done;
+    completion done;
     /// The operation's bulk data, kept here while the operation travels
     /// without it (defer_payload); this process broadcasts it at the
     /// operation's turn.
@@ -260,15 +327,15 @@ private:
   /// In services mode an operation issued here goes to the sequencer
   /// first; one that the coordinator applies in order runs here.
   bool sequencing() const { return services() && !replaying_; }
+  /// Whether `op`, issued here in services mode, goes to the sequencer.
+  bool orders_through_sequencer(const operation& op);
   /// Services mode after process 0 was lost: lookup, list, local_values
   /// and reads of mirrored variables answer from this process (P3), the
   /// rest fail with the sequencer's failure.
   bool answers_locally_without_sequencer(uint64_t id);
   /// Hands `op` to the sequencer; `done` runs when it was applied here in
   /// its turn (or failed).
-  template <class T>
-  void sequence(caf::timespan timeout, sequenced_operation op,
-                reply_fn<T> done);
+  void sequence(caf::timespan timeout, operation op, completion done);
   /// Applies the ordered operations one after the other.
   void run_sequenced();
   void replay(sequenced_operation op);
@@ -281,6 +348,17 @@ private:
   /// then applies it; a failure fails the operation on every process.
   void receive_payload(sequenced_operation op, std::shared_ptr<ticket> owner,
                        std::function<void()> finished);
+  /// P14 in services mode: process `origin`'s barrier came in its turn;
+  /// `owner` is its caller's ticket where it was issued here.
+  void arrive_at_barrier(int origin, std::shared_ptr<ticket> owner,
+                         std::function<void()> finished);
+  /// The description of the variable named `name` if it exists (and its
+  /// creation completed) here, else null.
+  shared_variable_info existing(const std::string& name) const;
+  /// A variable was created here: callers waiting for its name go on.
+  void variable_appeared(const shared_variable_info& info) {
+    waits_.appeared(info);
+  }
 
   /// Runs `f`, the rest of an operation after a wait, as part of the
   /// operation it continues: it never goes to the sequencer again.
@@ -453,7 +531,7 @@ private:
                                   const sync_policy& policy,
                                   update_target target, scatter_op op) const;
   void create_here(caf::timespan timeout, variable_spec spec,
-                   variable_info info, reply_fn<variable_info> done);
+                   variable_info info, reply_fn<shared_variable_info> done);
 
   caf::expected<entry*> find(uint64_t id);
   caf::error check_replicas() const;
@@ -591,6 +669,10 @@ private:
   /// How long the operation now being started waited for admission.
   caf::timespan queued_for_{0};
   operation_deadlines deadlines_;
+  /// Callers waiting for a variable to exist or for a barrier.
+  coordinator_waits waits_{
+    [this](caf::timespan t, expirable* w) { return watch(t, w); },
+    [this](operation_deadlines::handle h) { unwatch(h); }};
   std::optional<operation_deadlines::clock::time_point> tick_at_;
   bool collective_running_ = false;
   uint64_t collectives_run_ = 0;

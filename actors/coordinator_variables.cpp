@@ -25,12 +25,7 @@ using namespace coordinator_helpers;
 // -- variables ------------------------------------------------------------------
 
 void coordinator_state::create(caf::timespan timeout, variable_spec spec,
-                               reply_fn<variable_info> done) {
-  if (sequencing()) {
-    auto ordered = make_sequenced(sequenced_kind::create);
-    ordered.spec = std::move(spec);
-    return sequence(timeout, std::move(ordered), std::move(done));
-  }
+                               reply_fn<shared_variable_info> done) {
   const std::string what = "create '" + spec.name + "'";
   auto left = remaining(timeout, "create");
   if (!left)
@@ -80,7 +75,7 @@ void coordinator_state::create(caf::timespan timeout, variable_spec spec,
 
 void coordinator_state::create_here(caf::timespan timeout, variable_spec spec,
                                     variable_info info_value,
-                                    reply_fn<variable_info> done) {
+                                    reply_fn<shared_variable_info> done) {
   auto info = &info_value;
   if (names_.count(info->name) > 0) // created meanwhile
     return done(make_error(errc::already_exists,
@@ -124,32 +119,29 @@ void coordinator_state::create_here(caf::timespan timeout, variable_spec spec,
       }
       i->second.ready = true;
       log()->debug("created variable '{}' (id {})", i->second.info->name, id);
-      done(*i->second.info);
+      variable_appeared(i->second.info);
+      done(i->second.info);
     });
 }
 
 void coordinator_state::lookup(const std::string& name,
-                               reply_fn<variable_info> done) {
-  if (sequencing() && !sequencer_failure_) {
-    auto ordered = make_sequenced(sequenced_kind::lookup);
-    ordered.name = name;
-    return sequence(default_timeout_, std::move(ordered), std::move(done));
-  }
-  auto i = names_.find(name);
-  if (i != names_.end()) {
-    auto& e = entries_.at(i->second);
-    if (e.ready)
-      return done(*e.info);
-  }
+                               reply_fn<shared_variable_info> done) {
+  if (auto info = existing(name))
+    return done(std::move(info));
   done(make_error(errc::unknown_variable,
                   "no variable named " + quote_name(name)
                     + " exists in this strategy"));
 }
 
+shared_variable_info coordinator_state::existing(const std::string& name) const {
+  auto i = names_.find(name);
+  if (i == names_.end())
+    return nullptr;
+  auto& e = entries_.at(i->second);
+  return e.ready ? e.info : nullptr;
+}
+
 void coordinator_state::list(reply_fn<std::vector<variable_info>> done) {
-  if (sequencing() && !sequencer_failure_)
-    return sequence(default_timeout_, make_sequenced(sequenced_kind::list),
-                    std::move(done));
   std::vector<variable_info> out;
   out.reserve(entries_.size());
   for (auto& [id, e] : entries_)
@@ -162,10 +154,6 @@ void coordinator_state::list(reply_fn<std::vector<variable_info>> done) {
 
 void coordinator_state::destroy(caf::timespan timeout, uint64_t id,
                                 reply_fn<ok_atom> done) {
-  if (sequencing())
-    return sequence(timeout,
-                    make_sequenced(sequenced_kind::destroy, id),
-                    std::move(done));
   auto left = remaining(timeout, "destroy");
   auto e = find(id);
   if (!left || !e) {

@@ -69,15 +69,12 @@ reply_fn<ok_atom> as_done(done_callback done) {
   };
 }
 
-// Runs on the coordinator's thread: the handle shares the description the
-// coordinator keeps (one copy per variable, not one per handle).
-reply_fn<variable_info> as_variable(const coordinator_state& c,
-                                    reply_fn<variable> done) {
-  return [&c, done = std::move(done)](caf::expected<variable_info> r) {
+// The handle shares the description the coordinator keeps (one copy per
+// variable, not one per handle).
+reply_fn<shared_variable_info> as_variable(reply_fn<variable> done) {
+  return [done = std::move(done)](caf::expected<shared_variable_info> r) {
     if (!r)
       return done(std::move(r.error()));
-    if (auto shared = c.shared_info(r->id))
-      return done(variable{std::move(shared)});
     done(variable{std::move(*r)});
   };
 }
@@ -85,11 +82,7 @@ reply_fn<variable_info> as_variable(const coordinator_state& c,
 } // namespace
 
 void async_strategy::stats(callback<strategy_description> done) const {
-  s_.core_->submit<strategy_description>(
-    [](coordinator_state& c, reply_fn<strategy_description> d) {
-      c.describe(std::move(d));
-    },
-    std::move(done));
+  s_.core_->submit(ops::describe{}, to_timespan(s_.timeout_), std::move(done));
 }
 
 void async_strategy::metrics(callback<strategy_metrics> done) const {
@@ -98,14 +91,8 @@ void async_strategy::metrics(callback<strategy_metrics> done) const {
 
 void async_strategy::create_variable(variable_spec spec,
                                      callback<variable> done) const {
-  auto ts = to_timespan(s_.timeout_);
-  auto bytes = spec.initial_value.nbytes();
-  s_.core_->submit<variable>(
-    [ts, spec = std::move(spec)](coordinator_state& c,
-                                 reply_fn<variable> d) mutable {
-      c.create(ts, std::move(spec), as_variable(c, std::move(d)));
-    },
-    std::move(done), bytes);
+  s_.core_->submit(ops::create{std::move(spec)}, to_timespan(s_.timeout_),
+                   as_variable(std::move(done)));
 }
 
 void async_strategy::create_variable(std::string name, tensor initial_value,
@@ -123,18 +110,24 @@ void async_strategy::create_variable(std::string name, tensor initial_value,
 
 void async_strategy::lookup(const std::string& name,
                             callback<variable> done) const {
-  s_.core_->submit<variable>(
-    [name](coordinator_state& c, reply_fn<variable> d) {
-      c.lookup(name, as_variable(c, std::move(d)));
-    },
-    std::move(done));
+  s_.core_->submit(ops::lookup{name}, to_timespan(s_.timeout_),
+                   as_variable(std::move(done)));
+}
+
+void async_strategy::wait_for_variable(const std::string& name,
+                                       callback<variable> done) const {
+  s_.core_->submit(ops::wait_for{name}, to_timespan(s_.timeout_),
+                   as_variable(std::move(done)));
+}
+
+void async_strategy::barrier(done_callback done) const {
+  s_.core_->submit(ops::barrier{}, to_timespan(s_.timeout_),
+                   as_done(std::move(done)));
 }
 
 void async_strategy::variables(callback<std::vector<variable>> done) const {
-  s_.core_->submit<std::vector<variable_info>>(
-    [](coordinator_state& c, reply_fn<std::vector<variable_info>> d) {
-      c.list(std::move(d));
-    },
+  s_.core_->submit(
+    ops::list{}, to_timespan(s_.timeout_),
     [done = std::move(done)](caf::expected<std::vector<variable_info>> r) {
       if (!r)
         return done(std::move(r.error()));
@@ -149,55 +142,31 @@ void async_strategy::variables(callback<std::vector<variable>> done) const {
 void async_strategy::destroy(const variable& v, done_callback done) const {
   if (auto err = require_handle(v))
     return done(std::move(err));
-  auto ts = to_timespan(s_.timeout_);
-  auto id = v.id();
-  s_.core_->submit<ok_atom>(
-    [ts, id](coordinator_state& c, reply_fn<ok_atom> d) {
-      c.destroy(ts, id, std::move(d));
-    },
-    as_done(std::move(done)));
+  s_.core_->submit(ops::destroy{v.id()}, to_timespan(s_.timeout_),
+                   as_done(std::move(done)));
 }
 
 void async_strategy::read(const variable& v, callback<tensor> done) const {
   if (auto err = require_handle(v))
     return done(std::move(err));
-  auto ts = to_timespan(s_.timeout_);
-  auto id = v.id();
-  s_.core_->submit<tensor>(
-    [ts, id](coordinator_state& c, reply_fn<tensor> d) {
-      c.read(ts, id, std::move(d));
-    },
-    std::move(done));
+  s_.core_->submit(ops::read{v.id()}, to_timespan(s_.timeout_),
+                   std::move(done));
 }
 
 void async_strategy::update(const variable& v, update_op op, tensor value,
                             done_callback done) const {
   if (auto err = require_handle(v))
     return done(std::move(err));
-  auto ts = to_timespan(s_.timeout_);
-  auto id = v.id();
-  auto bytes = value.nbytes();
-  s_.core_->submit<ok_atom>(
-    [ts, id, op, value = std::move(value)](coordinator_state& c,
-                                           reply_fn<ok_atom> d) mutable {
-      c.update(ts, id, op, std::move(value), std::move(d));
-    },
-    as_done(std::move(done)), bytes);
+  s_.core_->submit(ops::update{v.id(), op, std::move(value)},
+                   to_timespan(s_.timeout_), as_done(std::move(done)));
 }
 
 void async_strategy::scatter(const variable& v, scatter_op op,
                              indexed_slices slices, done_callback done) const {
   if (auto err = require_handle(v))
     return done(std::move(err));
-  auto ts = to_timespan(s_.timeout_);
-  auto id = v.id();
-  auto bytes = slices.values.nbytes() + slices.indices.size() * sizeof(int64_t);
-  s_.core_->submit<ok_atom>(
-    [ts, id, op, slices = std::move(slices)](coordinator_state& c,
-                                             reply_fn<ok_atom> d) mutable {
-      c.scatter(ts, id, op, std::move(slices), std::move(d));
-    },
-    as_done(std::move(done)), bytes);
+  s_.core_->submit(ops::scatter{v.id(), op, std::move(slices)},
+                   to_timespan(s_.timeout_), as_done(std::move(done)));
 }
 
 void async_strategy::update(const variable& v, update_op op, double value,
@@ -214,49 +183,29 @@ void async_strategy::local_values(const variable& v,
                                   callback<std::vector<tensor>> done) const {
   if (auto err = require_handle(v))
     return done(std::move(err));
-  auto ts = to_timespan(s_.timeout_);
-  auto id = v.id();
-  s_.core_->submit<std::vector<tensor>>(
-    [ts, id](coordinator_state& c, reply_fn<std::vector<tensor>> d) {
-      c.local_values(ts, id, std::move(d));
-    },
-    std::move(done));
+  s_.core_->submit(ops::local_values{v.id()}, to_timespan(s_.timeout_),
+                   std::move(done));
 }
 
 void async_strategy::all_values(const variable& v,
                                 callback<std::vector<tensor>> done) const {
   if (auto err = require_handle(v))
     return done(std::move(err));
-  auto ts = to_timespan(s_.timeout_);
-  auto id = v.id();
-  s_.core_->submit<std::vector<tensor>>(
-    [ts, id](coordinator_state& c, reply_fn<std::vector<tensor>> d) {
-      c.all_values(ts, id, std::move(d));
-    },
-    std::move(done));
+  s_.core_->submit(ops::all_values{v.id()}, to_timespan(s_.timeout_),
+                   std::move(done));
 }
 
 void async_strategy::survivor_values(
   const variable& v, callback<std::vector<std::optional<tensor>>> done) const {
   if (auto err = require_handle(v))
     return done(std::move(err));
-  auto ts = to_timespan(s_.timeout_);
-  auto id = v.id();
-  s_.core_->submit<std::vector<std::optional<tensor>>>(
-    [ts, id](coordinator_state& c,
-             reply_fn<std::vector<std::optional<tensor>>> d) {
-      c.survivor_values(ts, id, std::move(d));
-    },
-    std::move(done));
+  s_.core_->submit(ops::survivor_values{v.id()}, to_timespan(s_.timeout_),
+                   std::move(done));
 }
 
 void async_strategy::run(replica_step_ptr step, done_callback done) const {
-  auto ts = to_timespan(s_.timeout_);
-  s_.core_->submit<ok_atom>(
-    [ts, step = std::move(step)](coordinator_state& c, reply_fn<ok_atom> d) {
-      c.run(ts, step, std::move(d));
-    },
-    as_done(std::move(done)));
+  s_.core_->submit(ops::run{std::move(step)}, to_timespan(s_.timeout_),
+                   as_done(std::move(done)));
 }
 
 void async_strategy::reduce(reduce_op op, const per_replica<tensor>& values,
@@ -301,16 +250,8 @@ void async_strategy::batch_all_reduce(
                                   s_.core_->budget());
   if (!inputs)
     return done(std::move(inputs.error()));
-  auto ts = to_timespan(s_.timeout_);
-  size_t bytes = 0;
-  for (auto& row : *inputs)
-    for (auto& x : row)
-      bytes += x.nbytes();
-  s_.core_->submit<std::vector<tensor>>(
-    [ts, op, inputs = std::move(*inputs)](
-      coordinator_state& c, reply_fn<std::vector<tensor>> d) mutable {
-      c.all_reduce(ts, op, std::move(inputs), std::move(d));
-    },
+  s_.core_->submit(
+    ops::all_reduce{op, std::move(*inputs)}, to_timespan(s_.timeout_),
     [n, done = std::move(done)](caf::expected<std::vector<tensor>> r) {
       if (!r)
         return done(std::move(r.error()));
@@ -318,8 +259,7 @@ void async_strategy::batch_all_reduce(
       for (auto& x : *r)
         out.emplace_back(std::move(x), n);
       done(std::move(out));
-    },
-    bytes);
+    });
 }
 
 } // namespace varsync

@@ -120,11 +120,7 @@ caf::error agree_across(const strategy& s, std::string what,
   auto core = s.core();
   auto ts = api_helpers::to_timespan(s.timeout());
   auto r = core->await<ok_atom>(s.timeout(), [&](callback<ok_atom> done) {
-    core->submit<ok_atom>(
-      [ts, what, local](coordinator_state& c, reply_fn<ok_atom> d) {
-        c.agree_outcome(ts, what, local, std::move(d));
-      },
-      std::move(done));
+    core->submit(ops::agree{what, local}, ts, std::move(done));
   });
   return r ? caf::error{} : std::move(r.error());
 }

@@ -379,6 +379,19 @@ caf::expected<variable> strategy::lookup(const std::string& name) const {
   });
 }
 
+caf::expected<variable>
+strategy::wait_for_variable(const std::string& name) const {
+  return blocking<variable>(*this, [&](auto& api, auto done) {
+    api.wait_for_variable(name, std::move(done));
+  });
+}
+
+caf::error strategy::barrier() const {
+  return blocking_done(*this, [](auto& api, done_callback done) {
+    api.barrier(std::move(done));
+  });
+}
+
 caf::expected<std::vector<variable>> strategy::variables() const {
   return blocking<std::vector<variable>>(*this, [](auto& api, auto done) {
     api.variables(std::move(done));

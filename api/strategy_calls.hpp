@@ -1,8 +1,8 @@
 #pragma once
 // Internal to the façade's sources: how a call reaches the coordinator
-// (strategy_core::submit, a client_call admitted by the coordinator) and how a
-// blocking call waits for the outcome of the async call it starts
-// (strategy_core::await).
+// (strategy_core::submit: the operation as a value, a client_call admitted by
+// the coordinator) and how a blocking call waits for the outcome of the async
+// call it starts (strategy_core::await).
 
 #include <atomic>
 #include <chrono>
@@ -12,7 +12,6 @@
 
 #include <caf/send.hpp>
 
-#include "actors/coordinator_state.hpp"
 #include "api/strategy_core.hpp"
 #include "core/wake_flag.hpp"
 #include "api/strategy_helpers.hpp"
@@ -20,87 +19,20 @@
 
 namespace varsync::detail {
 
-// A client call is started by the coordinator or abandoned by a blocking
-// caller whose deadline passed, whichever comes first.
-enum : int { call_pending, call_started, call_abandoned };
-
 /// The state of the call that await() is starting on this thread
 /// (api/strategy_core.cpp).
 extern thread_local std::shared_ptr<std::atomic<int>>* starting_call;
 
-// Calls `fn` once: with the outcome, or with shut_down when the last copy
-// is dropped unanswered (the coordinator stopped with the operation in
-// flight), so that no caller waits for an answer that cannot come.
-template <class T>
-struct reply_once {
-  reply_fn<T> fn;
-  void operator()(caf::expected<T> r) {
-    auto f = std::move(fn);
-    fn = nullptr;
-    if (f)
-      f(std::move(r));
-  }
-  ~reply_once() {
-    if (fn)
-      fn(make_error(errc::shut_down,
-                    "the strategy shut down before the operation completed"));
-  }
-};
-
-template <class T>
-class call_impl final : public client_call {
-public:
-  using op_type = std::function<void(coordinator_state&, reply_fn<T>)>;
-
-  call_impl(op_type op, reply_fn<T> done)
-    : op_(std::move(op)), done_(std::move(done)) {
-  }
-
-  ~call_impl() override {
-    if (done_) // never ran: the coordinator is gone
-      done_(make_error(errc::shut_down, "the strategy has shut down"));
-  }
-
-  // Admitted like every request (coordinator_state::admit); the slot is
-  // released when the operation completes.
-  void invoke(coordinator_state& coordinator) override {
-    int expected = call_pending;
-    if (!state_->compare_exchange_strong(expected, call_started)) {
-      done_ = nullptr; // the caller has its answer: timeout, nothing changed
-      coordinator.release_slot();
-      coordinator.note_abandoned();
-      return;
-    }
-    auto once = std::make_shared<reply_once<T>>();
-    once->fn = std::move(done_);
-    done_ = nullptr;
-    // The deadline counts from the request, not from when the coordinator
-    // got to it.
-    coordinator.run_requested_at(submitted_, [&] {
-      op_(coordinator,
-          coordinator.releasing<T>(
-            [once](caf::expected<T> r) { (*once)(std::move(r)); }));
-    });
-  }
-
-private:
-  op_type op_;
-  reply_fn<T> done_;
-  std::shared_ptr<std::atomic<int>> state_
-    = starting_call ? *starting_call
-                    : std::make_shared<std::atomic<int>>(call_pending);
-  std::chrono::steady_clock::time_point submitted_
-    = std::chrono::steady_clock::now();
-};
-
-template <class T>
-void strategy_core::submit(
-  std::function<void(coordinator_state&, reply_fn<T>)> op, reply_fn<T> done,
-  size_t bytes) {
+template <class Op>
+void strategy_core::submit(Op op, caf::timespan timeout,
+                           reply_fn<result_of<Op>> done) {
+  using T = result_of<Op>;
   if (stopped_.load()) {
     done(shut_down_error());
     return;
   }
+  operation value{std::move(op)};
+  const size_t bytes = tensor_bytes(value);
   // Count first, then check: concurrent submitters never pass the bounds
   // together. A single call larger than the byte bound still runs when
   // nothing else is outstanding.
@@ -146,49 +78,23 @@ void strategy_core::submit(
     held->release();
     done(std::move(r));
   };
-  client_call_ptr call = std::make_shared<call_impl<T>>(std::move(op),
-                                                        std::move(counted));
+  auto call = std::make_shared<client_call>(std::move(value), timeout,
+                                            make_completion(std::move(counted)));
+  if (starting_call != nullptr)
+    call->state = *starting_call;
   call->bytes = bytes;
   caf::anon_send(coordinator_, client_atom::value, std::move(call));
 }
 
-// A call the coordinator runs as it arrives (client_now_atom): no slot, no
-// admission queue.
-template <class T>
-class now_call final : public client_call {
-public:
-  using op_type = std::function<void(coordinator_state&, reply_fn<T>)>;
-
-  now_call(op_type op, reply_fn<T> done)
-    : op_(std::move(op)), done_(std::move(done)) {
-  }
-
-  ~now_call() override {
-    if (done_)
-      done_(make_error(errc::shut_down, "the strategy has shut down"));
-  }
-
-  void invoke(coordinator_state& coordinator) override {
-    auto once = std::make_shared<reply_once<T>>();
-    once->fn = std::move(done_);
-    done_ = nullptr;
-    op_(coordinator, [once](caf::expected<T> r) { (*once)(std::move(r)); });
-  }
-
-private:
-  op_type op_;
-  reply_fn<T> done_;
-};
-
-template <class T>
-void strategy_core::submit_now(
-  std::function<void(coordinator_state&, reply_fn<T>)> op, reply_fn<T> done) {
+template <class Op>
+void strategy_core::submit_now(Op op, caf::timespan timeout,
+                               reply_fn<result_of<Op>> done) {
   if (stopped_.load()) {
     done(shut_down_error());
     return;
   }
-  client_call_ptr call = std::make_shared<now_call<T>>(std::move(op),
-                                                       std::move(done));
+  auto call = std::make_shared<client_call>(operation{std::move(op)}, timeout,
+                                            make_completion(std::move(done)));
   caf::anon_send(coordinator_, client_now_atom::value, std::move(call));
 }
 

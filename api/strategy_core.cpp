@@ -297,10 +297,8 @@ caf::error strategy_core::shut_down_error() const {
 
 void strategy_core::metrics(reply_fn<strategy_metrics> done) {
   auto counts = outstanding_;
-  submit_now<strategy_metrics>(
-    [](coordinator_state& c, reply_fn<strategy_metrics> d) {
-      c.metrics(c.default_timeout(), std::move(d));
-    },
+  submit_now(
+    ops::metrics{}, caf::timespan::max(),
     [counts, done = std::move(done)](caf::expected<strategy_metrics> r) {
       if (r) {
         r->outstanding_calls = counts->operations.load();

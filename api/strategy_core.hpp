@@ -1,7 +1,7 @@
 #pragma once
 // Internal: what a strategy handle shares. Holds the actor system (owned or
-// borrowed) and the coordinator, and sends client calls (closures run by the
-// coordinator) so that callers outside the actor system never spawn a
+// borrowed) and the coordinator, and sends client calls (an operation as a
+// value and its completion, messages/client_call.hpp) so that callers outside the actor system never spawn a
 // scoped_actor per call.
 
 #include <atomic>
@@ -16,7 +16,6 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/expected.hpp>
 
-#include "actors/coordinator_state.hpp"
 #include "api/metrics_http.hpp"
 #include "devices/memory_budget.hpp"
 #include "messages/coordinator_interface.hpp"
@@ -85,21 +84,18 @@ public:
   /// What the strategy's requests sized by the caller are checked against.
   const memory_budget& budget() const { return budget_; }
 
-  /// Runs `op` on the coordinator's thread; `done` gets the outcome (or
-  /// shut_down if the coordinator is gone before it ran the call).
-  /// `bytes`: the size of the call's tensor arguments. A call beyond the
-  /// bounds on calls outstanding (sent, not yet answered) is answered
-  /// `overloaded` at once and never sent (V3): the coordinator's mailbox
-  /// holds at most the bounds.
-  template <class T>
-  void submit(std::function<void(coordinator_state&, reply_fn<T>)> op,
-              reply_fn<T> done, size_t bytes = 0);
+  /// Hands `op` to the coordinator's dispatch with `timeout`; `done` gets
+  /// the outcome (or shut_down if the coordinator is gone before it ran the
+  /// call). A call beyond the bounds on calls outstanding (sent, not yet
+  /// answered) is answered `overloaded` at once and never sent (V3): the
+  /// coordinator's mailbox holds at most the bounds.
+  template <class Op>
+  void submit(Op op, caf::timespan timeout, reply_fn<result_of<Op>> done);
 
   /// Runs `op` on the coordinator's thread at once, never queued behind
   /// operations nor refused (metrics snapshots: small and read-only).
-  template <class T>
-  void submit_now(std::function<void(coordinator_state&, reply_fn<T>)> op,
-                  reply_fn<T> done);
+  template <class Op>
+  void submit_now(Op op, caf::timespan timeout, reply_fn<result_of<Op>> done);
 
   /// A metrics snapshot, with the API's own counts (calls outstanding,
   /// calls refused) added.

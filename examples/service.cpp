@@ -310,16 +310,14 @@ int caf_main(caf::actor_system& sys, const config& cfg) {
   const bool controller = s.process_rank() == 0;
   auto is_local = [&](int r) { return r >= first && r < first + local; };
 
-  // Process 0 creates the variables; the others find them (in services
-  // mode a lookup is ordered after the creation it waits for).
+  // Process 0 creates the variables; the others wait until they exist
+  // (C10: every operation issued after the wait is ordered after the
+  // creation).
   auto find = [&](const char* name) {
-    auto deadline = std::chrono::steady_clock::now() + overall_deadline;
-    for (;;) {
-      auto v = s.lookup(name);
-      if (v || std::chrono::steady_clock::now() > deadline)
-        return must(std::move(v), name);
-      std::this_thread::sleep_for(2ms);
-    }
+    return must(s.with_timeout(std::chrono::duration_cast<
+                                 std::chrono::milliseconds>(overall_deadline))
+                  .wait_for_variable(name),
+                name);
   };
   if (controller) {
     must(s.create_variable("requests_served", tensor::scalar<int64_t>(0),

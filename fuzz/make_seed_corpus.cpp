@@ -227,28 +227,21 @@ void seeds_deserialize(caf::actor_system& sys) {
   replica_usage usage{{7, 8}, {1, 2}, {3, 4}, 1, 0};
   write(t, "replica_usage", serialized(sys, 8, usage));
   write(t, "vector_info", serialized(sys, 5, std::vector<variable_info>{info, info}));
-  auto update = make_sequenced(sequenced_kind::update, 7);
+  auto update = make_sequenced(ops::update{7, update_op::assign_add, w});
   update.sequence = 12;
   update.origin = 1;
   update.ticket = 3;
-  update.op = update_op::assign_add;
-  update.value = w;
   write(t, "sequenced_update", serialized(sys, 6, update));
-  auto scatter = make_sequenced(sequenced_kind::scatter, 7);
-  scatter.sop = scatter_op::add;
-  scatter.indices = {1, 0};
-  scatter.value = w;
+  auto scatter = make_sequenced(ops::scatter{7, scatter_op::add, {{1, 0}, w}});
   write(t, "sequenced_scatter", serialized(sys, 6, scatter));
-  auto create = make_sequenced(sequenced_kind::create);
-  create.spec = spec;
+  auto create = make_sequenced(ops::create{spec});
   write(t, "sequenced_create", serialized(sys, 6, create));
-  auto lookup = make_sequenced(sequenced_kind::lookup);
-  lookup.name = "hits";
+  auto lookup = make_sequenced(ops::lookup{"hits"});
   write(t, "sequenced_lookup", serialized(sys, 6, lookup));
+  write(t, "sequenced_barrier", serialized(sys, 6, make_sequenced(ops::barrier{})));
   // A scatter whose rows travel through the data plane (its description
   // only: defer_payload).
-  auto deferred = make_sequenced(sequenced_kind::scatter, 7);
-  deferred.sop = scatter_op::update;
+  auto deferred = make_sequenced(ops::scatter{7, scatter_op::update, {}});
   deferred.deferred.present = true;
   deferred.deferred.type = dtype::float64;
   deferred.deferred.shape = {1024, 8};

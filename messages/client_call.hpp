@@ -1,21 +1,51 @@
 #pragma once
-// Requests from callers that are not actors (the async and blocking APIs):
-// a closure the coordinator runs on its own thread. Its completion callback
-// replaces a reply message, so no scoped_actor is spawned per call.
+// A request from a caller that is not an actor (the async and blocking APIs,
+// checkpoints): the operation as a value and its completion, which replaces
+// a reply message, so that no scoped_actor is spawned per call. It never
+// leaves the process.
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <memory>
 
 #include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/timespan.hpp>
+
+#include "messages/completion.hpp"
+#include "messages/operation.hpp"
 
 namespace varsync {
 
-class coordinator_state;
+// A client call is started by the coordinator or abandoned by a blocking
+// caller whose deadline passed, whichever comes first.
+enum : int { call_pending, call_started, call_abandoned };
 
-class client_call {
-public:
-  virtual ~client_call() = default;
-  virtual void invoke(coordinator_state& coordinator) = 0;
+struct client_call {
+  client_call(operation o, caf::timespan t, completion d)
+    : op(std::move(o)), timeout(t), done(std::move(d)) {
+  }
+  client_call(const client_call&) = delete;
+  client_call& operator=(const client_call&) = delete;
+  /// Never started: the coordinator is gone.
+  ~client_call();
+
+  operation op;
+  /// The caller's deadline, counted from `submitted`.
+  caf::timespan timeout;
+  /// Taken (take_completion) when the call starts.
+  completion done;
+  completion take_completion() {
+    auto out = std::move(done);
+    done = reply_fn<ok_atom>{};
+    return out;
+  }
+  /// Shared with a blocking caller, who may abandon the call before it
+  /// starts.
+  std::shared_ptr<std::atomic<int>> state
+    = std::make_shared<std::atomic<int>>(call_pending);
+  std::chrono::steady_clock::time_point submitted
+    = std::chrono::steady_clock::now();
   /// The size of the call's tensor arguments, counted while it waits for
   /// admission (the queued bytes of the metrics).
   size_t bytes = 0;

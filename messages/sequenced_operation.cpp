@@ -6,19 +6,21 @@ namespace varsync {
 
 namespace {
 
-// Where an operation of `kind` keeps its value: the initial value of a
-// create, the value of an update or scatter; null for the others.
-template <class Op>
-auto bulk_value(Op& op) -> decltype(&op.value) {
-  switch (op.kind) {
-    case sequenced_kind::create:
-      return &op.spec.initial_value;
-    case sequenced_kind::update:
-    case sequenced_kind::scatter:
-      return &op.value;
-    default:
-      return nullptr;
-  }
+// Where an operation keeps its bulk value: the initial value of a create,
+// the value of an update, the rows of a scatter; null for the others.
+tensor* bulk_value(operation& op) {
+  if (auto* x = std::get_if<ops::create>(&op))
+    return &x->spec.initial_value;
+  if (auto* x = std::get_if<ops::update>(&op))
+    return &x->value;
+  if (auto* x = std::get_if<ops::scatter>(&op))
+    return &x->slices.values;
+  return nullptr;
+}
+
+std::vector<int64_t>* bulk_indices(operation& op) {
+  auto* x = std::get_if<ops::scatter>(&op);
+  return x != nullptr ? &x->slices.indices : nullptr;
 }
 
 constexpr int64_t max_payload_bytes = int64_t{1} << 40;
@@ -38,32 +40,44 @@ int64_t payload_bytes(const deferred_payload& p) {
 }
 
 size_t inline_payload_bytes(const sequenced_operation& op) {
-  auto* value = bulk_value(op);
-  return (value != nullptr ? value->nbytes() : 0)
-         + op.indices.size() * sizeof(int64_t);
+  return tensor_bytes(op.op);
+}
+
+bool consistent(const sequenced_operation& op) {
+  if (!op.deferred.present)
+    return true;
+  const bool scatter = std::holds_alternative<ops::scatter>(op.op);
+  const bool value = scatter || std::holds_alternative<ops::create>(op.op)
+                     || std::holds_alternative<ops::update>(op.op);
+  return value && (op.deferred.indices == 0 || scatter);
 }
 
 bool defer_payload(sequenced_operation& op, held_payload& held) {
-  auto* value = bulk_value(op);
+  auto* value = bulk_value(op.op);
   if (value == nullptr)
     return false;
   if (inline_payload_bytes(op) <= sequenced_inline_bytes)
     return false;
+  auto* indices = bulk_indices(op.op);
   op.deferred.present = true;
   op.deferred.type = value->type();
   op.deferred.shape = value->shape();
-  op.deferred.indices = static_cast<int64_t>(op.indices.size());
+  op.deferred.indices
+    = indices != nullptr ? static_cast<int64_t>(indices->size()) : 0;
   held.value = std::move(*value);
-  held.indices = std::move(op.indices);
   *value = tensor{};
-  op.indices.clear();
+  if (indices != nullptr) {
+    held.indices = std::move(*indices);
+    indices->clear();
+  }
   return true;
 }
 
 void restore_payload(sequenced_operation& op, held_payload payload) {
-  if (auto* value = bulk_value(op))
+  if (auto* value = bulk_value(op.op))
     *value = std::move(payload.value);
-  op.indices = std::move(payload.indices);
+  if (auto* indices = bulk_indices(op.op))
+    *indices = std::move(payload.indices);
   op.deferred = deferred_payload{};
 }
 

@@ -13,40 +13,11 @@
 #include <caf/meta/type_name.hpp>
 #include <caf/sec.hpp>
 
-#include "varsync/scatter.hpp"
-#include "varsync/synchronization.hpp"
+#include "messages/operation.hpp"
 #include "varsync/tensor.hpp"
 #include "varsync/tensor_inspect.hpp"
-#include "varsync/variable_info.hpp"
 
 namespace varsync {
-
-enum class sequenced_kind : uint8_t {
-  create = 0,
-  lookup,
-  list,
-  destroy,
-  read,
-  update,
-  /// This process's components (strategy::local_values).
-  local_values,
-  /// Every replica's component, from every process (strategy::all_values).
-  all_values,
-  /// A cross-replica scatter (S4).
-  scatter,
-};
-
-constexpr bool is_valid(sequenced_kind x) {
-  return static_cast<uint8_t>(x)
-         <= static_cast<uint8_t>(sequenced_kind::scatter);
-}
-
-constexpr const char* to_string(sequenced_kind kind) {
-  constexpr const char* names[] = {"create", "lookup", "list", "destroy",
-                                   "read", "update", "local_values",
-                                   "all_values", "scatter"};
-  return is_valid(kind) ? names[static_cast<uint8_t>(kind)] : "unknown";
-}
 
 /// Bulk data of an operation (an update's or scatter's values, a scatter's
 /// indices, a create's initial value) larger than this many bytes in all
@@ -90,22 +61,11 @@ struct sequenced_operation {
   int32_t origin = -1;
   /// The issuing process's number for the waiting caller.
   uint64_t ticket = 0;
-  sequenced_kind kind = sequenced_kind::read;
-  /// destroy, read, update, local_values, all_values.
-  uint64_t variable = 0;
-  /// lookup.
-  std::string name;
-  /// update.
-  update_op op = update_op::assign;
-  /// update, scatter (its rows' values).
-  tensor value;
-  /// scatter.
-  scatter_op sop = scatter_op::update;
-  std::vector<int64_t> indices;
-  /// create (its initial value included).
-  variable_spec spec;
-  /// Set where the bulk data (value, indices, spec's initial value) was
-  /// taken out to travel through the data plane (defer_payload).
+  /// One that sequenceable() accepts.
+  operation op = ops::list{};
+  /// Set where the bulk data (an update's value, a scatter's rows and
+  /// indices, a create's initial value) was taken out to travel through
+  /// the data plane (defer_payload).
   deferred_payload deferred;
 };
 
@@ -123,30 +83,30 @@ bool defer_payload(sequenced_operation& op, held_payload& held);
 /// The bytes of tensors (value, indices, initial value) `op` carries.
 size_t inline_payload_bytes(const sequenced_operation& op);
 
+/// Whether op.deferred describes data `op` can have (a value for create,
+/// update and scatter; indices for scatter only).
+bool consistent(const sequenced_operation& op);
+
 /// Puts the bulk data back into `op` (received through the data plane, or
 /// the issuing process's own); op.deferred is cleared.
 void restore_payload(sequenced_operation& op, held_payload payload);
 
-inline sequenced_operation make_sequenced(sequenced_kind kind,
-                                          uint64_t variable = 0) {
-  sequenced_operation op;
-  op.kind = kind;
-  op.variable = variable;
-  return op;
+inline sequenced_operation make_sequenced(operation op) {
+  sequenced_operation out;
+  out.op = std::move(op);
+  return out;
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sequenced_operation& x) {
   // V4: an enum byte outside its range never leaves deserialization.
   auto load = caf::meta::load_callback([&]() -> caf::error {
-    if (!is_valid(x.kind) || !is_valid(x.op) || !is_valid(x.sop)
-        || x.origin < -1)
+    if (!sequenceable(x.op) || x.origin < -1 || !consistent(x))
       return caf::sec::invalid_argument;
     return caf::none;
   });
   return f(caf::meta::type_name("varsync::sequenced_operation"), x.sequence,
-           x.origin, x.ticket, x.kind, x.variable, x.name, x.op, x.value,
-           x.sop, x.indices, x.spec, x.deferred, load);
+           x.origin, x.ticket, x.op, x.deferred, load);
 }
 
 } // namespace varsync

@@ -44,6 +44,12 @@ using coordinator_actor = caf::typed_actor<
   caf::replies_to<allreduce_atom, reduce_op,
                   std::vector<std::vector<tensor>>>::with<std::vector<tensor>>,
   caf::replies_to<describe_atom>::with<strategy_description>,
+  // Answers when a variable of this name exists (C10); times out after the
+  // strategy's timeout.
+  caf::replies_to<wait_for_atom, std::string>::with<variable_info>,
+  // Answers when every process reached its barrier of the same number
+  // (P14).
+  caf::replies_to<barrier_atom>::with<ok_atom>,
   // A metrics snapshot (varsync/metrics.hpp).
   caf::replies_to<metrics_atom>::with<strategy_metrics>>;
 

@@ -19,6 +19,8 @@ using run_atom = caf::atom_constant<caf::atom("vs_run")>;
 using allreduce_atom = caf::atom_constant<caf::atom("vs_allred")>;
 using describe_atom = caf::atom_constant<caf::atom("vs_desc")>;
 using metrics_atom = caf::atom_constant<caf::atom("vs_metrics")>;
+using wait_for_atom = caf::atom_constant<caf::atom("vs_waitfor")>;
+using barrier_atom = caf::atom_constant<caf::atom("vs_barrier")>;
 
 // Requests of actors bound to one replica (replica context outside a step).
 using local_read_atom = caf::atom_constant<caf::atom("vs_lread")>;

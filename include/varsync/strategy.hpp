@@ -145,6 +145,9 @@ public:
   /// Several processes in cluster_mode::services: any process issues
   /// cross-replica operations on its own, and process 0 orders them.
   bool services_mode() const;
+  /// P14: returns once every process of the strategy has called barrier()
+  /// as many times as this one; at once in one process.
+  caf::error barrier() const;
   /// This process's devices.
   const std::vector<std::string>& devices() const;
   /// Devices and the collective that moves bulk data.
@@ -176,6 +179,11 @@ public:
                   aggregation agg = aggregation::none,
                   std::optional<bool> trainable = std::nullopt) const;
   caf::expected<variable> lookup(const std::string& name) const;
+  /// C10: the variable named `name`, waiting until it exists here (created
+  /// by this process or, across processes, by any) instead of failing as
+  /// lookup does; `timeout` once the strategy's timeout passes (with_timeout
+  /// for a longer wait).
+  caf::expected<variable> wait_for_variable(const std::string& name) const;
   /// All variables, sorted by name.
   caf::expected<std::vector<variable>> variables() const;
   caf::error destroy(const variable& v) const;
@@ -360,6 +368,11 @@ public:
                        std::optional<bool> trainable,
                        callback<variable> done) const;
   void lookup(const std::string& name, callback<variable> done) const;
+  /// See strategy::wait_for_variable.
+  void wait_for_variable(const std::string& name,
+                         callback<variable> done) const;
+  /// See strategy::barrier.
+  void barrier(done_callback done) const;
   /// All variables, sorted by name.
   void variables(callback<std::vector<variable>> done) const;
   void destroy(const variable& v, done_callback done) const;

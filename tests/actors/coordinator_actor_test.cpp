@@ -206,6 +206,36 @@ TEST_CASE_METHOD(coordinator_fixture,
 }
 
 TEST_CASE_METHOD(coordinator_fixture,
+                 "C10, P14: coordinator actor: wait_for answers when the "
+                 "variable is created, barrier at once in one process",
+                 "[coordinator]") {
+  auto existing = create("a", tensor::scalar<float>(1.f));
+  auto now = ask<variable_info>(coord, wait_for_atom::value, std::string{"a"});
+  REQUIRE(now);
+  CHECK(now->id == existing.id);
+  // Two waiters for a name nobody has created yet; a create while they
+  // wait (a wait holds no admission slot) answers both.
+  auto first = self->request(coord, test::reply_deadline, wait_for_atom::value,
+                             std::string{"b"});
+  auto second = self->request(coord, test::reply_deadline,
+                              wait_for_atom::value, std::string{"b"});
+  auto b = create("b", tensor::scalar<float>(2.f));
+  int answered = 0;
+  auto expect_b = [&](variable_info& x) {
+    CHECK(x.id == b.id);
+    ++answered;
+  };
+  auto unexpected = [&](caf::error& e) { FAIL_CHECK(describe(e)); };
+  first.receive(expect_b, unexpected);
+  second.receive(expect_b, unexpected);
+  CHECK(answered == 2);
+  auto empty = ask<variable_info>(coord, wait_for_atom::value, std::string{});
+  REQUIRE_FALSE(empty);
+  CHECK(has_code(empty.error(), errc::invalid_argument));
+  CHECK(ask<ok_atom>(coord, barrier_atom::value));
+}
+
+TEST_CASE_METHOD(coordinator_fixture,
                  "coordinator actor: lookup and list find created variables, "
                  "list sorted by name",
                  "[coordinator]") {
@@ -1059,13 +1089,15 @@ struct marker_step final : replica_step {
   std::vector<int> seen; // not vector<bool>: replicas write concurrently
 };
 
-struct marker_call final : client_call {
-  explicit marker_call(std::promise<bool> p) : seen(std::move(p)) {}
-  void invoke(coordinator_state&) override {
-    seen.set_value(detail::on_varsync_actor_thread());
-  }
-  std::promise<bool> seen;
-};
+// A client call whose completion notes the thread it runs on.
+client_call_ptr marker_call(std::shared_ptr<std::promise<bool>> seen) {
+  reply_fn<strategy_description> done
+    = [seen](caf::expected<strategy_description>) {
+        seen->set_value(detail::on_varsync_actor_thread());
+      };
+  return std::make_shared<client_call>(ops::describe{}, caf::timespan::max(),
+                                       make_completion(std::move(done)));
+}
 
 } // namespace
 
@@ -1078,10 +1110,9 @@ TEST_CASE_METHOD(coordinator_fixture,
   auto res = ask<ok_atom>(coord, run_atom::value, replica_step_ptr{step});
   REQUIRE(res);
   CHECK(step->seen == std::vector<int>(num_devices, 1));
-  std::promise<bool> p;
-  auto seen = p.get_future();
-  self->send(coord, client_atom::value,
-             client_call_ptr{std::make_shared<marker_call>(std::move(p))});
+  auto p = std::make_shared<std::promise<bool>>();
+  auto seen = p->get_future();
+  self->send(coord, client_atom::value, marker_call(p));
   REQUIRE(seen.wait_for(varsync::test::reply_deadline)
           == std::future_status::ready);
   CHECK(seen.get());

@@ -59,7 +59,7 @@ struct config : caf::actor_system_config {
 
 sequenced_operation read_of(uint64_t variable, uint64_t ticket,
                             int32_t claimed_origin = -1) {
-  auto op = make_sequenced(sequenced_kind::read, variable);
+  auto op = make_sequenced(ops::read{variable});
   op.ticket = ticket;
   op.origin = claimed_origin;
   return op;

@@ -21,7 +21,8 @@
 // idle; they learn it from process 0's control plane), "clean_exit" (a few
 // operations, then every process leaves in order), "wrong_token" (the
 // harness gives process 0 another cluster token than the others: they are
-// refused, process 0 times out). Exit: 0 as expected,
+// refused, process 0 times out), "waits" (C10 and P14, in the mode the
+// harness gives). Exit: 0 as expected,
 // 1 a wrong outcome, 2 bad usage.
 
 #include <algorithm>
@@ -33,6 +34,7 @@
 #include <limits>
 #include <stdexcept>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -448,16 +450,8 @@ int checkpoint(strategy& s, const std::string& path) {
 
 // Waits until `name` exists (another process creates it).
 variable await_variable(const strategy& s, const std::string& name) {
-  auto deadline = std::chrono::steady_clock::now() + 20s;
-  for (;;) {
-    auto v = s.lookup(name);
-    if (v)
-      return *v;
-    if (!has_code(v.error(), errc::unknown_variable)
-        || std::chrono::steady_clock::now() > deadline)
-      must(v.error(), ("lookup " + name).c_str());
-    std::this_thread::sleep_for(5ms);
-  }
+  return must(s.with_timeout(20s).wait_for_variable(name),
+              ("wait for " + name).c_str());
 }
 
 // Waits until the int64 ON_WRITE sum `v` reads `value`.
@@ -781,6 +775,90 @@ int services_lost(strategy& s) {
   return failures == 0 ? 0 : 1;
 }
 
+// C10 and P14 in either mode: waiting for a variable another operation
+// creates, the barrier's meeting point, and their failures.
+int waits(strategy& s) {
+  const int rank = s.process_rank();
+  const int last = s.num_processes() - 1;
+  using clock = std::chrono::steady_clock;
+  expect_code(s.wait_for_variable("").error(), errc::invalid_argument,
+              "waiting for the empty name");
+  auto t0 = clock::now();
+  auto never = s.with_timeout(300ms).wait_for_variable("never");
+  check(!never && has_code(never.error(), errc::timeout)
+          && message_of(never.error()).find("'never'") != std::string::npos,
+        "a wait past its deadline times out naming the variable: "
+          + (never ? std::string{"found"} : describe(never.error())));
+  check(clock::now() - t0 < 5s, "the wait ends near its deadline");
+  // P14: the last process arrives 500 ms late; nobody leaves before it.
+  if (rank == last)
+    std::this_thread::sleep_for(500ms);
+  t0 = clock::now();
+  must(s.barrier(), "barrier 1");
+  if (rank != last)
+    check(clock::now() - t0 >= 300ms,
+          "barrier 1 returned before the last process reached it");
+  if (!s.services_mode()) {
+    // Training mode: every process creates; a wait issued before the
+    // create (async: it holds no slot) ends with it.
+    std::promise<caf::expected<variable>> waited;
+    auto got = waited.get_future();
+    s.async().wait_for_variable("late", [&](caf::expected<variable> v) {
+      waited.set_value(std::move(v));
+    });
+    auto late = must(s.create_variable("late", tensor::scalar<float>(7),
+                                       synchronization::on_write,
+                                       aggregation::sum),
+                     "create late");
+    auto v = must(got.get(), "the wait for late");
+    check(v.id() == late.id(), "the wait returns the variable created");
+    must(s.barrier(), "barrier 2");
+    std::printf("process %d: waits done\n", rank);
+    return failures == 0 ? 0 : 1;
+  }
+  // Services mode: process 0 creates a variable the others wait for.
+  if (rank == 0) {
+    std::this_thread::sleep_for(300ms);
+    must(s.create_variable("late", tensor::scalar<float>(7),
+                           synchronization::on_write, aggregation::sum),
+         "create late");
+  } else {
+    check(has_code(s.lookup("late").error(), errc::unknown_variable),
+          "late does not exist before process 0 creates it");
+    auto late = must(s.with_timeout(10s).wait_for_variable("late"),
+                     "wait for late");
+    auto seen = must(s.read(late), "read late").to_vector<float>();
+    check(seen == std::vector<float>{7},
+          "an operation after the wait sees the created variable: "
+            + std::to_string(seen.at(0)));
+  }
+  must(s.barrier(), "barrier 2");
+  // Every process adds 1, then meets the others: each add issued before a
+  // barrier is applied here when that barrier returns.
+  auto hits = await_variable(s, "late");
+  must(s.assign_add(hits, 1.0), "add before barrier 3");
+  must(s.barrier(), "barrier 3");
+  auto total = must(s.read(hits), "read after barrier 3").to_vector<float>();
+  check(total == std::vector<float>{7.0f + static_cast<float>(last + 1)},
+        "every process's add is applied when barrier 3 returns: "
+          + std::to_string(total.at(0)));
+  // Process 0 misses barrier 4's deadline: the others time out, naming it;
+  // its late barrier then meets theirs at once, and barrier 5 meets again.
+  if (rank == 0) {
+    std::this_thread::sleep_for(1s);
+  } else {
+    auto err = s.with_timeout(300ms).barrier();
+    check(has_code(err, errc::timeout)
+            && message_of(err).find("process(es) 0 ") != std::string::npos,
+          "a barrier past its deadline names the missing process: "
+            + describe(err));
+  }
+  must(rank == 0 ? s.barrier() : caf::error{}, "process 0's barrier 4");
+  must(s.barrier(), "barrier 5");
+  std::printf("process %d: waits done\n", rank);
+  return failures == 0 ? 0 : 1;
+}
+
 // Training mode with concurrent async calls (P4): every process issues the
 // same burst of steps, updates and collective reads without waiting, and
 // the steps take longer in one process than in the other, so that the
@@ -1088,6 +1166,8 @@ int main(int argc, char** argv) {
     rc = concurrent(*s);
   else if (scenario == "services" && argc == 4)
     rc = services(*s, argv[3]);
+  else if (scenario == "waits")
+    rc = waits(*s);
   else if (scenario == "services_lost")
     rc = services_lost(*s);
   else if (scenario == "training_stopped")

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -158,6 +159,18 @@ TEST_CASE("multiprocess strategy: services mode across 2 processes x 2 "
   auto r = run_strategy("services", 2, 2, 20s, false, path, "services");
   CHECK(r.exit_codes == std::vector<int>{0, 0});
   ::unlink(path.c_str());
+}
+
+TEST_CASE("multiprocess strategy: waiting for a variable and barriers "
+          "(C10, P14) across 3 processes in services mode") {
+  auto r = run_strategy("waits", 3, 1, 20s, false, {}, "services");
+  CHECK(r.exit_codes == std::vector<int>{0, 0, 0});
+}
+
+TEST_CASE("multiprocess strategy: waiting for a variable and barriers "
+          "(C10, P14) across 2 processes x 2 replicas in training mode") {
+  auto r = run_strategy("waits", 2, 2, 20s);
+  CHECK(r.exit_codes == std::vector<int>{0, 0});
 }
 
 TEST_CASE("multiprocess strategy: services mode without process 0 fails "
@@ -334,18 +347,34 @@ TEST_CASE("multiprocess strategy: 1,100 silent connections to the rendezvous "
       STRATEGY_RANK_EXE, "checkpoint", "2", path},
      rank_env(0, 2, port, token),
      {}});
-  children.push_back({{STRATEGY_RANK_EXE, "checkpoint", "2", path},
-                      rank_env(1, 2, port, token),
-                      {}});
+  // Process 1 starts once every connection is held, so that the processes
+  // join, save and restore under the whole flood (on a loaded machine they
+  // could otherwise finish before it).
+  const auto ready = path + ".flooded";
+  children.push_back(
+    {{"/bin/sh", "-c",
+      "while [ ! -e \"$0\" ]; do sleep 0.02; done; shift; exec \"$@\"",
+      ready, "--", STRATEGY_RANK_EXE, "checkpoint", "2", path},
+     rank_env(1, 2, port, token),
+     {}});
   std::atomic<bool> done{false};
   std::atomic<size_t> held{0};
   std::thread flood{[&] {
     hold_silent_connections(port, connections, done, held);
   }};
+  std::thread starter{[&] {
+    auto give_up = std::chrono::steady_clock::now() + 60s;
+    while (held.load() < connections && !done.load()
+           && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(10ms);
+    std::fclose(std::fopen(ready.c_str(), "w"));
+  }};
   auto r = run_children(children, 120s);
   done = true;
   flood.join();
+  starter.join();
   ::unlink(path.c_str());
+  ::unlink(ready.c_str());
   REQUIRE(r.spawned);
   CHECK(held.load() == connections);
   CHECK(r.exit_codes == std::vector<int>{0, 0});

@@ -1,6 +1,7 @@
 #include "fixture.hpp"
 
 #include <filesystem>
+#include <future>
 
 #include <unistd.h>
 
@@ -230,4 +231,39 @@ TEST_CASE("C9: every accepted name at the edge of the rule saves and "
       CHECK(x.as_double(0) == 1.0);
   }
   std::filesystem::remove(path);
+}
+
+TEST_CASE("C10: wait_for_variable returns a variable that exists, waits for "
+          "one being created, and times out naming it") {
+  auto s = make_strategy(2);
+  auto w = make_var(s, "w", tensor::scalar<float>(1), synchronization::on_write,
+                    aggregation::sum);
+  CHECK(VS_VALUE(s.wait_for_variable("w")).id() == w.id());
+  std::promise<caf::expected<variable>> waited;
+  auto got = waited.get_future();
+  s.async().wait_for_variable("later", [&](caf::expected<variable> v) {
+    waited.set_value(std::move(v));
+  });
+  CHECK(got.wait_for(50ms) == std::future_status::timeout);
+  auto later = make_var(s, "later", tensor::scalar<float>(2),
+                        synchronization::on_write, aggregation::sum);
+  REQUIRE(got.wait_for(10s) == std::future_status::ready);
+  auto v = got.get();
+  REQUIRE(v);
+  CHECK(v->id() == later.id());
+  auto never = s.with_timeout(200ms).wait_for_variable("never");
+  REQUIRE_FALSE(never);
+  VS_CHECK_CODE(never.error(), timeout);
+  CHECK(message_of(never.error()).find("'never'") != std::string::npos);
+  auto empty = s.wait_for_variable("");
+  REQUIRE_FALSE(empty);
+  VS_CHECK_CODE(empty.error(), invalid_argument);
+  // Waiting changed nothing.
+  CHECK(VS_VALUE(s.variables()).size() == 2);
+}
+
+TEST_CASE("P14: barrier returns at once in one process, and again") {
+  auto s = make_strategy(2);
+  VS_REQUIRE_OK(s.barrier());
+  VS_REQUIRE_OK(s.barrier());
 }

@@ -1,0 +1,205 @@
+// The coordinator's one dispatch: every operation, from whichever adapter
+// (actor request, async or blocking call, checkpoint, services mode's
+// sequencer), runs through execute().
+
+#include "actors/coordinator_state.hpp"
+
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "varsync/error.hpp"
+
+namespace varsync {
+
+namespace {
+
+// One overload per operation: the coordinator's function that runs it.
+struct runner {
+  coordinator_state& c;
+  caf::timespan t;
+
+  void operator()(ops::create& x, reply_fn<shared_variable_info> d) {
+    c.create(t, std::move(x.spec), std::move(d));
+  }
+  void operator()(ops::lookup& x, reply_fn<shared_variable_info> d) {
+    c.lookup(x.variable_name, std::move(d));
+  }
+  void operator()(ops::list&, reply_fn<std::vector<variable_info>> d) {
+    c.list(std::move(d));
+  }
+  void operator()(ops::destroy& x, reply_fn<ok_atom> d) {
+    c.destroy(t, x.variable, std::move(d));
+  }
+  void operator()(ops::read& x, reply_fn<tensor> d) {
+    c.read(t, x.variable, std::move(d));
+  }
+  void operator()(ops::update& x, reply_fn<ok_atom> d) {
+    c.update(t, x.variable, x.how, std::move(x.value), std::move(d));
+  }
+  void operator()(ops::scatter& x, reply_fn<ok_atom> d) {
+    c.scatter(t, x.variable, x.how, std::move(x.slices), std::move(d));
+  }
+  void operator()(ops::local_values& x, reply_fn<std::vector<tensor>> d) {
+    c.local_values(t, x.variable, std::move(d));
+  }
+  void operator()(ops::all_values& x, reply_fn<std::vector<tensor>> d) {
+    c.all_values(t, x.variable, std::move(d));
+  }
+  void operator()(ops::survivor_values& x,
+                  reply_fn<std::vector<std::optional<tensor>>> d) {
+    c.survivor_values(t, x.variable, std::move(d));
+  }
+  void operator()(ops::run& x, reply_fn<ok_atom> d) {
+    c.run(t, std::move(x.step), std::move(d));
+  }
+  void operator()(ops::all_reduce& x, reply_fn<std::vector<tensor>> d) {
+    c.all_reduce(t, x.how, std::move(x.values), std::move(d));
+  }
+  void operator()(ops::describe&, reply_fn<strategy_description> d) {
+    c.describe(std::move(d));
+  }
+  // A snapshot asks the replicas within the strategy's own timeout,
+  // whoever asks.
+  void operator()(ops::metrics&, reply_fn<strategy_metrics> d) {
+    c.metrics(c.default_timeout(), std::move(d));
+  }
+  void operator()(ops::agree& x, reply_fn<ok_atom> d) {
+    c.agree_outcome(t, std::move(x.what), std::move(x.local), std::move(d));
+  }
+  void operator()(ops::wait_for& x, reply_fn<shared_variable_info> d) {
+    c.wait_for(t, std::move(x.variable_name), std::move(d));
+  }
+  void operator()(ops::barrier&, reply_fn<ok_atom> d) {
+    c.barrier(t, std::move(d));
+  }
+};
+
+// Calls `fn` once: with the outcome, or with shut_down when the last copy
+// is dropped unanswered (the coordinator stopped with the operation in
+// flight), so that no caller waits for an answer that cannot come.
+template <class T>
+struct reply_once {
+  reply_fn<T> fn;
+  void operator()(caf::expected<T> r) {
+    auto f = std::move(fn);
+    fn = nullptr;
+    if (f)
+      f(std::move(r));
+  }
+  ~reply_once() {
+    if (fn)
+      fn(make_error(errc::shut_down,
+                    "the strategy shut down before the operation completed"));
+  }
+};
+
+template <class T>
+reply_fn<T> answered_once(reply_fn<T> fn) {
+  auto once = std::make_shared<reply_once<T>>();
+  once->fn = std::move(fn);
+  return [once](caf::expected<T> r) { (*once)(std::move(r)); };
+}
+
+} // namespace
+
+void coordinator_state::execute(caf::timespan timeout, operation op,
+                                completion done) {
+  if (sequencing() && orders_through_sequencer(op))
+    return sequence(timeout, std::move(op), std::move(done));
+  std::visit(
+    [this, timeout, &done](auto& x) {
+      using Op = std::decay_t<decltype(x)>;
+      auto* fn = std::get_if<reply_fn<result_of<Op>>>(&done);
+      if (fn == nullptr)
+        return fail(done, make_error(errc::invalid_argument,
+                                     std::string{"the "} + Op::name
+                                       + " operation was given a completion "
+                                         "of another result type"));
+      runner{*this, timeout}(x, std::move(*fn));
+    },
+    op);
+}
+
+void coordinator_state::start_call(const client_call_ptr& call,
+                                   bool admitted) {
+  auto done = call->take_completion();
+  if (admitted) {
+    int expected = call_pending;
+    if (!call->state->compare_exchange_strong(expected, call_started)) {
+      // The blocking caller has its answer (timeout, nothing changed).
+      release_slot();
+      note_abandoned();
+      return;
+    }
+    done = wrap_completion(std::move(done), [this](auto fn) {
+      return releasing(answered_once(std::move(fn)));
+    });
+  } else {
+    done = wrap_completion(std::move(done), [](auto fn) {
+      return answered_once(std::move(fn));
+    });
+  }
+  // The deadline counts from the request, not from when the coordinator
+  // got to it.
+  run_requested_at(call->submitted, [&] {
+    execute(call->timeout, std::move(call->op), std::move(done));
+  });
+}
+
+void coordinator_state::wait_for(caf::timespan timeout, std::string name,
+                                 reply_fn<shared_variable_info> done) {
+  if (name.empty())
+    return done(make_error(errc::invalid_argument,
+                           "wait_for_variable: the empty name names no "
+                           "variable (C7)"));
+  if (auto info = existing(name))
+    return done(std::move(info));
+  auto left = remaining(timeout, "wait_for_variable");
+  if (!left)
+    return done(std::move(left.error()));
+  if (waits_.names_waiting() >= max_queued_operations_)
+    return done(make_error(errc::overloaded,
+                           "refused: " + std::to_string(max_queued_operations_)
+                             + " callers already wait for variables "
+                               "(max_queued_operations); nothing was "
+                               "changed, retry later"));
+  waits_.wait_for(std::move(name), *left, std::move(done));
+}
+
+void coordinator_state::barrier(caf::timespan timeout,
+                                reply_fn<ok_atom> done) {
+  if (!processes)
+    return done(ok_atom::value); // one process: every process is here
+  if (!services())
+    return agree(timeout, "barrier", {}, std::move(done));
+  // Services mode, applied in its turn: apply_ordered counted the arrival
+  // (arrive_at_barrier); never reached.
+  done(make_error(errc::invalid_argument,
+                  "a barrier of services mode runs in its turn only"));
+}
+
+void coordinator_state::arrive_at_barrier(int origin,
+                                          std::shared_ptr<ticket> owner,
+                                          std::function<void()> finished) {
+  reply_fn<ok_atom> done;
+  caf::timespan left = caf::timespan::max();
+  if (owner && !owner->answered) {
+    if (auto* fn = std::get_if<reply_fn<ok_atom>>(&owner->done)) {
+      done = std::move(*fn);
+      owner->answered = true;
+      if (owner->timeout != caf::timespan::max())
+        left = owner->timeout
+               - std::chrono::duration_cast<caf::timespan>(
+                 operation_deadlines::clock::now() - owner->since);
+      if (left < caf::timespan{0})
+        left = caf::timespan{0};
+    }
+  }
+  // The turn ends now: the other processes' barriers come after it.
+  waits_.set_processes(processes->processes);
+  waits_.arrived(origin, std::move(done), left);
+  finished();
+}
+
+} // namespace varsync
