@@ -3,7 +3,8 @@
 # the host-only library is built exactly as before.
 #
 # With the backend, the library varsync::cuda holds devices/cuda/*.cu,
-# devices/cuda/*.cpp, sync/nccl/*.cpp and actors/cuda/*.cpp, links CUDA::cudart
+# devices/cuda/*.cpp, sync/nccl/*.cpp and actors/cuda/*.cpp (three units of
+# cmake/VarsyncLayerTable.cmake), links CUDA::cudart
 # and NCCL::nccl and carries the compile definition VARSYNC_HAVE_CUDA=1
 # (PUBLIC, so that tests and examples can test for it too). VARSYNC_HAVE_CUDA
 # is also a CMake variable (ON/OFF) visible to the rest of the build.
@@ -57,21 +58,32 @@ if(VARSYNC_HAVE_CUDA)
   endif()
 endif()
 
-file(GLOB VARSYNC_CUDA_SOURCES CONFIGURE_DEPENDS
-  "${PROJECT_SOURCE_DIR}/devices/cuda/*.cu"
-  "${PROJECT_SOURCE_DIR}/devices/cuda/*.cpp"
-  "${PROJECT_SOURCE_DIR}/sync/nccl/*.cpp"
-  "${PROJECT_SOURCE_DIR}/actors/cuda/*.cpp")
-
 # varsync::cuda: the CUDA backend as its own library on top of varsync::varsync,
 # so that host-only programs never link libcudart or libnccl. It registers
 # itself with the host library when loaded (actors/cuda/cuda_backend.cpp); its
 # link interface keeps that object from being dropped.
+#
+# Its three units (cmake/VarsyncLayerTable.cmake) compile apart, each against
+# the include root of what it may use: cuda_devices (devices/cuda: the
+# devices layer and the CUDA runtime), cuda_sync (sync/nccl: up to the sync
+# layer, cuda_devices and NCCL), cuda_actors (actors/cuda: up to the actors
+# layer and both).
+varsync_unit_sources(cuda_devices VARSYNC_CUDA_SOURCES)
 if(VARSYNC_HAVE_CUDA AND VARSYNC_CUDA_SOURCES)
-  add_library(varsync_cuda ${VARSYNC_CUDA_SOURCES})
+  varsync_add_backend_unit(cuda_devices LINK CUDA::cudart)
+  varsync_add_backend_unit(cuda_sync LINK CUDA::cudart NCCL::nccl)
+  varsync_add_backend_unit(cuda_actors)
+  foreach(unit cuda_devices cuda_sync cuda_actors)
+    target_compile_definitions(varsync_${unit} PRIVATE VARSYNC_HAVE_CUDA=1)
+    # Bit-exact agreement with the host kernels: no fused multiply-add, IEEE
+    # division and square root, no flushing of subnormals (nvcc's defaults
+    # except for contraction, which is turned off here).
+    target_compile_options(varsync_${unit} PRIVATE
+      $<$<COMPILE_LANGUAGE:CUDA>:--fmad=false>)
+  endforeach()
+  add_library(varsync_cuda $<TARGET_OBJECTS:varsync_cuda_devices>
+              $<TARGET_OBJECTS:varsync_cuda_sync> $<TARGET_OBJECTS:varsync_cuda_actors>)
   add_library(varsync::cuda ALIAS varsync_cuda)
-  varsync_layer_include_root(cuda cuda_root ${VARSYNC_LAYERS})
-  target_include_directories(varsync_cuda PRIVATE "${cuda_root}")
   target_link_libraries(varsync_cuda PUBLIC varsync CUDA::cudart
                         PRIVATE NCCL::nccl spdlog::spdlog)
   target_compile_definitions(varsync_cuda PUBLIC VARSYNC_HAVE_CUDA=1)
@@ -81,12 +93,6 @@ if(VARSYNC_HAVE_CUDA AND VARSYNC_CUDA_SOURCES)
     VERSION ${PROJECT_VERSION}
     SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR}
     EXPORT_NAME cuda)
-  # Bit-exact agreement with the host kernels: no fused multiply-add, IEEE
-  # division and square root, no flushing of subnormals (nvcc's defaults
-  # except for contraction, which is turned off here).
-  target_compile_options(varsync_cuda PRIVATE
-    $<$<COMPILE_LANGUAGE:CUDA>:--fmad=false>
-    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic>)
   message(STATUS "varsync: CUDA backend varsync::cuda enabled (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, "
                  "architectures ${CMAKE_CUDA_ARCHITECTURES}, NCCL ${NCCL_LIBRARY})")
 elseif(VARSYNC_HAVE_CUDA)

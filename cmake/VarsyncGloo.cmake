@@ -29,29 +29,25 @@ if(NOT VARSYNC_GLOO STREQUAL "OFF")
 endif()
 
 if(VARSYNC_HAVE_GLOO)
-  add_library(varsync_gloo STATIC
-    ${PROJECT_SOURCE_DIR}/actors/gloo/control_connections.cpp
-    ${PROJECT_SOURCE_DIR}/actors/gloo/gloo_process_group.cpp
-    ${PROJECT_SOURCE_DIR}/actors/gloo/operation_sequencer_actor.cpp
-    ${PROJECT_SOURCE_DIR}/actors/gloo/rendezvous_gate.cpp
-    ${PROJECT_SOURCE_DIR}/actors/gloo/rendezvous_store_actor.cpp
-    ${PROJECT_SOURCE_DIR}/sync/gloo/control_store.cpp
-    ${PROJECT_SOURCE_DIR}/sync/gloo/gloo_group.cpp
-    ${PROJECT_SOURCE_DIR}/sync/gloo/hmac_sha256.cpp
-    ${PROJECT_SOURCE_DIR}/sync/gloo/peer_handshake.cpp
-    ${PROJECT_SOURCE_DIR}/sync/shm/shared_memory_group.cpp)
+  # Three units (cmake/VarsyncLayerTable.cmake), each compiled against the
+  # include root of what it may use: shm (sync/shm: up to the sync layer, no
+  # Gloo), gloo_sync (sync/gloo: up to the sync layer and Gloo), gloo_actors
+  # (actors/gloo: up to the actors layer, both of them, Gloo and caf::io).
+  varsync_add_backend_unit(shm PIC)
+  varsync_add_backend_unit(gloo_sync PIC LINK gloo)
+  varsync_add_backend_unit(gloo_actors PIC LINK gloo CAF::io)
+  varsync_precompile(varsync_gloo_sync)
+  varsync_precompile(varsync_gloo_actors)
+  add_library(varsync_gloo STATIC $<TARGET_OBJECTS:varsync_shm>
+              $<TARGET_OBJECTS:varsync_gloo_sync> $<TARGET_OBJECTS:varsync_gloo_actors>)
   add_library(varsync::distributed ALIAS varsync_gloo)
   # The implementation's headers stay private (as for varsync::cuda): a
   # program that links varsync::distributed sees only include/varsync/.
-  varsync_layer_include_root(distributed distributed_root ${VARSYNC_LAYERS})
-  target_include_directories(varsync_gloo PRIVATE "${distributed_root}")
   target_link_libraries(varsync_gloo PUBLIC varsync gloo CAF::io
                         PRIVATE spdlog::spdlog)
   set_target_properties(varsync_gloo PROPERTIES
     POSITION_INDEPENDENT_CODE ON
     EXPORT_NAME distributed)
-  target_compile_options(varsync_gloo PRIVATE -Wall -Wextra -Wpedantic)
-  varsync_precompile(varsync_gloo)
   # Keeps the joiner's registration in static links (see cuda_backend.cpp).
   target_link_options(varsync_gloo INTERFACE
     "LINKER:--undefined=varsync_gloo_transport_anchor")

@@ -1,26 +1,27 @@
-# One target per layer, so that the compiler, not the README, enforces the
-# direction of the dependencies:
+# One target per unit of cmake/VarsyncLayerTable.cmake, so that the compiler,
+# not the README, enforces the direction of the dependencies:
 #
-#   core <- devices, messages <- sync <- actors <- api
+#   core <- devices, messages <- sync <- actors <- api      (varsync::varsync)
+#   and the backends beside their layers: devices/cuda, sync/nccl, actors/cuda
+#   (varsync::cuda); sync/shm, sync/gloo, actors/gloo (varsync::distributed)
 #
-# Each layer compiles against a private include root that holds links to its
-# own folder and the folders below it only (build/layers/<layer>/): a source
-# in devices/ that includes "sync/..." does not compile. Public headers
-# (include/varsync/) are visible to every layer; tests/check_layers.cmake
-# checks which layer each of them belongs to.
+# Each unit compiles against a private include root (build/layers/<unit>/)
+# made of real folders holding links to the files of its own folders and of
+# the folders of the units it uses, and nothing else: a source in
+# sync/gloo/ that includes "actors/..." or "sync/shm/...", or one in sync/
+# that includes "sync/gloo/...", does not compile. Public headers
+# (include/varsync/) are visible to every unit; cmake/check_layers.cmake
+# (CTest: layering) checks which unit each of them belongs to, and the rest
+# of the table, over every folder.
 #
-# The layers are OBJECT libraries; varsync::varsync is one library (shared or
-# static, BUILD_SHARED_LIBS) made of their objects.
+# The units are OBJECT libraries; varsync::varsync is one library (shared or
+# static, BUILD_SHARED_LIBS) made of the host layers' objects, varsync::cuda
+# and varsync::distributed of their backend units' objects.
 
 include(GNUInstallDirs)
 
+include("${CMAKE_CURRENT_LIST_DIR}/VarsyncLayerTable.cmake")
 set(VARSYNC_LAYERS core devices messages sync actors api)
-set(VARSYNC_LAYER_DEPS_core "")
-set(VARSYNC_LAYER_DEPS_devices core)
-set(VARSYNC_LAYER_DEPS_messages core)
-set(VARSYNC_LAYER_DEPS_sync core devices messages)
-set(VARSYNC_LAYER_DEPS_actors core devices messages sync)
-set(VARSYNC_LAYER_DEPS_api core devices messages sync actors)
 
 set(VARSYNC_GENERATED_INCLUDE "${PROJECT_BINARY_DIR}/generated/include")
 configure_file("${PROJECT_SOURCE_DIR}/cmake/version.hpp.in"
@@ -34,28 +35,75 @@ target_include_directories(varsync_public_headers INTERFACE
 target_compile_features(varsync_public_headers INTERFACE cxx_std_20)
 target_link_libraries(varsync_public_headers INTERFACE CAF::core)
 
-# Include root of a layer: links to its folder and the folders it may use.
-function(varsync_layer_include_root layer out)
-  set(root "${PROJECT_BINARY_DIR}/layers/${layer}")
-  foreach(dir ${ARGN})
-    if(NOT EXISTS "${root}/${dir}")
-      file(MAKE_DIRECTORY "${root}")
-      file(CREATE_LINK "${PROJECT_SOURCE_DIR}/${dir}" "${root}/${dir}" SYMBOLIC)
+# varsync_unit_include_root(name out unit...): the include root
+# build/layers/<name>/ of a target that may use the given units: real
+# folders with one link per file of each unit's folders. Rebuilt at every
+# configure (file(REMOVE_RECURSE) removes links, it does not follow them);
+# adding or removing a file of a folder re-runs the configure
+# (CONFIGURE_DEPENDS), adding a folder takes a line in the table.
+function(varsync_unit_include_root name out)
+  set(root "${PROJECT_BINARY_DIR}/layers/${name}")
+  file(REMOVE_RECURSE "${root}")
+  foreach(unit ${ARGN})
+    if(NOT DEFINED VARSYNC_UNIT_FOLDERS_${unit})
+      message(FATAL_ERROR "varsync: no unit ${unit} in cmake/VarsyncLayerTable.cmake")
     endif()
+    foreach(folder ${VARSYNC_UNIT_FOLDERS_${unit}})
+      file(MAKE_DIRECTORY "${root}/${folder}")
+      file(GLOB entries CONFIGURE_DEPENDS LIST_DIRECTORIES false
+           "${PROJECT_SOURCE_DIR}/${folder}/*")
+      foreach(entry ${entries})
+        get_filename_component(entry_name "${entry}" NAME)
+        file(CREATE_LINK "${entry}" "${root}/${folder}/${entry_name}" SYMBOLIC)
+      endforeach()
+    endforeach()
   endforeach()
   set(${out} "${root}" PARENT_SCOPE)
+endfunction()
+
+# The sources of a unit: the .cpp (and .cu) files of its folders.
+function(varsync_unit_sources unit out)
+  set(sources "")
+  foreach(folder ${VARSYNC_UNIT_FOLDERS_${unit}})
+    file(GLOB found CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/${folder}/*.cpp"
+         "${PROJECT_SOURCE_DIR}/${folder}/*.cu")
+    list(APPEND sources ${found})
+  endforeach()
+  set(${out} ${sources} PARENT_SCOPE)
+endfunction()
+
+# varsync_add_backend_unit(unit [PIC] [LINK lib...]): the OBJECT library
+# varsync_<unit> of a backend unit, which sees the public headers, its own
+# folders and those of the units it uses (nothing else of the tree), and
+# only the libraries named here.
+function(varsync_add_backend_unit unit)
+  cmake_parse_arguments(arg "PIC" "" "LINK" ${ARGN})
+  varsync_unit_sources(${unit} sources)
+  set(target varsync_${unit})
+  add_library(${target} OBJECT ${sources})
+  varsync_unit_include_root(${unit} root ${VARSYNC_UNIT_USES_${unit}} ${unit})
+  target_include_directories(${target} PRIVATE "${root}")
+  target_link_libraries(${target} PRIVATE varsync_public_headers spdlog::spdlog
+                        Threads::Threads ${arg_LINK})
+  if(arg_PIC)
+    set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  else()
+    set_target_properties(${target} PROPERTIES
+      POSITION_INDEPENDENT_CODE "${BUILD_SHARED_LIBS}")
+  endif()
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic>)
 endfunction()
 
 include(VarsyncPrecompiledHeaders)
 
 set(VARSYNC_LAYER_OBJECTS "")
 foreach(layer ${VARSYNC_LAYERS})
-  # A layer's own files, and its collective algorithms (sync/collectives/).
-  file(GLOB sources CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/${layer}/*.cpp"
-       "${PROJECT_SOURCE_DIR}/${layer}/collectives/*.cpp")
+  # The files of the layer's folders (sync/ and sync/collectives/ for sync).
+  varsync_unit_sources(${layer} sources)
   set(target varsync_${layer})
   add_library(${target} OBJECT ${sources})
-  varsync_layer_include_root(${layer} root ${VARSYNC_LAYER_DEPS_${layer}} ${layer})
+  varsync_unit_include_root(${layer} root ${VARSYNC_UNIT_USES_${layer}} ${layer})
   target_include_directories(${target} PRIVATE "${root}")
   target_link_libraries(${target} PUBLIC varsync_public_headers
                         PRIVATE spdlog::spdlog Threads::Threads)
@@ -89,6 +137,6 @@ set_target_properties(varsync PROPERTIES
 # implementation's headers (actor-level tests speak the internal protocol);
 # nothing installed does.
 add_library(varsync_internal INTERFACE)
-varsync_layer_include_root(internal all_layers ${VARSYNC_LAYERS})
+varsync_unit_include_root(internal all_layers ${VARSYNC_UNITS})
 target_include_directories(varsync_internal INTERFACE "${all_layers}")
 target_link_libraries(varsync_internal INTERFACE varsync spdlog::spdlog)

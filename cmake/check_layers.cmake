@@ -1,74 +1,137 @@
-# Checks the layering that include paths alone cannot: which layer each
-# public header (include/varsync/) belongs to, that a public header includes
-# no implementation header, and that no layer includes a public header of a
-# layer above it. Run: cmake -DSOURCE_DIR=<repo> -P cmake/check_layers.cmake
-# (CTest: layering). Exits non-zero with one line per violation.
+# Checks the fence of cmake/VarsyncLayerTable.cmake over every file of the
+# product (core/, devices/, messages/, sync/, actors/, api/ and all their
+# subfolders, the CUDA and Gloo backends included, and include/varsync/):
+#
+# - every folder belongs to a unit of the table;
+# - every #include "..." (or <...>) of an implementation header ("sync/...",
+#   "actors/gloo/...") names a header of the file's own unit or of a unit it
+#   uses; a path the fence cannot place ("../x.hpp", "x.hpp") is refused too,
+#   since the compiler resolves it next to the file, around the include roots;
+# - every public header (varsync/...) it includes belongs to its own unit or
+#   to one it uses (the include roots cannot fence these: include/ is on
+#   every unit's path);
+# - a public header includes no implementation header.
+#
+# The build fences the implementation headers as well (each unit's include
+# root holds only the folders it may use); this check also covers public
+# headers, relative paths and code not compiled in a given configuration.
+#
+# Run: cmake -DSOURCE_DIR=<repo> -P cmake/check_layers.cmake (CTest:
+# layering). Exits non-zero with one line per violation.
 
 cmake_minimum_required(VERSION 3.22)
 
-set(allowed_core core)
-set(allowed_devices core devices)
-set(allowed_messages core messages)
-set(allowed_sync core devices messages sync)
-set(allowed_actors core devices messages sync actors)
-set(allowed_api core devices messages sync actors api)
-set(allowed_cuda core devices messages sync actors api cuda)
+include("${CMAKE_CURRENT_LIST_DIR}/VarsyncLayerTable.cmake")
 
-# The layer that implements each public header (default: core).
-set(owner_atoms messages)
-set(owner_actor_protocol messages)
-set(owner_step messages)
-set(owner_config messages)
-set(owner_replica_context actors)
-set(owner_sync_advice sync)
-foreach(h strategy actor_api checkpoint checkpoint_actor testing varsync optim
-       function_step service_main)
-  set(owner_${h} api)
+# Explicit exceptions, "file -> include", each with the reason next to it.
+# (None today.)
+set(exceptions "")
+
+if(NOT SOURCE_DIR)
+  message(FATAL_ERROR "usage: cmake -DSOURCE_DIR=<repo> -P check_layers.cmake")
+endif()
+
+set(violations "")
+foreach(unit IN LISTS VARSYNC_UNITS)
+  foreach(folder IN LISTS VARSYNC_UNIT_FOLDERS_${unit})
+    if(DEFINED unit_of_${folder})
+      list(APPEND violations "table: ${folder} is in two units (${unit_of_${folder}}, ${unit})")
+    endif()
+    set(unit_of_${folder} ${unit})
+  endforeach()
 endforeach()
-set(owner_cuda_stream cuda)
 
-function(owner_of header out)
-  if(DEFINED owner_${header})
-    set(${out} ${owner_${header}} PARENT_SCOPE)
+function(public_owner header out)
+  if(DEFINED VARSYNC_PUBLIC_OWNER_${header})
+    set(${out} ${VARSYNC_PUBLIC_OWNER_${header}} PARENT_SCOPE)
   else()
     set(${out} core PARENT_SCOPE)
   endif()
 endfunction()
 
-set(violations "")
-function(check_file file layer)
-  file(STRINGS "${file}" lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"")
+# May a file of unit `from` include a header of unit `to`?
+function(may_use from to out)
+  if(from STREQUAL to OR to IN_LIST VARSYNC_UNIT_USES_${from})
+    set(${out} TRUE PARENT_SCOPE)
+  else()
+    set(${out} FALSE PARENT_SCOPE)
+  endif()
+endfunction()
+
+# check_file(file unit public): `public` is TRUE for include/varsync/ headers.
+function(check_file file unit public)
+  file(STRINGS "${file}" lines REGEX "^[ \t]*#[ \t]*include[ \t]*[\"<]")
   file(RELATIVE_PATH rel "${SOURCE_DIR}" "${file}")
   foreach(line IN LISTS lines)
-    string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*\"([^\"]+)\".*" "\\1" inc "${line}")
-    if(inc MATCHES "^varsync/([a-z_]+)\\.hpp$")
-      owner_of(${CMAKE_MATCH_1} owner)
-      if(NOT owner IN_LIST allowed_${layer})
-        list(APPEND violations "${rel}: includes ${inc} (layer ${owner}) from layer ${layer}")
+    string(REGEX MATCH "^[ \t]*#[ \t]*include[ \t]*([\"<])([^\">]+)[\">]" _ "${line}")
+    set(quoted FALSE)
+    if(CMAKE_MATCH_1 STREQUAL "\"")
+      set(quoted TRUE)
+    endif()
+    set(inc "${CMAKE_MATCH_2}")
+    string(REGEX MATCH "^[^/]*" first "${inc}")
+    if("${rel} -> ${inc}" IN_LIST exceptions)
+      continue()
+    endif()
+    if(inc MATCHES "^varsync/(.+)\\.hpp$")
+      public_owner("${CMAKE_MATCH_1}" owner)
+      may_use(${unit} ${owner} ok)
+      if(NOT ok)
+        list(APPEND violations
+             "${rel}: includes ${inc} (unit ${owner}) from unit ${unit}")
       endif()
-    elseif(rel MATCHES "^include/")
+    elseif(public AND (quoted OR first IN_LIST VARSYNC_PRODUCT_ROOTS))
       list(APPEND violations "${rel}: public header includes non-public \"${inc}\"")
+    elseif(first IN_LIST VARSYNC_PRODUCT_ROOTS AND NOT inc MATCHES "(^|/)\\.\\.?/")
+      get_filename_component(folder "${inc}" DIRECTORY)
+      if(NOT DEFINED unit_of_${folder})
+        list(APPEND violations
+             "${rel}: includes ${inc}, whose folder ${folder} is in no unit")
+      else()
+        may_use(${unit} ${unit_of_${folder}} ok)
+        if(NOT ok)
+          list(APPEND violations
+               "${rel}: includes ${inc} (unit ${unit_of_${folder}}) from unit ${unit}")
+        endif()
+      endif()
+    elseif(quoted)
+      list(APPEND violations "${rel}: includes \"${inc}\", a path the fence cannot place (write it from the layer root: \"sync/...\")")
     endif()
   endforeach()
   set(violations "${violations}" PARENT_SCOPE)
 endfunction()
 
-file(GLOB public_headers "${SOURCE_DIR}/include/varsync/*.hpp")
+file(GLOB_RECURSE public_headers "${SOURCE_DIR}/include/varsync/*")
 foreach(file IN LISTS public_headers)
-  get_filename_component(name "${file}" NAME_WE)
-  owner_of(${name} layer)
-  check_file("${file}" ${layer})
+  file(RELATIVE_PATH name "${SOURCE_DIR}/include/varsync" "${file}")
+  string(REGEX REPLACE "\\.hpp$" "" name "${name}")
+  public_owner("${name}" unit)
+  check_file("${file}" ${unit} TRUE)
 endforeach()
-foreach(layer core devices messages sync actors api)
-  file(GLOB files "${SOURCE_DIR}/${layer}/*.hpp" "${SOURCE_DIR}/${layer}/*.cpp")
-  foreach(file IN LISTS files)
-    check_file("${file}" ${layer})
+
+set(nfiles 0)
+set(nfolders 0)
+foreach(root IN LISTS VARSYNC_PRODUCT_ROOTS)
+  if(NOT IS_DIRECTORY "${SOURCE_DIR}/${root}")
+    continue()
+  endif()
+  file(GLOB_RECURSE entries LIST_DIRECTORIES true "${SOURCE_DIR}/${root}/*")
+  list(PREPEND entries "${SOURCE_DIR}/${root}")
+  foreach(entry IN LISTS entries)
+    file(RELATIVE_PATH rel "${SOURCE_DIR}" "${entry}")
+    if(IS_DIRECTORY "${entry}")
+      math(EXPR nfolders "${nfolders} + 1")
+      if(NOT DEFINED unit_of_${rel})
+        list(APPEND violations "${rel}/: a folder in no unit of cmake/VarsyncLayerTable.cmake")
+      endif()
+      continue()
+    endif()
+    get_filename_component(folder "${rel}" DIRECTORY)
+    if(DEFINED unit_of_${folder})
+      math(EXPR nfiles "${nfiles} + 1")
+      check_file("${entry}" ${unit_of_${folder}} FALSE)
+    endif()
   endforeach()
-endforeach()
-file(GLOB_RECURSE cuda_files "${SOURCE_DIR}/devices/cuda/*" "${SOURCE_DIR}/sync/nccl/*"
-     "${SOURCE_DIR}/actors/cuda/*")
-foreach(file IN LISTS cuda_files)
-  check_file("${file}" cuda)
 endforeach()
 
 if(violations)
@@ -79,4 +142,6 @@ if(violations)
   message(FATAL_ERROR "${n} layering violation(s)")
 endif()
 list(LENGTH public_headers n)
-message(STATUS "layering: ${n} public headers, every layer checked, no violation")
+list(LENGTH VARSYNC_UNITS nunits)
+message(STATUS "layering: ${n} public headers and ${nfiles} files in ${nfolders} "
+               "folders of ${nunits} units checked, no violation")

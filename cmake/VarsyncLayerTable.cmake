@@ -1,0 +1,68 @@
+# The fence of varsync's layers, in one table that both the build
+# (cmake/VarsyncLayers.cmake, VarsyncCuda.cmake, VarsyncGloo.cmake: each
+# unit's include root) and the check (cmake/check_layers.cmake, CTest
+# `layering`) read. Plain set() commands: it is included in script mode too.
+#
+# A unit is a set of folders compiled as one CMake target. Every folder of
+# the product belongs to exactly one unit (a folder in no unit fails the
+# check and is reachable from no include root). A unit may include its own
+# headers and those of the units in VARSYNC_UNIT_USES_<unit>, nothing else:
+#
+#   host library varsync::varsync:  core <- devices, messages <- sync <- actors <- api
+#   CUDA backend varsync::cuda:     cuda_devices (devices layer) <- cuda_sync (sync layer)
+#                                   <- cuda_actors (actors layer)
+#   varsync::distributed:           shm, gloo_sync (sync layer) <- gloo_actors (actors layer)
+#
+# A backend unit sits on the host layers at and below its own layer, never
+# above it, and never sees another backend; the host library sees no backend.
+
+set(VARSYNC_UNITS core devices messages sync actors api
+    cuda_devices cuda_sync cuda_actors shm gloo_sync gloo_actors)
+
+set(VARSYNC_UNIT_FOLDERS_core core)
+set(VARSYNC_UNIT_FOLDERS_devices devices)
+set(VARSYNC_UNIT_FOLDERS_messages messages)
+set(VARSYNC_UNIT_FOLDERS_sync sync sync/collectives)
+set(VARSYNC_UNIT_FOLDERS_actors actors)
+set(VARSYNC_UNIT_FOLDERS_api api)
+set(VARSYNC_UNIT_FOLDERS_cuda_devices devices/cuda)
+set(VARSYNC_UNIT_FOLDERS_cuda_sync sync/nccl)
+set(VARSYNC_UNIT_FOLDERS_cuda_actors actors/cuda)
+set(VARSYNC_UNIT_FOLDERS_shm sync/shm)
+set(VARSYNC_UNIT_FOLDERS_gloo_sync sync/gloo)
+set(VARSYNC_UNIT_FOLDERS_gloo_actors actors/gloo)
+
+set(VARSYNC_UNIT_USES_core "")
+set(VARSYNC_UNIT_USES_devices core)
+set(VARSYNC_UNIT_USES_messages core)
+set(VARSYNC_UNIT_USES_sync core devices messages)
+set(VARSYNC_UNIT_USES_actors core devices messages sync)
+set(VARSYNC_UNIT_USES_api core devices messages sync actors)
+set(VARSYNC_UNIT_USES_cuda_devices core devices)
+set(VARSYNC_UNIT_USES_cuda_sync core devices messages sync cuda_devices)
+set(VARSYNC_UNIT_USES_cuda_actors core devices messages sync actors
+    cuda_devices cuda_sync)
+set(VARSYNC_UNIT_USES_shm core devices messages sync)
+set(VARSYNC_UNIT_USES_gloo_sync core devices messages sync)
+set(VARSYNC_UNIT_USES_gloo_actors core devices messages sync actors
+    shm gloo_sync)
+
+# The unit that implements each public header (include/varsync/; default:
+# core). Public headers are on every unit's include path, so only the check
+# fences them: a unit may include those of the units it uses.
+set(VARSYNC_PUBLIC_OWNER_atoms messages)
+set(VARSYNC_PUBLIC_OWNER_actor_protocol messages)
+set(VARSYNC_PUBLIC_OWNER_step messages)
+set(VARSYNC_PUBLIC_OWNER_config messages)
+set(VARSYNC_PUBLIC_OWNER_replica_context actors)
+set(VARSYNC_PUBLIC_OWNER_sync_advice sync)
+foreach(h strategy actor_api checkpoint checkpoint_actor testing varsync optim
+          function_step service_main)
+  set(VARSYNC_PUBLIC_OWNER_${h} api)
+endforeach()
+# Header-only for users of varsync::cuda: the replica's stream
+# (replica_context, actors layer), cuda_gpu_count() (devices/cuda).
+set(VARSYNC_PUBLIC_OWNER_cuda_stream cuda_actors)
+
+# The top-level folders of the product (what the check walks).
+set(VARSYNC_PRODUCT_ROOTS core devices messages sync actors api)
