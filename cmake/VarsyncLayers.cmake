@@ -6,7 +6,7 @@
 # Each layer compiles against a private include root that holds links to its
 # own folder and the folders below it only (build/layers/<layer>/): a source
 # in devices/ that includes "sync/..." does not compile. Public headers
-# (include/varsync/) are visible to every layer; tests/check_layers.cmake
+# (include/varsync/) are visible to every layer; cmake/check_layers.cmake
 # checks which layer each of them belongs to.
 #
 # The layers are OBJECT libraries; varsync::varsync is one library (shared or
