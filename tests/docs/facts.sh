@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Lists of the documentation that the code defines (CTest: docs.facts):
 #  - every code of varsync::errc (include/varsync/error.hpp) is in the
-#    README's list of errors (between "varsync::errc" and
+#    guide's list of errors (docs/guide.md, between "varsync::errc" and
 #    "varsync::describe(err)");
 #  - every atom of include/varsync/atoms.hpp is among "The public atoms"
 #    of docs/actor-protocol.md;
@@ -33,13 +33,13 @@ section() {
     on && to != "" && index($0, to) { exit }' "$1"
 }
 
-errors="$(section README.md 'varsync::errc' 'varsync::describe(err)')"
+errors="$(section docs/guide.md 'varsync::errc' 'varsync::describe(err)')"
 codes="$(sed -n '/^enum class errc/,/^};/p' include/varsync/error.hpp \
          | grep -oE '^  [a-z_]+' | tr -d ' ' | grep -v '^none$')"
 [[ -n "$codes" ]] || fail "no codes found in include/varsync/error.hpp"
 for code in $codes; do
   grep -qF "\`$code\`" <<<"$errors" \
-    || fail "README.md's list of errors lacks \`$code\`"
+    || fail "docs/guide.md's list of errors lacks \`$code\`"
 done
 
 public_atoms="$(section docs/actor-protocol.md 'The public atoms' '')"
