@@ -603,7 +603,7 @@ private:
   void finish_step(caf::timespan timeout, std::vector<step_report>& reports,
                    uint64_t seq, caf::timespan waited, reply_fn<ok_atom> done);
 
-  // -- collectives inside coroutine steps (C2) ---------------------------------
+  // -- collectives inside coroutine steps (X1-X5) -----------------------------
 
   /// A step's progress: its number and its deadline (a step may take
   /// several rounds, one per collective inside it).

@@ -1,4 +1,4 @@
-// The coordinator: collectives inside coroutine steps (C2). Replicas whose
+// The coordinator: collectives inside coroutine steps (X1-X5). Replicas whose
 // step waits at a collective answer `suspended` with their contribution; the
 // coordinator checks that they wait at the same one, runs it, and sends each
 // replica the result; they answer again, until every replica has ended the

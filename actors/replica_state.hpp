@@ -52,7 +52,7 @@ struct staging_buffer {
   tensor host;           // host replicas: the buffer
 };
 
-/// A replica's step while it runs or waits at a collective (C2).
+/// A replica's step while it runs or waits at a collective (X2).
 struct step_in_progress {
   uint64_t seq = 0;
   replica_step_ptr step;
@@ -137,7 +137,7 @@ public:
 
   std::vector<tensor> take_collective_result() override;
 
-  // -- coroutine steps (C2) ---------------------------------------------------
+  // -- coroutine steps (X1-X5) -----------------------------------------------
 
   /// Step `seq` goes on from its collective with `result`.
   caf::expected<step_report> resume_step(uint64_t seq,
@@ -378,7 +378,7 @@ private:
   /// accessible, kept until the step returns.
   std::vector<tensor> step_copies_;
 
-  /// The step running, or waiting at a collective (C2).
+  /// The step running, or waiting at a collective (X2).
   std::optional<step_in_progress> step_;
   /// Steps abandoned by the coordinator before they started here.
   std::set<uint64_t> aborted_steps_;

@@ -4,9 +4,9 @@
 // by that actor (not thread-safe). Why: from malloc, those objects land
 // among the chunks of the transient calls and messages that created them,
 // and a burst of asynchronous creations leaves them scattered over pages
-// held only by them (docs/benchmark-notes.md, M1). Here they share 64 KiB
-// spans with their own kind, without malloc's per-chunk header, and a span
-// whose objects are all gone goes back to the system.
+// held only by them. Here they share 64 KiB spans with their own kind,
+// without malloc's per-chunk header, and a span whose objects are all gone
+// goes back to the system.
 //
 // synchronized_small_object_pool is the same behind a mutex, for objects
 // that threads share and any of them may free last.

@@ -246,7 +246,7 @@ void check_reduce_request(reduce_op op, dtype t, size_t num_inputs,
 // from component 0, and stored to every component in the same loop: N + 1
 // buffers read and N written in one pass over memory. The chunked kernel
 // above streams 2N + ... buffers chunk by chunk, which is measurably slower
-// at sizes beyond the caches (docs/benchmarks.md). Specialized for a sum of
+// at sizes beyond the caches (docs/results.md). Specialized for a sum of
 // 2 to max_fused_replicas contributions of a non-narrow dtype, the gradient
 // all-reduce; everything else takes the chunked kernel.
 

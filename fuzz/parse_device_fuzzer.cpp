@@ -1,4 +1,4 @@
-// Fuzzes varsync::parse_device (devices/device_id.hpp), which reads the
+// Fuzzes varsync::parse_device (varsync/device_id.hpp), which reads the
 // device strings of strategy_options ("cpu:0", "cuda:1").
 //
 // Properties: a string is either rejected with invalid_argument or accepted

@@ -1,7 +1,7 @@
 // Fuzzes the enum parsers that read configuration and files:
 // parse_synchronization / parse_aggregation (from text and from TensorFlow's
-// integer values), parse_reduce_op (sync/synchronization.hpp) and parse_dtype
-// (core/dtype.hpp).
+// integer values), parse_reduce_op (varsync/synchronization.hpp) and
+// parse_dtype (varsync/dtype.hpp).
 //
 // Input layout: byte 0 selects the parser, then an 8-byte integer and the
 // variable name are taken from the front and the rest is the text to parse

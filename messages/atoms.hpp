@@ -40,7 +40,7 @@ using step_apply_atom = caf::atom_constant<caf::atom("vs_sapply")>;
 /// The coordinator is done with step S (applied, failed or abandoned): the
 /// replica releases the staging buffers of S's device contributions.
 using step_release_atom = caf::atom_constant<caf::atom("vs_sfree")>;
-/// A coroutine step waiting at a collective inside the step (C2) goes on
+/// A coroutine step waiting at a collective inside the step (X2) goes on
 /// with the collective's result ...
 using step_resume_atom = caf::atom_constant<caf::atom("vs_sresume")>;
 /// ... or is abandoned (another replica failed, mismatched, or the step's

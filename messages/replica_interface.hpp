@@ -39,7 +39,7 @@ using replica_actor = replica_local_actor::extend<
   // replica (its staging buffers), in order after the step itself.
   caf::replies_to<step_atom, uint64_t, replica_step_ptr>::with<step_report>,
   caf::reacts_to<step_release_atom, uint64_t>,
-  // C2: a step that answered `suspended` goes on with the result of its
+  // X2: a step that answered `suspended` goes on with the result of its
   // collective (and answers again), or is abandoned.
   caf::replies_to<step_resume_atom, uint64_t,
                   std::vector<tensor>>::with<step_report>,

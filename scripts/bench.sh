@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs varsync's benchmark suite and its peers, prints one table,
-# and writes bench/results/latest.json, docs/benchmarks.md and
-# docs/bandwidth.png.
+# and writes bench/results/latest.json, docs/results.md (all but its last
+# section, "Figures from other commands") and docs/bandwidth.png.
 #
 #   bash scripts/bench.sh [--quick] [--no-docs]
 #
@@ -135,8 +135,8 @@ fi
 load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
 step=0
 # The fusion row again at three (quick: one) later points of the suite: a
-# fused step's time follows the host's wake-up periods, which last seconds
-# (docs/benchmark-notes.md); bench/report.py takes the median of the runs.
+# fused step's time follows the host's wake-up periods, which last seconds;
+# bench/report.py takes the median of the runs.
 fusion_runs=4
 [[ $quick -eq 1 ]] && fusion_runs=2
 # The control plane compares with bare CAF round trips whose time swings
@@ -248,7 +248,7 @@ extra_json=$(printf '{"load_start": "%s", "load_end": "%s", "commit": "%s", "loa
   "$load_start" "$load_end" "$commit" "$note" "$(( $(date +%s) - start ))")
 doc_args=()
 if [[ $docs -eq 1 ]]; then
-  doc_args=(--md docs/benchmarks.md --png docs/bandwidth.png)
+  doc_args=(--md docs/results.md --png docs/bandwidth.png)
 fi
 command="bash scripts/bench.sh"
 [[ $quick -eq 1 ]] && command="$command --quick"

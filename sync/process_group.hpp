@@ -2,7 +2,7 @@
 // The processes of a strategy that spans several, as its collectives see
 // them: a group with blocking collectives over host memory, joined once when
 // the strategy starts. The transport behind it (Gloo over TCP) registers a
-// joiner when it is linked (sync/gloo/gloo_process_group.cpp), so that
+// joiner when it is linked (actors/gloo/gloo_process_group.cpp), so that
 // single-process programs never link it. Blocking: a group is used from a
 // thread of its own (the strategy's process collective actor), never from a
 // CAF scheduler thread.

@@ -1,5 +1,5 @@
 #pragma once
-// Rules of collectives inside a coroutine step (C2): what a replica may ask
+// Rules of collectives inside a coroutine step (X3, X4): what a replica may ask
 // for, when the replicas' requests match, and the in-process results of the
 // collectives that reduce nothing (all_gather, broadcast). all_reduce runs
 // as a collective plan (sync/collective_plan.hpp).
@@ -24,7 +24,7 @@ std::string describe(const step_collective& c);
 /// with `axis` in [-rank, rank).
 caf::error check_step_request(const step_collective& c, int num_replicas);
 
-/// C2: every replica waits at the same collective (kind, op, axis, root,
+/// X3: every replica waits at the same collective (kind, op, axis, root,
 /// number of values) with values of the same dtypes and shapes (all_gather:
 /// except along the axis); a replica that ended its step while another
 /// waits is a mismatch too. `first_replica` numbers the reports' replicas.

@@ -23,7 +23,8 @@
 
 namespace varsync {
 
-// Opaque declarations of sync/synchronization.hpp's enums (which include CAF).
+// Opaque declarations of varsync/synchronization.hpp's enums (which include
+// CAF).
 enum class reduce_op : uint8_t;
 enum class update_op : uint8_t;
 

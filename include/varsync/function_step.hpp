@@ -80,7 +80,7 @@ private:
   F fn_;
 };
 
-/// A coroutine step (C2): fn(ctx) returns step_task<R>, which may suspend
+/// A coroutine step (X1-X5): fn(ctx) returns step_task<R>, which may suspend
 /// at collectives inside the step; R is kept per replica as value_step does.
 namespace detail {
 

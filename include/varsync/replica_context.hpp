@@ -49,7 +49,7 @@ public:
                                         const void* data) = 0;
   virtual caf::expected<device_view>
   contribution_buffer(const variable_info& v) = 0;
-  /// Coroutine steps (C2): the root task of this replica's step, run until
+  /// Coroutine steps (X2): the root task of this replica's step, run until
   /// it suspends or ends.
   virtual void start_coroutine(step_task<void> root) = 0;
   /// The step suspends at `request`; the replica resumes `at` once the
@@ -195,7 +195,7 @@ public:
     return scatter(v, scatter_op::max, indices, values);
   }
 
-  /// Collectives inside a step (C2), for coroutine steps (step_task):
+  /// Collectives inside a step (X1-X5), for coroutine steps (step_task):
   /// every replica's step must reach the same collective with values of
   /// the same dtypes and shapes; the step suspends (its replica serves no
   /// other operation of the strategy meanwhile, and holds no thread) and

@@ -58,7 +58,7 @@ inline std::string_view op_name(const recorded_update& u) {
   return u.scatter ? to_string(u.sop) : to_string(u.op);
 }
 
-/// The collectives a coroutine step can reach (C2).
+/// The collectives a coroutine step can reach (X1-X5).
 enum class step_collective_kind : uint8_t {
   all_reduce = 0,
   all_gather = 1,

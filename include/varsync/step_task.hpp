@@ -1,5 +1,5 @@
 #pragma once
-// Coroutine steps (C2): a replica step that returns step_task<R> may suspend
+// Coroutine steps (X1-X5): a replica step that returns step_task<R> may suspend
 // at collectives inside the step (co_await ctx.all_reduce(...)). A suspended
 // step holds no scheduler thread: its replica actor returns to its mailbox
 // and resumes the step when the coordinator has combined every replica's

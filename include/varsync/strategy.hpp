@@ -46,7 +46,7 @@ struct strategy_options {
   /// Test support: faults injected into replicas (varsync/testing.hpp).
   std::vector<replica_fault> faults;
   /// A replica step that throws stops its replica (fail-stop, default) or
-  /// only fails the step (messages/step_exception_policy.hpp).
+  /// only fails the step (varsync/step_exception_policy.hpp).
   on_step_exception step_exception = on_step_exception::stop_replica;
   /// Scheduler threads of an actor system the strategy creates itself
   /// (0: the number of cores). Ignored when embedding into a user's system.

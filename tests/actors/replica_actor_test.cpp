@@ -1078,7 +1078,7 @@ TEST_CASE_METHOD(replica_fixture,
   CHECK(read(r, 1).bitwise_equal(x));
 }
 
-// -- coroutine steps (C2) -------------------------------------------------------
+// -- coroutine steps (X1-X5) ----------------------------------------------------
 
 namespace {
 

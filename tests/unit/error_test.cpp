@@ -1,4 +1,4 @@
-// The error codes of core/error.hpp: names and category.
+// The error codes of varsync/error.hpp: names and category.
 
 #include <catch2/catch.hpp>
 
