@@ -1,7 +1,10 @@
 # One target per layer, so that the compiler, not the README, enforces the
 # direction of the dependencies:
 #
-#   core <- devices, messages <- sync <- actors <- api
+#   core <- devices, messages <- sync <- actors <- api <- input
+#
+# (input: distributed input, the samplers that share a dataset among the
+# replicas and keep their position in a checkpoint.)
 #
 # Each layer compiles against a private include root that holds links to its
 # own folder and the folders below it only (build/layers/<layer>/): a source
@@ -14,13 +17,14 @@
 
 include(GNUInstallDirs)
 
-set(VARSYNC_LAYERS core devices messages sync actors api)
+set(VARSYNC_LAYERS core devices messages sync actors api input)
 set(VARSYNC_LAYER_DEPS_core "")
 set(VARSYNC_LAYER_DEPS_devices core)
 set(VARSYNC_LAYER_DEPS_messages core)
 set(VARSYNC_LAYER_DEPS_sync core devices messages)
 set(VARSYNC_LAYER_DEPS_actors core devices messages sync)
 set(VARSYNC_LAYER_DEPS_api core devices messages sync actors)
+set(VARSYNC_LAYER_DEPS_input core devices messages sync actors api)
 
 set(VARSYNC_GENERATED_INCLUDE "${PROJECT_BINARY_DIR}/generated/include")
 configure_file("${PROJECT_SOURCE_DIR}/cmake/version.hpp.in"
