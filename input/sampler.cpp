@@ -1,6 +1,7 @@
 #include "varsync/sampler.hpp"
 
 #include <algorithm>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -16,6 +17,19 @@ caf::error bad(std::string what) {
 }
 
 std::string str(int64_t x) { return std::to_string(x); }
+
+// The order holds N int64 items: a dataset too large for memory is an
+// error value, not an exception.
+caf::expected<std::vector<int64_t>> draw_order(const sampler_options& o,
+                                               int64_t epoch) {
+  try {
+    return epoch_order(o.num_items, o.seed, epoch, o.shuffle);
+  } catch (const std::bad_alloc&) {
+    return make_error(errc::out_of_memory,
+                      "distributed_sampler: no memory for the order of "
+                        + str(o.num_items) + " items");
+  }
+}
 
 } // namespace
 
@@ -97,7 +111,10 @@ caf::error distributed_sampler::begin_epoch(int64_t epoch) {
                + str(position_.epoch)
                + "); expected an epoch after it: each epoch's seed is used "
                  "once (restore a checkpoint to repeat an epoch)");
-  order_ = epoch_order(options_.num_items, options_.seed, epoch, options_.shuffle);
+  auto order = draw_order(options_, epoch);
+  if (!order)
+    return std::move(order.error());
+  order_ = std::move(*order);
   position_ = sampler_position{true, epoch, 0, 0};
   return caf::none;
 }
@@ -159,8 +176,10 @@ caf::error distributed_sampler::resume(const sampler_position& position) {
                         + ", offset " + str(position.offset) + ", step "
                         + str(position.step) + " is outside a dataset of "
                         + str(options_.num_items) + " items");
-  order_ = epoch_order(options_.num_items, options_.seed, position.epoch,
-                       options_.shuffle);
+  auto order = draw_order(options_, position.epoch);
+  if (!order)
+    return std::move(order.error());
+  order_ = std::move(*order);
   position_ = position;
   return caf::none;
 }

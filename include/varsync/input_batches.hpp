@@ -95,7 +95,8 @@ auto make_batches(const strategy& s, const distributed_sampler& sampler,
 }
 
 /// The next step's batches: sampler.next(), then make_batches. On an error
-/// the sampler has not moved.
+/// value the sampler has not moved; an exception from `fn` propagates with
+/// the sampler past the step.
 template <class F>
 auto next_batches(const strategy& s, distributed_sampler& sampler, F&& fn)
   -> decltype(make_batches(s, sampler, std::declval<const step_items&>(), fn)) {

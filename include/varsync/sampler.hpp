@@ -91,7 +91,8 @@ public:
   /// Starts `epoch` (>= 0) at its first item. Each epoch's order is used
   /// once: an epoch that is not after the current one (its seed already
   /// consumed) is invalid_argument and changes nothing (restore a
-  /// checkpoint to go back).
+  /// checkpoint to go back). out_of_memory when the order (8 bytes an
+  /// item) does not fit.
   caf::error begin_epoch(int64_t epoch);
 
   /// The next step's items of every replica. invalid_argument when no epoch
