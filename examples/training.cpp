@@ -88,7 +88,7 @@ constexpr uint64_t shuffle_seed = 20240601;
 // lr = 0.05 shrinks the slowest direction by 0.975 per step, 0.55 per epoch
 // of 24 steps, so 8 epochs cut the initial error (at most 2) below 0.02.
 constexpr float learning_rate = 0.05f;
-// Noise sd 0.1 over 3000 rows leaves a statistical error of ~0.002 per
+// Noise sd 0.1 over 3003 rows leaves a statistical error of ~0.002 per
 // weight: 0.05 is well clear of it, yet far below the initial error (the
 // true weights are drawn from [-2, 2]), so a run that does not converge, or
 // whose replicas drift apart, fails.
