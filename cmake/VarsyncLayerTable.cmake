@@ -9,6 +9,7 @@
 # headers and those of the units in VARSYNC_UNIT_USES_<unit>, nothing else:
 #
 #   host library varsync::varsync:  core <- devices, messages <- sync <- actors <- api
+#                                   <- input (distributed input: samplers)
 #   CUDA backend varsync::cuda:     cuda_devices (devices layer) <- cuda_sync (sync layer)
 #                                   <- cuda_actors (actors layer)
 #   varsync::distributed:           shm, gloo_sync (sync layer) <- gloo_actors (actors layer)
@@ -16,7 +17,7 @@
 # A backend unit sits on the host layers at and below its own layer, never
 # above it, and never sees another backend; the host library sees no backend.
 
-set(VARSYNC_UNITS core devices messages sync actors api
+set(VARSYNC_UNITS core devices messages sync actors api input
     cuda_devices cuda_sync cuda_actors shm gloo_sync gloo_actors)
 
 set(VARSYNC_UNIT_FOLDERS_core core)
@@ -25,6 +26,7 @@ set(VARSYNC_UNIT_FOLDERS_messages messages)
 set(VARSYNC_UNIT_FOLDERS_sync sync sync/collectives)
 set(VARSYNC_UNIT_FOLDERS_actors actors)
 set(VARSYNC_UNIT_FOLDERS_api api)
+set(VARSYNC_UNIT_FOLDERS_input input)
 set(VARSYNC_UNIT_FOLDERS_cuda_devices devices/cuda)
 set(VARSYNC_UNIT_FOLDERS_cuda_sync sync/nccl)
 set(VARSYNC_UNIT_FOLDERS_cuda_actors actors/cuda)
@@ -38,6 +40,7 @@ set(VARSYNC_UNIT_USES_messages core)
 set(VARSYNC_UNIT_USES_sync core devices messages)
 set(VARSYNC_UNIT_USES_actors core devices messages sync)
 set(VARSYNC_UNIT_USES_api core devices messages sync actors)
+set(VARSYNC_UNIT_USES_input core devices messages sync actors api)
 set(VARSYNC_UNIT_USES_cuda_devices core devices)
 set(VARSYNC_UNIT_USES_cuda_sync core devices messages sync cuda_devices)
 set(VARSYNC_UNIT_USES_cuda_actors core devices messages sync actors
@@ -60,9 +63,12 @@ foreach(h strategy actor_api checkpoint checkpoint_actor testing varsync optim
           function_step service_main)
   set(VARSYNC_PUBLIC_OWNER_${h} api)
 endforeach()
+foreach(h sampler input_batches sampler_checkpoint)
+  set(VARSYNC_PUBLIC_OWNER_${h} input)
+endforeach()
 # Header-only for users of varsync::cuda: the replica's stream
 # (replica_context, actors layer), cuda_gpu_count() (devices/cuda).
 set(VARSYNC_PUBLIC_OWNER_cuda_stream cuda_actors)
 
 # The top-level folders of the product (what the check walks).
-set(VARSYNC_PRODUCT_ROOTS core devices messages sync actors api)
+set(VARSYNC_PRODUCT_ROOTS core devices messages sync actors api input)

@@ -1,7 +1,7 @@
 # One target per unit of cmake/VarsyncLayerTable.cmake, so that the compiler,
 # not the README, enforces the direction of the dependencies:
 #
-#   core <- devices, messages <- sync <- actors <- api      (varsync::varsync)
+#   core <- devices, messages <- sync <- actors <- api <- input (varsync::varsync)
 #   and the backends beside their layers: devices/cuda, sync/nccl, actors/cuda
 #   (varsync::cuda); sync/shm, sync/gloo, actors/gloo (varsync::distributed)
 #
@@ -21,7 +21,7 @@
 include(GNUInstallDirs)
 
 include("${CMAKE_CURRENT_LIST_DIR}/VarsyncLayerTable.cmake")
-set(VARSYNC_LAYERS core devices messages sync actors api)
+set(VARSYNC_LAYERS core devices messages sync actors api input)
 
 set(VARSYNC_GENERATED_INCLUDE "${PROJECT_BINARY_DIR}/generated/include")
 configure_file("${PROJECT_SOURCE_DIR}/cmake/version.hpp.in"

@@ -5,13 +5,20 @@
 //    variables with aggregation none (every replica applies the same update:
 //    apply_gradients records it with update_mirrored, so no equality check
 //    can fail).
-//  - Each step takes the next global batch of 64 rows; replica r takes its
-//    contiguous share and computes the gradient of its rows' squared errors
-//    divided by the global batch size. apply_gradients sums them (one
+//  - The input: a distributed_sampler (docs/input.md) shuffles the 1000
+//    rows every epoch and hands out global batches of 64, 64 / N rows per
+//    replica (N must divide 64, as TensorFlow's get_per_replica_batch_size
+//    demands); the 40 rows left at the end of an epoch make a last step of
+//    uneven batches (uneven_end::partial). Each global batch holds the same
+//    rows whatever N: only their split among the replicas changes.
+//  - Each replica computes the gradient of its rows' squared errors divided
+//    by the step's global row count. apply_gradients sums them (one
 //    collective for all four weight tensors): the gradient of the global
-//    batch's mean loss, whatever the replica count.
-//  - loss: ON_READ + SUM. Each replica adds its rows' squared errors / 64;
-//    the cross-replica read is the batch's mean loss.
+//    batch's mean loss, whatever the replica count, even in the uneven last
+//    step.
+//  - loss: ON_READ + SUM. Each replica adds its rows' squared errors over
+//    the global row count; the cross-replica read is the batch's exact mean
+//    loss.
 //
 // So the loss curve is the same, within float rounding, with 1 replica, 4
 // replicas, or 4 replicas over 2 processes (tests/examples/mlp_curves.sh
@@ -21,7 +28,9 @@
 //   mlp [--smoke] [--replicas N] [--epochs N] [--print-losses]
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -33,7 +42,9 @@
 #include "example_cluster.hpp"
 #include "example_main.hpp"
 #include "varsync/config.hpp"
+#include "varsync/input_batches.hpp"
 #include "varsync/optim.hpp"
+#include "varsync/sampler.hpp"
 #include "varsync/varsync.hpp"
 
 using namespace varsync;
@@ -42,9 +53,8 @@ namespace {
 
 constexpr int inputs = 4;
 constexpr int hidden = 16;
-constexpr int rows = 1024;
+constexpr int rows = 1000;
 constexpr int batch = 64;
-constexpr int steps_per_epoch = rows / batch;
 constexpr int unset = -1;
 
 struct dataset {
@@ -94,7 +104,8 @@ struct mlp_options : caf::actor_system_config {
     set("logger.verbosity", caf::atom("quiet"));
     opt_group{custom_options_, "global"}
       .add<bool>("smoke", "a short run (5 epochs unless --epochs is given)")
-      .add(replicas, "replicas", "host replicas in all (default 4)")
+      .add(replicas, "replicas",
+           "host replicas in all (default 4; they must divide the batch of 64)")
       .add(epochs, "epochs", "number of epochs (default: 40, 5 with --smoke)")
       .add<bool>("print-losses", "print every step's loss (9 significant digits)");
   }
@@ -125,7 +136,7 @@ void must(const caf::error& err, const char* what) {
 int caf_main(caf::actor_system& sys, const config& opt) {
   if (opt.replicas < 1 || opt.replicas > 64 || !opt.remainder.empty()
       || (opt.epochs != unset && (opt.epochs < 1 || opt.epochs > 100000))) {
-    std::fprintf(stderr, "usage: mlp [--smoke] [--replicas N (1..64)] "
+    std::fprintf(stderr, "usage: mlp [--smoke] [--replicas N (1..64, dividing 64)] "
                          "[--epochs N] [--print-losses]\n");
     return 2;
   }
@@ -152,17 +163,26 @@ int caf_main(caf::actor_system& sys, const config& opt) {
                    "create loss");
   optim::adam adam{0.05};
   must(adam.build(s, {w1, b1, w2, b2}), "build adam");
-  std::printf("mlp %d-%d-1, %d rows, batches of %d over %d replica(s), Adam, "
-              "%d epochs\n",
-              inputs, hidden, rows, batch, n, epochs);
+  // The same shuffles and global batches in every process and for every
+  // replica count; a count that does not divide the batch is refused here.
+  auto sampler = must(input::distributed_sampler::create(
+                        {.num_items = rows, .global_batch_size = batch, .seed = 7,
+                         .end = input::uneven_end::partial},
+                        n),
+                      "create the sampler");
+  std::printf("mlp %d-%d-1, %d rows, shuffled batches of %d over %d "
+              "replica(s), the last %d rows uneven, Adam, %d epochs\n",
+              inputs, hidden, rows, batch, n, rows % batch, epochs);
 
-  int step = 0; // the global batch every replica works on; run() blocks
+  struct rows_of_step {
+    std::vector<int64_t> rows;
+    int64_t global_count;
+  };
+  // This step's batches; run() blocks, so the step reads them in place.
+  std::optional<input::replica_batches<rows_of_step>> batches;
   auto train_step = [&](replica_context& ctx) -> step_task<> {
-    // This replica's contiguous share of the global batch.
-    const int r = ctx.replica_id();
-    const int first = step % steps_per_epoch * batch;
-    const int lo = first + batch * r / n;
-    const int hi = first + batch * (r + 1) / n;
+    const rows_of_step& mine = (*batches)[ctx];
+    const double global_count = double(mine.global_count);
     auto W1 = ctx.read(w1), B1 = ctx.read(b1), W2 = ctx.read(w2),
          B2 = ctx.read(b2);
     if (!W1 || !B1 || !W2 || !B2)
@@ -173,7 +193,7 @@ int caf_main(caf::actor_system& sys, const config& opt) {
     const float bias2 = *B2->as<float>();
     std::vector<double> gw1(inputs * hidden), gb1(hidden), gw2(hidden);
     double gb2 = 0, sq = 0;
-    for (int i = lo; i < hi; ++i) {
+    for (int64_t i : mine.rows) {
       const float* xi = &data.x[size_t(i) * inputs];
       double h[hidden];
       double out = bias2;
@@ -186,8 +206,8 @@ int caf_main(caf::actor_system& sys, const config& opt) {
       }
       const double err = out - data.y[i];
       sq += err * err;
-      // d(err^2 / batch) / d(out)
-      const double dout = 2 * err / batch;
+      // d(err^2 / global_count) / d(out)
+      const double dout = 2 * err / global_count;
       gb2 += dout;
       for (int k = 0; k < hidden; ++k) {
         gw2[k] += dout * h[k];
@@ -197,7 +217,7 @@ int caf_main(caf::actor_system& sys, const config& opt) {
           gw1[j * hidden + k] += dz * xi[j];
       }
     }
-    ctx.assign_add(loss, sq / batch);
+    ctx.assign_add(loss, sq / global_count);
     auto as_tensor = [](const std::vector<double>& g, tensor_shape shape) {
       return tensor::from_vector<float>(std::move(shape),
                                         std::vector<float>(g.begin(), g.end()));
@@ -212,10 +232,17 @@ int caf_main(caf::actor_system& sys, const config& opt) {
       throw std::runtime_error(describe(norm.error()));
   };
 
+  auto rows_of = [](const input::input_context& in) {
+    return rows_of_step{{in.items.begin(), in.items.end()}, in.global_count};
+  };
   double first_loss = -1, last_loss = -1;
+  int step = 0; // over every epoch
   for (int epoch = 1; epoch <= epochs; ++epoch) {
-    double epoch_loss = 0;
-    for (int k = 0; k < steps_per_epoch; ++k, ++step) {
+    must(sampler.begin_epoch(epoch), "begin the epoch");
+    double loss_sum = 0;
+    int steps_in_epoch = 0;
+    for (; !sampler.epoch_done(); ++step, ++steps_in_epoch) {
+      batches = must(input::next_batches(s, sampler, rows_of), "next batches");
       must(s.assign(loss, 0.0), "reset loss");
       must(s.run(train_step), "training step");
       const double l = must(s.read(loss), "read loss").as_double();
@@ -224,16 +251,16 @@ int caf_main(caf::actor_system& sys, const config& opt) {
       if (first_loss < 0)
         first_loss = l;
       last_loss = l;
-      epoch_loss += l / steps_per_epoch;
+      loss_sum += l;
     }
-    std::printf("epoch %2d  loss %.6f\n", epoch, epoch_loss);
+    std::printf("epoch %2d  loss %.6f\n", epoch, loss_sum / steps_in_epoch);
   }
   const auto steps = must(s.read(adam.iterations()), "read iterations")
                        .as_double();
   std::printf("%g Adam steps, first batch loss %.6f, last %.6f\n", steps,
               first_loss, last_loss);
   s.shutdown();
-  if (!(last_loss < first_loss / 10) || steps != epochs * steps_per_epoch) {
+  if (!(last_loss < first_loss / 10) || steps != step) {
     std::printf("mlp: FAILED to converge\n");
     return 1;
   }

@@ -1,22 +1,34 @@
 // training: data-parallel linear regression on 4 host replicas, the way
 // tf.distribute.MirroredStrategy trains a model.
 //
+//  - The input: a distributed_sampler (docs/input.md) shuffles the 3003
+//    rows anew every epoch (the same order in every process, without a
+//    message) and hands each step's global batch of 128 rows out, 32 per
+//    replica by global replica id; the last step of an epoch has the 59
+//    rows left, 15 + 15 + 15 + 14 (uneven_end::partial): every row once.
 //  - weights w[8] and bias b: ON_WRITE + MEAN, trained by optim::sgd. Each
-//    replica computes the MSE gradient on its own minibatch; the step is a
-//    coroutine whose apply_gradients all-reduces the gradients (mean over
-//    the replicas, one collective for both) and records the same new
-//    weights on every replica, so the replicas stay identical (mirrored).
-//    The optimizer's step count "sgd/iterations" is a variable too, saved
-//    and restored with the rest.
+//    replica sums the MSE gradient over its rows and divides by the step's
+//    global row count; apply_gradients sums them over the replicas (one
+//    collective for both): the exact mean over the global batch, however
+//    uneven the replicas' batches. It records the same new weights on
+//    every replica, so the replicas stay identical (mirrored). The
+//    optimizer's step count "sgd/iterations" is a variable too, saved and
+//    restored with the rest.
 //  - examples_seen: ON_READ + SUM int64. Each replica counts locally, with no
 //    communication; the cross-replica read is the total.
-//  - loss: ON_READ + MEAN float32. Each replica stores its last batch loss;
-//    the cross-replica read is their mean.
+//  - loss: ON_READ + SUM float32. Each replica stores its rows' squared
+//    errors over the step's global row count: the cross-replica read is the
+//    step's exact mean loss.
 //  - epochs_done: ON_WRITE + ONLY_FIRST_REPLICA int64, set after each epoch.
+//  - data/position: the sampler's position (epoch, offset, step), recorded
+//    before each save, so a resumed run continues the epoch's order.
 //
-// The variables are the whole training state: batches are a fixed function
-// of (replica, step), so a run resumed from a checkpoint ends with bitwise
-// the same weights as an uninterrupted one.
+// The variables are the whole training state: the batches follow from the
+// sampler's position, so a run resumed from a checkpoint ends with bitwise
+// the same weights as an uninterrupted one. At the end, one pass over every
+// row with uneven batches gives the exact mean squared error with
+// reduce(mean, per-replica errors, axis 0) (one process; across processes
+// the per-replica values stay in their process, P7).
 //
 // Exits non-zero unless the learned parameters match the generating ones and
 // the example count is exact.
@@ -41,8 +53,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -55,7 +69,10 @@
 #include "example_main.hpp"
 #include "varsync/checkpoint.hpp"
 #include "varsync/config.hpp"
+#include "varsync/input_batches.hpp"
 #include "varsync/optim.hpp"
+#include "varsync/sampler.hpp"
+#include "varsync/sampler_checkpoint.hpp"
 #include "varsync/varsync.hpp"
 
 using namespace varsync;
@@ -63,15 +80,15 @@ using namespace varsync;
 namespace {
 
 constexpr int num_features = 8;
-constexpr int num_rows = 3000;
-// Uneven shards, as when hosts get differently sized input files.
-constexpr double shard_share[] = {0.4, 0.3, 0.2, 0.1};
-constexpr int steps_per_epoch = 25;
+// Not a multiple of the global batch: the epoch ends with uneven batches.
+constexpr int num_rows = 3003;
+constexpr int global_batch = 128;
+constexpr uint64_t shuffle_seed = 20240601;
 // Feature scales 0.5 .. 1.5 make the MSE Hessian 2·diag(s²) span 0.5 .. 4.5:
-// lr = 0.05 shrinks the slowest direction by 0.975 per step, 0.53 per epoch,
-// so 8 epochs cut the initial error (at most 2) below 0.015.
+// lr = 0.05 shrinks the slowest direction by 0.975 per step, 0.55 per epoch
+// of 24 steps, so 8 epochs cut the initial error (at most 2) below 0.02.
 constexpr float learning_rate = 0.05f;
-// Noise sd 0.1 over 3000 rows leaves a statistical error of ~0.002 per
+// Noise sd 0.1 over 3003 rows leaves a statistical error of ~0.002 per
 // weight: 0.05 is well clear of it, yet far below the initial error (the
 // true weights are drawn from [-2, 2]), so a run that does not converge, or
 // whose replicas drift apart, fails.
@@ -108,25 +125,11 @@ dataset make_dataset() {
   return d;
 }
 
-// Rows [begin, end) of replica r's shard.
-struct range {
-  int begin;
-  int end;
+// A replica's rows of one step, and the step's rows over every replica.
+struct batch {
+  std::vector<int64_t> rows;
+  int64_t global_count = 0;
 };
-
-range shard_of(int r) {
-  double lo = 0;
-  for (int i = 0; i < r; ++i)
-    lo += shard_share[i];
-  return {int(std::lround(lo * num_rows)),
-          int(std::lround((lo + shard_share[r]) * num_rows))};
-}
-
-range batch_of(range shard, int step) {
-  int n = shard.end - shard.begin;
-  return {shard.begin + n * step / steps_per_epoch,
-          shard.begin + n * (step + 1) / steps_per_epoch};
-}
 
 template <class T>
 T must(caf::expected<T> x, const char* what) {
@@ -201,6 +204,58 @@ bool check_options(const config& cfg) {
   return true;
 }
 
+// The mean squared error over every row in one step of uneven batches
+// (751, 751, 751 and 750 rows): reduce(mean, ..., axis 0) is the exact mean,
+// total over count (D4), equal to the host's. One process only: across
+// processes each holds only its replicas' values (P7). Returns the failures.
+int check_exact_mean(const strategy& s, const dataset& data, const variable& w,
+                     const variable& b) {
+  if (s.num_local_replicas() != s.num_replicas()) {
+    std::printf("exact mean squared error: checked in one process only (P7)\n");
+    return 0;
+  }
+  const int n = s.num_replicas();
+  auto all_rows = must(input::distributed_sampler::create(
+                         {.num_items = num_rows,
+                          .global_batch_size = (num_rows + n) / n * n,
+                          .shuffle = false, .end = input::uneven_end::partial},
+                         n),
+                       "create the evaluation sampler");
+  must(all_rows.begin_epoch(0), "begin the evaluation");
+  auto rows = must(input::next_batches(s, all_rows, [](const input::input_context& in) {
+    return std::vector<int64_t>(in.items.begin(), in.items.end());
+  }), "evaluation batches");
+  auto errors = must(s.run([&](replica_context& ctx) {
+    auto wv = ctx.read(w);
+    auto bv = ctx.read(b);
+    if (!wv || !bv)
+      throw std::runtime_error("cannot read the weights");
+    std::vector<double> sq;
+    for (int64_t i : rows[ctx]) {
+      double err = *bv->as<float>() - data.y[size_t(i)];
+      for (int j = 0; j < num_features; ++j)
+        err += double(wv->as<float>()[j]) * data.x[size_t(i) * num_features + j];
+      sq.push_back(err * err);
+    }
+    return tensor::from_vector<double>({int64_t(sq.size())}, sq);
+  }), "evaluation step");
+  const double mean = must(s.reduce(reduce_op::mean, errors, 0), "reduce").as_double();
+  double total = 0;
+  for (const auto& t : errors)
+    for (double x : t.to_vector<double>())
+      total += x;
+  const double host = total / num_rows;
+  std::printf("exact mean squared error over %d rows in batches of", num_rows);
+  for (const auto& t : errors)
+    std::printf(" %lld", (long long)t.size());
+  std::printf(": %.6f (host %.6f)\n", mean, host);
+  if (std::fabs(mean - host) > 1e-12 * std::max(1.0, host)) {
+    std::printf("FAILED  reduce(mean, axis 0) is not the exact mean\n");
+    return 1;
+  }
+  return 0;
+}
+
 } // namespace
 
 int caf_main(caf::actor_system& sys, const config& opt) {
@@ -227,27 +282,35 @@ int caf_main(caf::actor_system& sys, const config& opt) {
                                      synchronization::on_read, aggregation::sum),
                    "create examples_seen");
   auto loss = must(s.create_variable("loss", tensor::scalar<float>(0),
-                                     synchronization::on_read, aggregation::mean),
+                                     synchronization::on_read, aggregation::sum),
                    "create loss");
   auto epochs_done = must(s.create_variable("epochs_done", tensor::scalar<int64_t>(0),
                                             synchronization::on_write,
                                             aggregation::only_first_replica),
                           "create epochs_done");
 
-  // Plain SGD on the replicas' mean gradient.
-  optim::optimizer_options mean_of_replicas;
-  mean_of_replicas.reduction = reduce_op::mean;
-  optim::sgd sgd{learning_rate, 0, false, mean_of_replicas};
+  // Plain SGD on the sum of the replicas' gradients, each already divided
+  // by the step's global row count.
+  optim::optimizer_options sum_of_replicas;
+  sum_of_replicas.reduction = reduce_op::sum;
+  optim::sgd sgd{learning_rate, 0, false, sum_of_replicas};
   must(sgd.build(s, {w, b}), "build the optimizer");
 
-  std::printf("linear regression: %d rows x %d features, shards", num_rows,
-              num_features);
-  for (int r = 0; r < n; ++r) {
-    auto sh = shard_of(r);
-    std::printf(" %d", sh.end - sh.begin);
-  }
-  std::printf(", %d steps/epoch, lr %g, %d epochs\n", steps_per_epoch,
-              double(learning_rate), epochs);
+  // Every process draws the same shuffles and shares (global replica ids).
+  auto sampler = must(input::distributed_sampler::create(
+                        {.num_items = num_rows, .global_batch_size = global_batch,
+                         .seed = shuffle_seed, .end = input::uneven_end::partial},
+                        n),
+                      "create the sampler");
+  auto position = must(input::create_position_variable(s, sampler, "data/position"),
+                       "create data/position");
+
+  std::printf("linear regression: %d rows x %d features, global batch %d "
+              "(%lld per replica, the last %d rows uneven), shuffled every "
+              "epoch, lr %g, %d epochs\n",
+              num_rows, num_features, global_batch,
+              (long long)sampler.per_replica_batch_size(),
+              num_rows % global_batch, double(learning_rate), epochs);
 
   // restore() overwrites existing variables, so they are created first.
   int first_epoch = 1;
@@ -261,14 +324,19 @@ int caf_main(caf::actor_system& sys, const config& opt) {
       std::_Exit(1);
     }
     first_epoch = int(done) + 1;
+    must(input::restore_position(s, position, sampler), "restore the sampler");
     auto c = must(s.read(seen), "read examples_seen").as_double();
     std::printf("resumed from %s: %lld epochs done, examples seen %.0f\n",
                 opt.resume.c_str(), (long long)done, c);
   }
 
-  int step = 0; // the batch index every replica works on; run() blocks
+  auto rows_of = [](const input::input_context& in) {
+    return batch{{in.items.begin(), in.items.end()}, in.global_count};
+  };
+  // This step's batches; run() blocks, so the step reads them in place.
+  std::optional<input::replica_batches<batch>> batches;
   auto train_step = [&](replica_context& ctx) -> step_task<> {
-    auto batch = batch_of(shard_of(ctx.replica_id()), step);
+    const batch& mine = (*batches)[ctx];
     // Zero-copy views of this replica's components, valid during the step.
     auto wv = ctx.read(w);
     auto bv = ctx.read(b);
@@ -279,7 +347,7 @@ int caf_main(caf::actor_system& sys, const config& opt) {
     double grad[num_features] = {};
     double grad_b = 0;
     double sq = 0;
-    for (int i = batch.begin; i < batch.end; ++i) {
+    for (int64_t i : mine.rows) {
       const float* xi = &data.x[size_t(i) * num_features];
       double err = bias - data.y[i];
       for (int j = 0; j < num_features; ++j)
@@ -289,14 +357,16 @@ int caf_main(caf::actor_system& sys, const config& opt) {
         grad[j] += 2 * err * xi[j];
       grad_b += 2 * err;
     }
-    const int count = batch.end - batch.begin;
+    // Over the step's global count, not this replica's: summed over the
+    // replicas, the exact mean of the global batch, however uneven.
+    const double count = double(mine.global_count);
     std::vector<float> gw(num_features);
     for (int j = 0; j < num_features; ++j)
       gw[j] = float(grad[j] / count);
     // ON_READ: local to this replica, at once.
-    ctx.assign_add(seen, double(count));
+    ctx.assign_add(seen, double(mine.rows.size()));
     ctx.assign(loss, sq / count);
-    // ON_WRITE: the replicas' gradients averaged in one collective, the new
+    // ON_WRITE: the replicas' gradients summed in one collective, the new
     // weights applied with the step.
     std::vector<optim::gradient> grads{
       {w, tensor::from_vector<float>({num_features}, gw)},
@@ -314,9 +384,17 @@ int caf_main(caf::actor_system& sys, const config& opt) {
       s.shutdown();
       return 0;
     }
-    for (step = 0; step < steps_per_epoch; ++step, ++steps_run)
+    // A new order for every epoch (a checkpoint taken inside one would
+    // continue it).
+    if (sampler.epoch_done())
+      must(sampler.begin_epoch(epoch), "begin the epoch");
+    while (!sampler.epoch_done()) {
+      batches = must(input::next_batches(s, sampler, rows_of), "next batches");
       must(s.run(train_step), "training step");
+      ++steps_run;
+    }
     must(s.assign(epochs_done, double(epoch)), "assign epochs_done");
+    must(input::record_position(s, position, sampler), "record the position");
     auto l = must(s.read(loss), "read loss").as_double();
     auto c = must(s.read(seen), "read examples_seen").as_double();
     std::printf("epoch %2d  loss %.5f  examples seen %.0f\n", epoch, l, c);
@@ -349,6 +427,8 @@ int caf_main(caf::actor_system& sys, const config& opt) {
     std::printf("FAILED  the weights did not converge\n");
     ++failures;
   }
+
+  failures += check_exact_mean(s, data, w, b);
 
   // Mirrored means bitwise equal on every replica (W7); local_values holds
   // this process's replicas.
