@@ -68,7 +68,7 @@ fi
 # there, addr2line otherwise; nothing else is needed.
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1:print_summary=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:print_summary=1:suppressions=${root}/tests/sanitizers/ubsan.supp"
-export LSAN_OPTIONS="print_suppressions=0"
+export LSAN_OPTIONS="print_suppressions=0:suppressions=${root}/tests/sanitizers/lsan.supp"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:history_size=4:print_suppressions=0:suppressions=${root}/tests/sanitizers/tsan.supp"
 
 configure() { # dir sanitizer [extra cmake args...]
