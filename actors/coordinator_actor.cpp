@@ -163,10 +163,10 @@ coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
     },
     [this](shutdown_atom) { shutdown(); },
     [this](sequenced_atom, sequenced_operation& op) {
-      on_sequenced(std::move(op));
+      ordering_->ordered(std::move(op));
     },
     [this](sequencer_down_atom, caf::error& reason) {
-      on_sequencer_down(std::move(reason));
+      ordering_->lost(std::move(reason));
     },
     [this](deadline_atom) { on_deadline_tick(); },
     [this](flush_writes_atom) { on_flush_writes(); },
@@ -196,6 +196,7 @@ public:
              max_queued_operations, max_queued_bytes, std::move(dropped)) {
     state_.small_step_bytes = small_step_bytes;
     state_.processes = processes;
+    state_.choose_ordering();
     state_.configure_metrics(collect_metrics, stall_threshold);
   }
 

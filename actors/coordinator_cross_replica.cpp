@@ -51,7 +51,7 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
     return read_after_writes<tensor>(
       **e, timeout,
       [this, id, done](caf::timespan t) {
-        resumed([&] { read(t, id, done); });
+        read(t, id, done);
       },
       done);
   if (auto err = check_replicas(); err && !across)
@@ -292,7 +292,7 @@ void coordinator_state::local_values(caf::timespan timeout, uint64_t id,
     return read_after_writes<std::vector<tensor>>(
       **e, timeout,
       [this, id, done](caf::timespan t) {
-        resumed([&] { local_values(t, id, done); });
+        local_values(t, id, done);
       },
       done);
   if (auto err = check_replicas())

@@ -4,6 +4,8 @@
 
 #include "actors/coordinator_state.hpp"
 
+#include "actors/services_ordering.hpp"
+
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -105,8 +107,8 @@ reply_fn<T> answered_once(reply_fn<T> fn) {
 
 void coordinator_state::execute(caf::timespan timeout, operation op,
                                 completion done) {
-  if (sequencing() && orders_through_sequencer(op))
-    return sequence(timeout, std::move(op), std::move(done));
+  if (ordering_->take(timeout, op, done))
+    return;
   std::visit(
     [this, timeout, &done](auto& x) {
       using Op = std::decay_t<decltype(x)>;
@@ -169,37 +171,23 @@ void coordinator_state::wait_for(caf::timespan timeout, std::string name,
 
 void coordinator_state::barrier(caf::timespan timeout,
                                 reply_fn<ok_atom> done) {
-  if (!processes)
-    return done(ok_atom::value); // one process: every process is here
-  if (!services())
-    return agree(timeout, "barrier", {}, std::move(done));
-  // Services mode, applied in its turn: apply_ordered counted the arrival
-  // (arrive_at_barrier); never reached.
-  done(make_error(errc::invalid_argument,
-                  "a barrier of services mode runs in its turn only"));
+  ordering_->barrier(timeout, std::move(done));
 }
 
-void coordinator_state::arrive_at_barrier(int origin,
-                                          std::shared_ptr<ticket> owner,
-                                          std::function<void()> finished) {
-  reply_fn<ok_atom> done;
-  caf::timespan left = caf::timespan::max();
-  if (owner && !owner->answered) {
-    if (auto* fn = std::get_if<reply_fn<ok_atom>>(&owner->done)) {
-      done = std::move(*fn);
-      owner->answered = true;
-      if (owner->timeout != caf::timespan::max())
-        left = owner->timeout
-               - std::chrono::duration_cast<caf::timespan>(
-                 operation_deadlines::clock::now() - owner->since);
-      if (left < caf::timespan{0})
-        left = caf::timespan{0};
-    }
-  }
-  // The turn ends now: the other processes' barriers come after it.
-  waits_.set_processes(processes->processes);
-  waits_.arrived(origin, std::move(done), left);
-  finished();
+void coordinator_state::choose_ordering() {
+  if (processes && processes->submit_sequenced)
+    ordering_ = std::make_unique<services_ordering>(
+      *this, processes->submit_sequenced);
+  else
+    ordering_ = make_plain_ordering(*this, processes.has_value());
+}
+
+void coordinator_state::agree_outcome(caf::timespan timeout, std::string what,
+                                      caf::error local,
+                                      reply_fn<ok_atom> done) {
+  if (!ordering_->every_process_takes_part())
+    return local ? done(std::move(local)) : done(ok_atom::value);
+  agree(timeout, std::move(what), std::move(local), std::move(done));
 }
 
 } // namespace varsync

@@ -156,8 +156,7 @@ void coordinator_state::metrics(caf::timespan timeout,
     m.local_adds_dropped = local_adds_dropped_->load();
     m.writes_sent = writes_sent_;
     m.write_groups = write_groups_;
-    m.services_inline_bytes = services_inline_bytes_;
-    m.services_data_plane_bytes = services_data_plane_bytes_;
+    ordering_->report(m);
     m.stall_threshold_seconds = seconds_of(record_.stall_threshold());
     if (processes && processes->rounds) {
       m.process_rounds = processes->rounds->snapshot();

@@ -29,6 +29,7 @@
 #include "actors/coordinator_metrics.hpp"
 #include "actors/coordinator_waits.hpp"
 #include "actors/operation_deadlines.hpp"
+#include "actors/ordering.hpp"
 #include "core/small_object_pool.hpp"
 #include "devices/memory_budget.hpp"
 #include "sync/scatter_update.hpp"
@@ -105,26 +106,18 @@ public:
   };
   std::optional<process_layout> processes;
 
-  // -- services mode (cluster_mode::services, actors/coordinator_sequenced.cpp)
+  /// Chooses how operations are ordered across processes (actors/
+  /// ordering.hpp), once `processes` is set.
+  void choose_ordering();
 
-  /// An operation that process 0 ordered: applied after every one ordered
-  /// before it, in every process alike; its caller waits in the process
-  /// that issued it.
-  void on_sequenced(sequenced_operation op);
-  /// The sequencer cannot be reached any more: waiting callers and later
-  /// cross-replica operations fail with replica_failed.
-  void on_sequencer_down(caf::error reason);
   /// The message to self of the group commit (actors/coordinator_writes.cpp):
   /// the writes queued behind the mailbox's messages leave.
   void on_flush_writes();
   /// The outcome of an operation that every process runs together in
-  /// training mode (a step, a checkpoint): agree(); `local` in services
-  /// mode, where it runs in the issuing process alone.
+  /// training mode (a step, a checkpoint): agree(); `local` where the
+  /// issuing process runs it alone (services mode).
   void agree_outcome(caf::timespan timeout, std::string what, caf::error local,
                      reply_fn<ok_atom> done);
-  bool services() const {
-    return processes && static_cast<bool>(processes->submit_sequenced);
-  }
 
 private:
   /// destroy() runs again once the processes agreed.
@@ -185,15 +178,8 @@ public:
   }
 
   static constexpr size_t max_in_flight = 64;
-  /// Across processes in training mode every process must start its
-  /// collectives in one order (P4), and an operation may wait inside the
-  /// coordinator (a read behind a write, a step behind its replicas, an
-  /// update between its two rounds): there operations run one at a time,
-  /// in the order they arrived, so that concurrent async calls issued alike
-  /// everywhere meet alike. Services mode orders them through process 0.
-  size_t in_flight_limit() const {
-    return processes && !services() ? 1 : max_in_flight;
-  }
+  /// The ordering's (training mode: 1, P4).
+  size_t in_flight_limit() const { return ordering_->in_flight_limit(); }
 
   // -- operations; `done` runs on the coordinator's thread -------------------
 
@@ -306,52 +292,8 @@ public:
   void shutdown();
 
 private:
-  // -- services mode ---------------------------------------------------------
+  friend class services_ordering;
 
-  /// A caller waiting for its operation to come back from the sequencer.
-  struct ticket : expirable {
-    operation_deadlines::clock::time_point since;
-    caf::timespan timeout;
-    operation_deadlines::handle deadline;
-    bool watched = false;
-    /// The caller has its answer (the deadline passed first).
-    bool answered = false;
-    completion done;
-    /// The operation's bulk data, kept here while the operation travels
-    /// without it (defer_payload); this process broadcasts it at the
-    /// operation's turn.
-    held_payload payload;
-    void answer(caf::error err);
-    void expire() override;
-  };
-  /// In services mode an operation issued here goes to the sequencer
-  /// first; one that the coordinator applies in order runs here.
-  bool sequencing() const { return services() && !replaying_; }
-  /// Whether `op`, issued here in services mode, goes to the sequencer.
-  bool orders_through_sequencer(const operation& op);
-  /// Services mode after process 0 was lost: lookup, list, local_values
-  /// and reads of mirrored variables answer from this process (P3), the
-  /// rest fail with the sequencer's failure.
-  bool answers_locally_without_sequencer(uint64_t id);
-  /// Hands `op` to the sequencer; `done` runs when it was applied here in
-  /// its turn (or failed).
-  void sequence(caf::timespan timeout, operation op, completion done);
-  /// Applies the ordered operations one after the other.
-  void run_sequenced();
-  void replay(sequenced_operation op);
-  /// The ordered operation `op` runs here (its data back in it); `owner`
-  /// is its ticket where it was issued here, `finished` ends its turn.
-  void apply_ordered(sequenced_operation op, std::shared_ptr<ticket> owner,
-                     std::function<void()> finished);
-  /// Every process receives the deferred data of `op` from the process
-  /// that issued it (one collective round through the process group),
-  /// then applies it; a failure fails the operation on every process.
-  void receive_payload(sequenced_operation op, std::shared_ptr<ticket> owner,
-                       std::function<void()> finished);
-  /// P14 in services mode: process `origin`'s barrier came in its turn;
-  /// `owner` is its caller's ticket where it was issued here.
-  void arrive_at_barrier(int origin, std::shared_ptr<ticket> owner,
-                         std::function<void()> finished);
   /// The description of the variable named `name` if it exists (and its
   /// creation completed) here, else null.
   shared_variable_info existing(const std::string& name) const;
@@ -360,26 +302,8 @@ private:
     waits_.appeared(info);
   }
 
-  /// Runs `f`, the rest of an operation after a wait, as part of the
-  /// operation it continues: it never goes to the sequencer again.
-  template <class F>
-  void resumed(F&& f) {
-    auto saved = replaying_;
-    replaying_ = true;
-    f();
-    replaying_ = saved;
-  }
-
-  std::unordered_map<uint64_t, std::unique_ptr<ticket>> tickets_;
-  uint64_t tickets_issued_ = 0;
-  std::deque<sequenced_operation> ordered_;
-  /// An ordered operation is being applied.
-  bool applying_ordered_ = false;
-  /// Set while an ordered operation starts (synchronously): the operation
-  /// runs here instead of going to the sequencer again.
-  bool replaying_ = false;
-  caf::error sequencer_failure_;
-  uint64_t last_sequence_ = 0;
+  /// How operations are ordered across processes (chosen once).
+  std::unique_ptr<ordering> ordering_;
 
   /// A cross-replica read waiting for the writes of its variable that were
   /// dispatched before it (W8).
@@ -516,8 +440,6 @@ private:
   /// Metrics: writes and runs sent.
   uint64_t writes_sent_ = 0;
   uint64_t write_groups_ = 0;
-  uint64_t services_inline_bytes_ = 0;
-  uint64_t services_data_plane_bytes_ = 0;
 
   /// The update after its checks (and, across processes, agreement).
   void dispatch_update(caf::timespan timeout, uint64_t id, update_op op,

@@ -73,7 +73,7 @@ void coordinator_state::run_step_collective(
   reply_fn<std::vector<tensor>> done) {
   auto request = std::move(reports.front().collective);
   const auto what = "the step's " + varsync::describe(request);
-  if (services())
+  if (!ordering_->every_process_takes_part())
     return done(make_error(
       errc::invalid_argument,
       what + ": a collective inside a step needs the replicas of every "

@@ -94,7 +94,7 @@ void coordinator_state::finish_step(caf::timespan timeout,
   if (first.empty())
     return agree_outcome(timeout, "step with no updates", {},
                          std::move(done));
-  if (services())
+  if (!ordering_->every_process_takes_part())
     return fail(make_error(
       errc::invalid_argument,
       "the step updates ON_WRITE variable " + name_of(first[0].variable_id)
@@ -168,7 +168,7 @@ void coordinator_state::all_reduce(caf::timespan timeout, reduce_op op,
   auto fail = [&](caf::error err) {
     fail_agreed(timeout, what, std::move(err), std::move(done));
   };
-  if (services())
+  if (!ordering_->every_process_takes_part())
     return done(make_error(
       errc::invalid_argument,
       what + ": per-replica values need every process to call all_reduce "

@@ -173,7 +173,7 @@ void coordinator_state::destroy(caf::timespan timeout, uint64_t id,
                    if (!r)
                      return done(std::move(r.error()));
                    destroy_agreed_ = true;
-                   resumed([&] { destroy(timeout, id, std::move(done)); });
+                   destroy(timeout, id, std::move(done));
                    destroy_agreed_ = false;
                  });
   }

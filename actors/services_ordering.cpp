@@ -1,26 +1,24 @@
-// The coordinator in services mode (cluster_mode::services): a cross-replica
-// operation issued here travels to process 0's sequencer as data and comes
-// back numbered; every process applies the numbered operations one after
-// the other, so that all of them see one order (W8 across processes, P2).
-// The operation then runs exactly as in training mode, agreement round
-// included, because every process now issues it at the same point.
+// The ordering of services mode (actors/services_ordering.hpp).
 
-#include "actors/coordinator_state.hpp"
+#include "actors/services_ordering.hpp"
 
 #include <string>
 #include <utility>
 
+#include "actors/coordinator_state.hpp"
 #include "core/logging.hpp"
 #include "varsync/error.hpp"
+#include "varsync/metrics.hpp"
 
 namespace varsync {
 
-void coordinator_state::ticket::answer(caf::error err) {
+
+void services_ordering::ticket::answer(caf::error err) {
   answered = true;
   fail(done, std::move(err));
 }
 
-void coordinator_state::ticket::expire() {
+void services_ordering::ticket::expire() {
   watched = false;
   // The operation may still come back: it then fails everywhere on this
   // deadline (replay() runs it with the time the caller gave it).
@@ -31,7 +29,7 @@ void coordinator_state::ticket::expire() {
                     "changed"));
 }
 
-bool coordinator_state::orders_through_sequencer(const operation& op) {
+bool services_ordering::orders_through_sequencer(const operation& op) {
   if (!sequenceable(op))
     return false;
   if (!sequencer_failure_)
@@ -43,26 +41,30 @@ bool coordinator_state::orders_through_sequencer(const operation& op) {
       || std::holds_alternative<ops::list>(op)
       || std::holds_alternative<ops::local_values>(op))
     return false;
-  if (auto* x = std::get_if<ops::read>(&op))
-    return !answers_locally_without_sequencer(x->variable);
+  // Mirrored components are equal in every process (W7): this process's
+  // answer is the answer. Aggregated reads need the others.
+  if (auto* x = std::get_if<ops::read>(&op)) {
+    auto e = c_.find(x->variable);
+    return !(e && (*e)->policy()->mirrored());
+  }
   return true;
 }
 
-void coordinator_state::sequence(caf::timespan timeout, operation value,
+void services_ordering::sequence(caf::timespan timeout, operation value,
                                  completion done) {
   if (sequencer_failure_)
     return fail(done, sequencer_failure_);
-  auto left = remaining(timeout, name_of(value));
+  auto left = c_.remaining(timeout, name_of(value));
   if (!left)
     return fail(done, std::move(left.error()));
   auto t = std::make_unique<ticket>();
   t->since = operation_deadlines::clock::now()
              - std::chrono::duration_cast<operation_deadlines::clock::duration>(
-               queued_for_);
+               c_.queued_for_);
   t->timeout = timeout;
   t->done = std::move(done);
   if (*left != caf::timespan::max()) {
-    t->deadline = watch(*left, t.get());
+    t->deadline = c_.watch(*left, t.get());
     t->watched = true;
   }
   auto op = make_sequenced(std::move(value));
@@ -70,22 +72,20 @@ void coordinator_state::sequence(caf::timespan timeout, operation value,
   // Bulk data stays here and moves through the data plane at the
   // operation's turn; the sequencer and CAF carry its description only.
   if (defer_payload(op, t->payload))
-    services_data_plane_bytes_ += static_cast<uint64_t>(
+    data_plane_bytes_ += static_cast<uint64_t>(
       payload_bytes(op.deferred));
   else
-    services_inline_bytes_ += inline_payload_bytes(op);
+    inline_bytes_ += inline_payload_bytes(op);
   tickets_.emplace(op.ticket, std::move(t));
-  processes->submit_sequenced(std::move(op));
+  submit_(std::move(op));
 }
 
-void coordinator_state::on_sequenced(sequenced_operation op) {
-  if (!services())
-    return; // V4: not expected here
+void services_ordering::ordered(sequenced_operation op) {
   ordered_.push_back(std::move(op));
   run_sequenced();
 }
 
-void coordinator_state::run_sequenced() {
+void services_ordering::run_sequenced() {
   // An operation that completes at once (lookup) lets the loop go on; one
   // that completes later starts the next from its completion.
   while (!applying_ordered_ && !ordered_.empty()) {
@@ -95,7 +95,7 @@ void coordinator_state::run_sequenced() {
   }
 }
 
-void coordinator_state::replay(sequenced_operation op) {
+void services_ordering::replay(sequenced_operation op) {
   if (op.sequence != last_sequence_ + 1)
     log()->error("services mode: operation {} arrived after {}; applying it "
                  "in the order it arrived",
@@ -104,12 +104,12 @@ void coordinator_state::replay(sequenced_operation op) {
   // The caller waits in the process that issued the operation; elsewhere
   // the outcome is dropped (each process reports it to its own log only).
   std::unique_ptr<ticket> t;
-  if (op.origin == processes->rank) {
+  if (op.origin == c_.processes->rank) {
     if (auto i = tickets_.find(op.ticket); i != tickets_.end()) {
       t = std::move(i->second);
       tickets_.erase(i);
       if (t->watched)
-        unwatch(t->deadline);
+        c_.unwatch(t->deadline);
     }
   }
   applying_ordered_ = true;
@@ -129,7 +129,7 @@ void coordinator_state::replay(sequenced_operation op) {
   *running = false;
 }
 
-void coordinator_state::apply_ordered(sequenced_operation op,
+void services_ordering::apply_ordered(sequenced_operation op,
                                       std::shared_ptr<ticket> owner,
                                       std::function<void()> finished) {
   if (std::holds_alternative<ops::barrier>(op.op))
@@ -154,41 +154,41 @@ void coordinator_state::apply_ordered(sequenced_operation op,
     },
     op.op);
   auto since = owner ? owner->since : operation_deadlines::clock::now();
-  auto timeout = owner ? owner->timeout : default_timeout_;
+  auto timeout = owner ? owner->timeout : c_.default_timeout_;
   auto saved = replaying_;
   replaying_ = true;
-  run_requested_at(since, [&] {
-    execute(timeout, std::move(op.op), std::move(done));
+  c_.run_requested_at(since, [&] {
+    c_.execute(timeout, std::move(op.op), std::move(done));
   });
   replaying_ = saved;
 }
 
-void coordinator_state::receive_payload(sequenced_operation op,
+void services_ordering::receive_payload(sequenced_operation op,
                                         std::shared_ptr<ticket> owner,
                                         std::function<void()> finished) {
   const auto since = owner ? owner->since : operation_deadlines::clock::now();
-  auto timeout = owner ? owner->timeout : default_timeout_;
+  auto timeout = owner ? owner->timeout : c_.default_timeout_;
   const auto what = std::string{"the data of "} + name_of(op.op)
                     + " from process " + std::to_string(op.origin);
   // Every process takes part in the round whatever fails here, so that
   // all of them fail the operation alike.
   caf::error local;
-  run_requested_at(since, [&] {
-    if (auto left = remaining(timeout, "the data of an operation"))
+  c_.run_requested_at(since, [&] {
+    if (auto left = c_.remaining(timeout, "the data of an operation"))
       timeout = *left;
     else
       local = std::move(left.error());
   });
   const auto bytes = payload_bytes(op.deferred);
   if (!local && (bytes < 0 || op.origin < 0
-                 || op.origin >= processes->processes))
+                 || op.origin >= c_.processes->processes))
     local = make_error(errc::replica_failed,
                        what + ": the operation describes data no operation "
                               "can have; nothing was changed");
   if (!local)
-    local = budget_.check(static_cast<uint64_t>(bytes), what);
+    local = c_.budget_.check(static_cast<uint64_t>(bytes), what);
   held_payload mine;
-  if (!local && op.origin == processes->rank) {
+  if (!local && op.origin == c_.processes->rank) {
     if (owner)
       mine = std::move(owner->payload);
     if (!owner || mine.value.type() != op.deferred.type
@@ -198,14 +198,14 @@ void coordinator_state::receive_payload(sequenced_operation op,
                          what + ": this process no longer holds the data it "
                                 "issued; nothing was changed");
   }
-  auto plan = new_plan(what);
+  auto plan = c_.new_plan(what);
   plan->local_error = local;
   if (!local) {
     auto& value = plan->add_item();
     value.type = op.deferred.type;
     value.count = element_count(op.deferred.shape);
     value.from_process = op.origin;
-    value.result = op.origin == processes->rank
+    value.result = op.origin == c_.processes->rank
                      ? std::move(mine.value)
                      : tensor::empty(op.deferred.type, op.deferred.shape);
     if (std::holds_alternative<ops::scatter>(op.op)) {
@@ -214,12 +214,12 @@ void coordinator_state::receive_payload(sequenced_operation op,
       indices.count = op.deferred.indices;
       indices.from_process = op.origin;
       indices.result
-        = op.origin == processes->rank
+        = op.origin == c_.processes->rank
             ? tensor::from_vector<int64_t>({op.deferred.indices}, mine.indices)
             : tensor::empty(dtype::int64, {op.deferred.indices});
     }
   }
-  run_collective(
+  c_.run_collective(
     timeout, plan,
     [this, plan, op = std::move(op), owner,
      finished = std::move(finished)](caf::expected<ok_atom> r) mutable {
@@ -237,43 +237,88 @@ void coordinator_state::receive_payload(sequenced_operation op,
     });
 }
 
-bool coordinator_state::answers_locally_without_sequencer(uint64_t id) {
-  if (!sequencer_failure_)
-    return false;
-  // Mirrored components are equal in every process (W7): this process's
-  // answer is the answer. Aggregated reads need the others.
-  auto e = find(id);
-  return e && (*e)->policy()->mirrored();
-}
-
-void coordinator_state::on_sequencer_down(caf::error reason) {
-  if (sequencer_failure_ || !services())
+void services_ordering::lost(caf::error reason) {
+  if (sequencer_failure_)
     return;
   sequencer_failure_ = make_error(
     errc::replica_failed,
     "process 0, which orders the cross-replica operations of services mode, "
     "cannot be reached ("
-      + self_->system().render(reason)
+      + c_.self_->system().render(reason)
       + "); cross-replica operations fail from now on");
   log()->error("services mode: {}", varsync::describe(sequencer_failure_));
   // Callers still waiting never get their operation back.
-  waits_.fail_barriers(sequencer_failure_);
+  c_.waits_.fail_barriers(sequencer_failure_);
   auto waiting = std::move(tickets_);
   tickets_.clear();
   for (auto& [number, t] : waiting) {
     if (t->watched)
-      unwatch(t->deadline);
+      c_.unwatch(t->deadline);
     if (!t->answered)
       t->answer(sequencer_failure_);
   }
 }
 
-void coordinator_state::agree_outcome(caf::timespan timeout, std::string what,
-                                      caf::error local,
-                                      reply_fn<ok_atom> done) {
-  if (services())
-    return local ? done(std::move(local)) : done(ok_atom::value);
-  agree(timeout, std::move(what), std::move(local), std::move(done));
+services_ordering::services_ordering(
+  coordinator_state& coordinator,
+  std::function<void(sequenced_operation)> submit)
+  : c_(coordinator), submit_(std::move(submit)) {
+}
+
+services_ordering::~services_ordering() {
+  // The deadlines of waiting tickets die with the coordinator; their
+  // callbacks, dropped unanswered, tell their callers it shut down.
+}
+
+size_t services_ordering::in_flight_limit() const {
+  return coordinator_state::max_in_flight;
+}
+
+bool services_ordering::take(caf::timespan timeout, operation& op,
+                             completion& done) {
+  // An ordered operation runs here when it comes back: never again to the
+  // sequencer.
+  if (replaying_ || !orders_through_sequencer(op))
+    return false;
+  sequence(timeout, std::move(op), std::move(done));
+  return true;
+}
+
+void services_ordering::barrier(caf::timespan, reply_fn<ok_atom> done) {
+  // Ordered barriers come back through apply_ordered (arrive_at_barrier);
+  // one that runs now is one the sequencer could not take.
+  done(sequencer_failure_
+         ? sequencer_failure_
+         : make_error(errc::invalid_argument,
+                      "a barrier of services mode runs in its turn only"));
+}
+
+void services_ordering::report(strategy_metrics& m) const {
+  m.services_inline_bytes = inline_bytes_;
+  m.services_data_plane_bytes = data_plane_bytes_;
+}
+
+void services_ordering::arrive_at_barrier(int origin,
+                                          std::shared_ptr<ticket> owner,
+                                          std::function<void()> finished) {
+  reply_fn<ok_atom> done;
+  caf::timespan left = caf::timespan::max();
+  if (owner && !owner->answered) {
+    if (auto* fn = std::get_if<reply_fn<ok_atom>>(&owner->done)) {
+      done = std::move(*fn);
+      owner->answered = true;
+      if (owner->timeout != caf::timespan::max())
+        left = owner->timeout
+               - std::chrono::duration_cast<caf::timespan>(
+                 operation_deadlines::clock::now() - owner->since);
+      if (left < caf::timespan{0})
+        left = caf::timespan{0};
+    }
+  }
+  // The turn ends now: the other processes' barriers come after it.
+  c_.waits_.set_processes(c_.processes->processes);
+  c_.waits_.arrived(origin, std::move(done), left);
+  finished();
 }
 
 } // namespace varsync
