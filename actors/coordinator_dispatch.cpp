@@ -160,9 +160,10 @@ void coordinator_state::wait_for(caf::timespan timeout, std::string name,
   auto left = remaining(timeout, "wait_for_variable");
   if (!left)
     return done(std::move(left.error()));
-  if (waits_.names_waiting() >= max_queued_operations_)
+  if (waits_.names_waiting() >= admission_.max_queued_operations())
     return done(make_error(errc::overloaded,
-                           "refused: " + std::to_string(max_queued_operations_)
+                           "refused: "
+                             + std::to_string(admission_.max_queued_operations())
                              + " callers already wait for variables "
                                "(max_queued_operations); nothing was "
                                "changed, retry later"));
@@ -180,6 +181,7 @@ void coordinator_state::choose_ordering() {
       *this, processes->submit_sequenced);
   else
     ordering_ = make_plain_ordering(*this, processes.has_value());
+  admission_.set_in_flight_limit(ordering_->in_flight_limit());
 }
 
 void coordinator_state::agree_outcome(caf::timespan timeout, std::string what,

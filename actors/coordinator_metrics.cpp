@@ -146,9 +146,9 @@ void coordinator_state::metrics(caf::timespan timeout,
     m.collectives = collectives_run_;
     m.collective_seconds = seconds_of(record_.collective_time);
     m.bytes_moved = record_.bytes_moved;
-    m.in_flight = in_flight_;
-    m.queued_operations = waiting_.size();
-    m.queued_bytes = queued_bytes_;
+    m.in_flight = admission_.in_flight();
+    m.queued_operations = admission_.queued();
+    m.queued_bytes = admission_.queued_bytes();
     m.completed = record_.completed();
     m.refusals = record_.refusals();
     m.deadlines_hit = record_.deadlines();

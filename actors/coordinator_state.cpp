@@ -40,8 +40,7 @@ coordinator_state::coordinator_state(self_pointer self,
     budget_(std::move(budget)),
     replica_failures_(replicas_.size()),
     default_timeout_(default_timeout),
-    max_queued_operations_(max_queued_operations),
-    max_queued_bytes_(max_queued_bytes),
+    admission_(max_queued_operations, max_queued_bytes),
     local_adds_dropped_(std::move(local_adds_dropped)) {
   if (!local_adds_dropped_)
     local_adds_dropped_ = std::make_shared<std::atomic<uint64_t>>(0);
@@ -128,18 +127,19 @@ uint64_t coordinator_state::host_copies_bytes(uint64_t nbytes) const {
 
 caf::expected<caf::timespan>
 coordinator_state::remaining(caf::timespan timeout, const char* what) const {
-  if (timeout == caf::timespan::max() || queued_for_.count() == 0)
+  const auto queued_for = admission_.queued_for();
+  if (timeout == caf::timespan::max() || queued_for.count() == 0)
     return timeout;
-  if (queued_for_ >= timeout)
+  if (queued_for >= timeout)
     return make_error(errc::timeout,
                       std::string{what} + " waited "
                         + std::to_string(std::chrono::duration_cast<
-                                           std::chrono::milliseconds>(queued_for_)
+                                           std::chrono::milliseconds>(queued_for)
                                            .count())
                         + " ms for admission behind other operations, past "
                           "its deadline; it was not started, nothing was "
                           "changed");
-  return timeout - queued_for_;
+  return timeout - queued_for;
 }
 
 void coordinator_state::pending_read::expire() {
@@ -230,46 +230,10 @@ void coordinator_state::on_deadline_tick() {
 // -- admission -----------------------------------------------------------------
 
 caf::error coordinator_state::refuse_if_full(size_t bytes) const {
-  if (in_flight_ < in_flight_limit() && waiting_.empty())
-    return {}; // runs at once
-  if (waiting_.size() >= max_queued_operations_) {
+  auto err = admission_.refuse_if_full(bytes);
+  if (err)
     record_.refused();
-    return make_error(errc::overloaded,
-                      "refused: " + std::to_string(waiting_.size())
-                        + " requests already wait for the coordinator "
-                          "(max_queued_operations); nothing was changed, "
-                          "retry later");
-  }
-  // A request larger than the bound alone still waits in an empty queue.
-  if (!waiting_.empty() && queued_bytes_ + bytes > max_queued_bytes_) {
-    record_.refused();
-    return make_error(errc::overloaded,
-                      "refused: the requests waiting for the coordinator "
-                      "hold "
-                        + std::to_string(queued_bytes_)
-                        + " bytes of tensors (max_queued_bytes "
-                        + std::to_string(max_queued_bytes_)
-                        + "); nothing was changed, retry later");
-  }
-  return {};
-}
-
-void coordinator_state::release_slot() {
-  --in_flight_;
-  if (draining_)
-    return; // the loop below, further up the stack, starts the next one
-  draining_ = true;
-  while (in_flight_ < in_flight_limit() && !waiting_.empty()) {
-    auto next = std::move(waiting_.front());
-    waiting_.pop_front();
-    queued_bytes_ -= next.bytes;
-    ++in_flight_;
-    queued_for_ = std::chrono::duration_cast<caf::timespan>(
-      operation_deadlines::clock::now() - next.since);
-    next.run();
-    queued_for_ = caf::timespan{0};
-  }
-  draining_ = false;
+  return err;
 }
 
 } // namespace varsync

@@ -26,6 +26,7 @@
 #include <caf/timespan.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/admission.hpp"
 #include "actors/coordinator_metrics.hpp"
 #include "actors/coordinator_waits.hpp"
 #include "actors/operation_deadlines.hpp"
@@ -127,31 +128,15 @@ public:
 
   // -- admission -------------------------------------------------------------
 
-  /// Runs `op` now if fewer than in_flight_limit() operations are in flight
-  /// and none is waiting, else queues it (FIFO). CAF 0.17 keeps pending
-  /// responses in a flat map searched linearly, so thousands of operations
-  /// in flight made each reply O(n) (measured: 85% of the time of a burst of
-  /// 10,000 async creates). The operation must call release_slot() once
-  /// when it completes. A template so that an operation admitted at once
-  /// runs without being wrapped in a std::function (an allocation per call).
-  /// `bytes`: the size of the operation's tensor arguments, counted while
-  /// it waits.
+  /// Runs `op` now or queues it (actors/admission.hpp); `op` must call
+  /// release_slot() once when it completes.
   template <class F>
   void admit(F&& op, size_t bytes = 0) {
-    if (in_flight_ < in_flight_limit() && waiting_.empty()) {
-      ++in_flight_;
-      op();
-      return;
-    }
-    queued_bytes_ += bytes;
-    waiting_.push_back({operation_deadlines::clock::now(),
-                        std::function<void()>{std::forward<F>(op)}, bytes});
+    admission_.admit(std::forward<F>(op), bytes);
   }
-  /// `overloaded` if an actor request of `bytes` would have to wait and the
-  /// admission queue already holds max_queued_operations requests or the
-  /// bytes would pass max_queued_bytes (V3): refused at once, not queued.
+  /// V3: `overloaded` if a request of `bytes` would wait in a full queue.
   caf::error refuse_if_full(size_t bytes) const;
-  void release_slot();
+  void release_slot() { admission_.release(); }
   /// A blocking caller gave up on an operation before it started (its
   /// deadline passed): counted as a deadline hit.
   void note_abandoned() { record_.deadline_missed(); }
@@ -160,12 +145,7 @@ public:
   /// admission queue is not granted twice.
   template <class F>
   void run_requested_at(std::chrono::steady_clock::time_point since, F&& op) {
-    auto saved = queued_for_;
-    auto waited = std::chrono::duration_cast<caf::timespan>(
-      std::chrono::steady_clock::now() - since);
-    queued_for_ = std::max(saved, waited);
-    op();
-    queued_for_ = saved;
+    admission_.run_requested_at(since, std::forward<F>(op));
   }
   /// Wraps `done` so that it releases the operation's slot first.
   template <class T>
@@ -179,7 +159,7 @@ public:
 
   static constexpr size_t max_in_flight = 64;
   /// The ordering's (training mode: 1, P4).
-  size_t in_flight_limit() const { return ordering_->in_flight_limit(); }
+  size_t in_flight_limit() const { return admission_.in_flight_limit(); }
 
   // -- operations; `done` runs on the coordinator's thread -------------------
 
@@ -574,22 +554,11 @@ private:
   std::pmr::unordered_map<uint64_t, entry> entries_{&variable_nodes_};
   /// Keys view the names in the entries' descriptions (erased first).
   std::pmr::unordered_map<std::string_view, uint64_t> names_{&variable_nodes_};
-  size_t in_flight_ = 0;
-  bool draining_ = false;
-  struct waiting_operation {
-    operation_deadlines::clock::time_point since;
-    std::function<void()> run;
-    size_t bytes = 0;
-  };
-  std::deque<waiting_operation> waiting_;
-  size_t queued_bytes_ = 0;
-  size_t max_queued_operations_;
-  size_t max_queued_bytes_;
+  /// Which operations run now and which wait (V3).
+  admission admission_;
   /// Fire-and-forget local adds the replicas refused or could not apply
   /// (shared with them; reported by describe()).
   std::shared_ptr<std::atomic<uint64_t>> local_adds_dropped_;
-  /// How long the operation now being started waited for admission.
-  caf::timespan queued_for_{0};
   operation_deadlines deadlines_;
   /// Callers waiting for a variable to exist or for a barrier.
   coordinator_waits waits_{

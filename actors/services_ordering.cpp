@@ -60,7 +60,7 @@ void services_ordering::sequence(caf::timespan timeout, operation value,
   auto t = std::make_unique<ticket>();
   t->since = operation_deadlines::clock::now()
              - std::chrono::duration_cast<operation_deadlines::clock::duration>(
-               c_.queued_for_);
+               c_.admission_.queued_for());
   t->timeout = timeout;
   t->done = std::move(done);
   if (*left != caf::timespan::max()) {
