@@ -94,10 +94,10 @@ void coordinator_state::note_step_round(const reply_times& times,
 void coordinator_state::count_step_updates(
   const std::vector<recorded_update>& ys, uint64_t seq, caf::timespan waited) {
   for (auto& y : ys) {
-    auto i = entries_.find(y.variable_id);
-    if (i == entries_.end() || i->second.counts().last_step == seq)
+    auto* e = variables_.any(y.variable_id);
+    if (e == nullptr || e->counts().last_step == seq)
       continue;
-    auto& u = i->second.counts();
+    auto& u = e->counts();
     u.last_step = seq;
     ++u.steps_updated;
     u.waiting += waited;
@@ -115,10 +115,10 @@ void coordinator_state::count_collective(
     const auto bytes = static_cast<uint64_t>(item.count) * size_of(item.type)
                        * static_cast<uint64_t>(plan.num_replicas);
     record_.bytes_moved += bytes;
-    auto i = entries_.find(item.variable_id);
-    if (i == entries_.end())
+    auto* e = variables_.any(item.variable_id);
+    if (e == nullptr)
       continue;
-    auto& u = i->second.counts();
+    auto& u = e->counts();
     ++u.collectives;
     u.bytes_moved += bytes;
     u.collective_time += took;
@@ -163,7 +163,7 @@ void coordinator_state::metrics(caf::timespan timeout,
       m.waiting_for_processes_seconds = processes->rounds->waited_seconds();
     }
     std::unordered_map<uint64_t, size_t> at;
-    for (auto& [id, e] : entries_) {
+    for (auto& [id, e] : variables_.entries()) {
       if (!e.ready)
         continue;
       auto& info = *e.info;

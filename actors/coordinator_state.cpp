@@ -72,18 +72,11 @@ void coordinator_state::agree(caf::timespan timeout, std::string what,
 }
 
 caf::expected<coordinator_state::entry*> coordinator_state::find(uint64_t id) {
-  auto i = entries_.find(id);
-  if (i == entries_.end() || !i->second.ready)
-    return make_error(errc::unknown_variable,
-                      "no variable with id " + std::to_string(id)
-                        + " exists in this strategy (destroyed, or never "
-                          "created)");
-  return &i->second;
+  return variables_.find(id);
 }
 
 shared_variable_info coordinator_state::shared_info(uint64_t id) const {
-  auto i = entries_.find(id);
-  return i == entries_.end() ? nullptr : i->second.info;
+  return variables_.shared_info(id);
 }
 
 caf::error coordinator_state::check_replicas() const {
@@ -99,9 +92,7 @@ caf::error coordinator_state::check_replicas() const {
 }
 
 std::string coordinator_state::quoted_name_of(uint64_t id) const {
-  auto i = entries_.find(id);
-  return i == entries_.end() ? "#" + std::to_string(id)
-                             : "'" + i->second.info->name + "'";
+  return variables_.quoted_name_of(id);
 }
 
 caf::error coordinator_state::translate(const caf::error& err,
@@ -142,7 +133,7 @@ coordinator_state::remaining(caf::timespan timeout, const char* what) const {
   return timeout - queued_for;
 }
 
-void coordinator_state::pending_read::expire() {
+void pending_read::expire() {
   if (finished)
     return;
   finished = true;
@@ -153,11 +144,11 @@ void coordinator_state::pending_read::expire() {
 }
 
 void coordinator_state::write_done(uint64_t id) {
-  auto i = entries_.find(id);
-  if (i == entries_.end())
+  auto* e = variables_.any(id);
+  if (e == nullptr)
     return;
-  if (i->second.writes_in_flight > 0 && --i->second.writes_in_flight == 0)
-    flush_reads(i->second);
+  if (e->writes_in_flight > 0 && --e->writes_in_flight == 0)
+    flush_reads(*e);
 }
 
 void coordinator_state::flush_reads(entry& e) {

@@ -31,6 +31,7 @@
 #include "actors/coordinator_waits.hpp"
 #include "actors/operation_deadlines.hpp"
 #include "actors/ordering.hpp"
+#include "actors/variable_registry.hpp"
 #include "core/small_object_pool.hpp"
 #include "devices/memory_budget.hpp"
 #include "sync/scatter_update.hpp"
@@ -285,45 +286,7 @@ private:
   /// How operations are ordered across processes (chosen once).
   std::unique_ptr<ordering> ordering_;
 
-  /// A cross-replica read waiting for the writes of its variable that were
-  /// dispatched before it (W8).
-  struct pending_read : expirable {
-    operation_deadlines::clock::time_point since;
-    caf::timespan timeout;
-    operation_deadlines::handle deadline;
-    bool watched = false;
-    bool finished = false;
-    /// Runs the read again with the time that is left.
-    std::function<void(caf::timespan)> rerun;
-    /// Fails the read.
-    std::function<void(caf::error)> fail;
-    void expire() override;
-  };
-
-  /// Thousands of variables are common: what an entry holds only while
-  /// it is used lives behind pointers (issue 15's per-variable bound).
-  struct entry {
-    using waiting = std::vector<std::shared_ptr<pending_read>>;
-    /// Shared with this process's replicas (one copy per variable).
-    shared_variable_info info;
-    /// Cross-replica writes dispatched and not yet confirmed by every
-    /// replica; reads wait for them (W8).
-    uint32_t writes_in_flight = 0;
-    bool ready = false;
-    /// Reads waiting for those writes; allocated while some wait.
-    std::unique_ptr<waiting> waiting_reads;
-    /// Metrics (M1-M2); allocated at the first count.
-    std::unique_ptr<variable_usage> usage;
-
-    entry(shared_variable_info i) : info(std::move(i)) {}
-    /// Derived, not stored.
-    const sync_policy* policy() const { return &policy_for(info->sync); }
-    variable_usage& counts() {
-      if (!usage)
-        usage = std::make_unique<variable_usage>();
-      return *usage;
-    }
-  };
+  using entry = variable_entry;
   /// A cross-replica read or update of `e` starts (not when a read runs
   /// again after the writes it waited for).
   void count_cross_read(entry& e) {
@@ -548,12 +511,8 @@ private:
   memory_budget budget_;
   std::vector<caf::error> replica_failures_;
   caf::timespan default_timeout_;
-  /// The nodes of entries_ and names_, which live as long as their
-  /// variables (core/small_object_pool.hpp).
-  small_object_pool variable_nodes_;
-  std::pmr::unordered_map<uint64_t, entry> entries_{&variable_nodes_};
-  /// Keys view the names in the entries' descriptions (erased first).
-  std::pmr::unordered_map<std::string_view, uint64_t> names_{&variable_nodes_};
+  /// The variables of the strategy, by id and by name.
+  variable_registry variables_;
   /// Which operations run now and which wait (V3).
   admission admission_;
   /// Fire-and-forget local adds the replicas refused or could not apply

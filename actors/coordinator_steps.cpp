@@ -106,10 +106,10 @@ void coordinator_state::finish_step(caf::timespan timeout,
   // V4: reports of remote replicas are checked like any message.
   for (auto& u : first)
     if (!is_valid(u.op)) {
-      auto i = entries_.find(u.variable_id);
+      auto* e = variables_.any(u.variable_id);
       return fail(check_update_op(
-        u.op, i == entries_.end() ? "#" + std::to_string(u.variable_id)
-                                  : i->second.info->name));
+        u.op, e == nullptr ? "#" + std::to_string(u.variable_id)
+                           : e->info->name));
     }
   count_step_updates(first, seq, waited);
   // One fused collective applies every update of the step, in issue order.
@@ -369,10 +369,10 @@ void coordinator_state::start_collective(caf::timespan timeout,
           auto k = (*votes)[r];
           if (k < 0)
             continue;
-          auto i
-            = entries_.find(plan->items[static_cast<size_t>(k)].variable_id);
-          auto name = i == entries_.end() ? std::string{"?"}
-                                          : quote_name(i->second.info->name);
+          auto* e
+            = variables_.any(plan->items[static_cast<size_t>(k)].variable_id);
+          auto name = e == nullptr ? std::string{"?"}
+                                   : quote_name(e->info->name);
           failed = unequal_contributions_error(
             name, static_cast<int>(r)
                     + (processes ? processes->first_replica : 0));

@@ -35,7 +35,7 @@ void coordinator_state::create(caf::timespan timeout, variable_spec spec,
   caf::error local;
   if (!info)
     local = std::move(info.error());
-  else if (names_.count(info->name) > 0)
+  else if (variables_.taken(info->name))
     local = make_error(errc::already_exists,
                        "a variable named " + quote_name(info->name)
                          + " already exists in this strategy");
@@ -77,7 +77,7 @@ void coordinator_state::create_here(caf::timespan timeout, variable_spec spec,
                                     variable_info info_value,
                                     reply_fn<shared_variable_info> done) {
   auto info = &info_value;
-  if (names_.count(info->name) > 0) // created meanwhile
+  if (variables_.taken(info->name)) // created meanwhile
     return done(make_error(errc::already_exists,
                            "a variable named " + quote_name(info->name)
                              + " already exists in this strategy"));
@@ -95,8 +95,7 @@ void coordinator_state::create_here(caf::timespan timeout, variable_spec spec,
   info->id = next_variable_id();
   auto id = info->id;
   auto shared = make_shared_variable_info(std::move(*info));
-  entries_.emplace(id, entry{shared});
-  names_.emplace(shared->name, id);
+  variables_.add(shared);
   auto initial = std::move(spec.initial_value);
   gather_ok(
     replicas_.size(), timeout,
@@ -107,20 +106,19 @@ void coordinator_state::create_here(caf::timespan timeout, variable_spec spec,
     [this, timeout, id, reserved,
      done = std::move(done)](caf::expected<ok_atom> r) {
       memory_budget::release_reserved(reserved);
-      auto i = entries_.find(id);
+      auto* e = variables_.any(id);
       if (!r) {
         // V2: undo the components that were created.
         for (auto& replica : replicas_)
           self_->request(replica, timeout, component_destroy_atom::value, id)
             .then([](ok_atom) {}, [](caf::error&) {});
-        names_.erase(i->second.info->name);
-        entries_.erase(i);
+        variables_.erase(id);
         return done(std::move(r.error()));
       }
-      i->second.ready = true;
-      log()->debug("created variable '{}' (id {})", i->second.info->name, id);
-      variable_appeared(i->second.info);
-      done(i->second.info);
+      e->ready = true;
+      log()->debug("created variable '{}' (id {})", e->info->name, id);
+      variable_appeared(e->info);
+      done(e->info);
     });
 }
 
@@ -134,22 +132,11 @@ void coordinator_state::lookup(const std::string& name,
 }
 
 shared_variable_info coordinator_state::existing(const std::string& name) const {
-  auto i = names_.find(name);
-  if (i == names_.end())
-    return nullptr;
-  auto& e = entries_.at(i->second);
-  return e.ready ? e.info : nullptr;
+  return variables_.existing(name);
 }
 
 void coordinator_state::list(reply_fn<std::vector<variable_info>> done) {
-  std::vector<variable_info> out;
-  out.reserve(entries_.size());
-  for (auto& [id, e] : entries_)
-    if (e.ready)
-      out.push_back(*e.info);
-  std::sort(out.begin(), out.end(),
-            [](auto& a, auto& b) { return a.name < b.name; });
-  done(std::move(out));
+  done(variables_.list());
 }
 
 void coordinator_state::destroy(caf::timespan timeout, uint64_t id,
@@ -177,10 +164,9 @@ void coordinator_state::destroy(caf::timespan timeout, uint64_t id,
                    destroy_agreed_ = false;
                  });
   }
-  names_.erase((*e)->info->name);
   // Reads waiting for this variable's writes run again and find it gone.
   auto waiting = std::move((*e)->waiting_reads);
-  entries_.erase(id);
+  variables_.erase(id);
   if (waiting)
     for (auto& w : *waiting)
       if (!w->finished) {
