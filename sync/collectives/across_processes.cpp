@@ -178,7 +178,7 @@ caf::error finish_small(const collective_plan& plan,
 // order; only process 0's where the item takes replica 0's rows or needs
 // every process's to equal them.
 caf::error exchange_rows(const collective_item& item, const void* mine,
-                         process_group& group,
+                         data_transport& group,
                          std::vector<scatter_rows>& out) {
   const auto width = size_of(item.type) * static_cast<size_t>(item.row_elems);
   const bool only_first = item.first_only || item.require_equal;
@@ -226,7 +226,7 @@ caf::error exchange_rows(const collective_item& item, const void* mine,
 class large_run {
 public:
   large_run(const collective_plan& plan, collective_buffers& buffers,
-            process_group& group, const std::vector<int>& replicas_per_rank,
+            data_transport& group, const std::vector<int>& replicas_per_rank,
             int total_replicas)
     : plan_(plan),
       buffers_(buffers),
@@ -609,7 +609,7 @@ private:
 
   const collective_plan& plan_;
   collective_buffers& buffers_;
-  process_group& group_;
+  data_transport& group_;
   const std::vector<int>& replicas_per_rank_;
   const int total_replicas_;
   const size_t slots_;
@@ -638,7 +638,8 @@ caf::error run_cross_process(const collective_plan& plan,
     return err;
   if (small)
     return finish_small(plan, buffers, all, small->offset, total_replicas);
-  return large_run{plan, buffers, group, replicas_per_rank, total_replicas}
+  return large_run{plan, buffers, group.transport(), replicas_per_rank,
+                   total_replicas}
     .run();
 }
 
@@ -663,7 +664,7 @@ public:
   caf::error run(const collective_plan& plan, collective_buffers& buffers,
                  int, int) override {
     if (!prepared_) { // the driver's own thread, from now on
-      m_.group->block_signals();
+      m_.group->transport().block_signals();
       prepared_ = true;
     }
     auto err = run_cross_process(plan, buffers, *m_.group,

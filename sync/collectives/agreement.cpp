@@ -58,7 +58,8 @@ caf::error agreement_round(const collective_plan& plan, process_group& group,
   }
   std::vector<agreement_message> msgs(static_cast<size_t>(group.size()));
   const auto arrived = std::chrono::steady_clock::now();
-  if (auto err = group.all_gather(&mine_msg, msgs.data(), sizeof(mine_msg)))
+  if (auto err = group.transport().all_gather(&mine_msg, msgs.data(),
+                                              sizeof(mine_msg)))
     return err;
   std::vector<uint32_t> busy;
   for (auto& m : msgs)
@@ -125,7 +126,7 @@ caf::error vote_across_processes(const caf::error& local, process_group& group,
     std::memcpy(mine.text, msg.data(), n);
   }
   std::vector<commit_record> all(static_cast<size_t>(group.size()));
-  if (auto err = group.all_gather(&mine, all.data(), sizeof(mine)))
+  if (auto err = group.transport().all_gather(&mine, all.data(), sizeof(mine)))
     return local ? local : err;
   if (local)
     return local;
