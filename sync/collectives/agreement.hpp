@@ -19,6 +19,7 @@
 #include <caf/error.hpp>
 
 #include "sync/collective_plan.hpp"
+#include "varsync/by_value.hpp"
 #include "sync/process_group.hpp"
 
 namespace varsync {
@@ -54,8 +55,9 @@ enum vote_kind : int32_t {
 /// The agreement round's message: the record, followed by a fixed-size
 /// payload area that small floating plans fill with this process's partial
 /// results (one round instead of two), so that the round has the same size
-/// on every process whatever each one issued.
-constexpr size_t small_payload_limit = 4096;
+/// on every process whatever each one issued. Its size is the by-value
+/// rule's (varsync/by_value.hpp).
+constexpr size_t small_payload_limit = by_value_bytes;
 
 struct agreement_message {
   agreement_record record;
