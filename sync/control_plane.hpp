@@ -3,7 +3,7 @@
 // join (who left, in order or not), services mode's sequencer, and the
 // health that fails every later collective once a process is lost. The
 // data moves elsewhere (sync/data_transport.hpp). The Gloo joiner
-// implements it over CAF's network layer (actors/gloo); a group without one
+// implements it over CAF's network layer (actors/cluster); a group without one
 // (a test's, a transport alone) gets the one below, which does nothing.
 // Thread-safe, non-blocking unless said otherwise.
 

@@ -5,7 +5,7 @@
 // sync/control_plane.hpp). Two transports implement it: a shared memory
 // segment when every process runs on one host (sync/shm) and Gloo over TCP
 // (sync/gloo); the joiner chooses one once, when the group is joined
-// (actors/gloo/gloo_process_group.cpp), and every collective then goes to
+// (actors/cluster/gloo_process_group.cpp), and every collective then goes to
 // it. Blocking: a transport is used from a thread of its own (the
 // strategy's process collective actor), never from a CAF scheduler thread.
 

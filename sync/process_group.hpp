@@ -6,7 +6,7 @@
 // departures, services mode's sequencer, health), plus the figures of its
 // agreement rounds. The transport behind it (Gloo over TCP, or shared
 // memory on one host) registers a joiner when it is linked
-// (actors/gloo/gloo_process_group.cpp), so that single-process programs
+// (actors/cluster/gloo_process_group.cpp), so that single-process programs
 // never link it.
 
 #include <chrono>

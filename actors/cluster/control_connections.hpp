@@ -1,8 +1,8 @@
 #pragma once
 // The control plane's connections between processes: sockets that varsync
-// accepted or opened itself, and whose peer passed the rendezvous handshake
-// (sync/gloo/peer_handshake.hpp), handed to CAF's network layer (BASP). CAF
-// never listens on a port of its own, so no byte reaches it from a peer
+// accepted or opened itself, and whose peer passed the rendezvous
+// handshake (actors/cluster/peer_handshake.hpp), handed to CAF's network
+// layer (BASP). CAF never listens on a port of its own, so no byte reaches it from a peer
 // that did not prove the cluster token. Every connection handed over:
 //   - refuses a message that claims more than control_limits::message_bytes
 //     (CAF 0.17 sizes its read buffer to a header's claim before the

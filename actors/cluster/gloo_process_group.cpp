@@ -4,36 +4,32 @@
 // through it, and the ranks exchange their replica counts. The data plane
 // is chosen once, here: a shared memory segment (sync/shm) when every rank
 // runs on one host, which rank 0 creates and names over Gloo, else the Gloo
-// mesh itself. The control plane (the sequencer's links, departures,
-// health) stays on CAF's network layer. Registered as the process group
-// joiner when this library is linked.
+// mesh itself. The control plane (cluster_control_plane.hpp: the
+// sequencer's links, departures, health) stays on CAF's network layer.
+// Registered as the process group joiner when this library is linked.
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <caf/actor_system.hpp>
-#include <caf/actor_system_config.hpp>
-#include <caf/io/middleman.hpp>
 #include <caf/logger.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
-#include "actors/gloo/control_connections.hpp"
-#include "actors/gloo/operation_sequencer_actor.hpp"
-#include "actors/gloo/rendezvous_gate.hpp"
-#include "actors/gloo/rendezvous_store_actor.hpp"
+#include "actors/cluster/cluster_control_plane.hpp"
+#include "actors/cluster/control_connections.hpp"
+#include "actors/cluster/operation_sequencer_actor.hpp"
+#include "actors/cluster/peer_handshake.hpp"
+#include "actors/cluster/rendezvous_gate.hpp"
+#include "actors/cluster/rendezvous_store_actor.hpp"
 #include "core/logging.hpp"
 #include "sync/gloo/gloo_group.hpp"
-#include "sync/gloo/peer_handshake.hpp"
 #include "sync/process_group.hpp"
 #include "sync/shm/shared_memory_group.hpp"
 #include "varsync/config.hpp"
@@ -50,151 +46,6 @@ std::chrono::milliseconds left_until(clock::time_point deadline) {
     deadline - clock::now());
   return std::max(left, std::chrono::milliseconds{1});
 }
-
-// The control plane's own small actor system (CAF's network layer loaded),
-// so that a strategy embedded in a user's system needs nothing from it. CAF
-// 0.17 wants a system destroyed by the thread that built it: a thread of
-// its own builds it, keeps it until the group goes, then destroys it.
-class control_system {
-public:
-  explicit control_system(std::chrono::milliseconds peer_timeout)
-    : peer_timeout_(peer_timeout) {
-  }
-
-  caf::error start() {
-    thread_ = std::thread{[this] { run(); }};
-    std::unique_lock<std::mutex> lock{mtx_};
-    cv_.wait(lock, [this] { return state_ != state::starting; });
-    return std::move(error_);
-  }
-
-  ~control_system() {
-    {
-      std::lock_guard<std::mutex> lock{mtx_};
-      if (state_ == state::running)
-        state_ = state::released;
-      cv_.notify_all();
-    }
-    if (thread_.joinable())
-      thread_.join();
-  }
-
-  caf::actor_system& sys() { return *sys_; }
-
-  /// Runs on the system's thread before it is destroyed (stop actors).
-  void on_destroy(std::function<void()> fn) {
-    before_destroy_.push_back(std::move(fn));
-  }
-
-private:
-  enum class state { starting, running, released, failed };
-
-  void run() {
-    caf::actor_system_config cfg;
-    register_types(cfg);
-    // Services mode relays every operation through this system: its idle
-    // worker must wake when work arrives, not after a polling sleep.
-    tune_scheduler(cfg);
-    cfg.load<caf::io::middleman>();
-    cfg.set("scheduler.max-threads", 1);
-    cfg.set("logger.verbosity", caf::atom("quiet"));
-    if (peer_timeout_.count() > 0) {
-      // CAF's middleman sends the heartbeats from its own thread and closes
-      // a connection that stayed silent past the timeout: the proxies of
-      // that process's actors go down, and their monitors hear of it.
-      cfg.set("middleman.heartbeat-interval",
-              caf::timespan{peer_timeout_ / 4});
-      cfg.set("middleman.connection-timeout", caf::timespan{peer_timeout_});
-    }
-    try {
-      sys_ = std::make_unique<caf::actor_system>(cfg);
-    } catch (const std::exception& e) {
-      std::lock_guard<std::mutex> lock{mtx_};
-      error_ = make_error(errc::invalid_argument,
-                          std::string{"cannot start the control plane: "}
-                            + e.what());
-      state_ = state::failed;
-      cv_.notify_all();
-      return;
-    }
-    {
-      std::unique_lock<std::mutex> lock{mtx_};
-      state_ = state::running;
-      cv_.notify_all();
-      cv_.wait(lock, [this] { return state_ == state::released; });
-    }
-    // Last registered, first run (the link before the sequencer).
-    for (auto i = before_destroy_.rbegin(); i != before_destroy_.rend(); ++i)
-      (*i)();
-    sys_.reset();
-  }
-
-  std::chrono::milliseconds peer_timeout_;
-  std::thread thread_;
-  std::mutex mtx_;
-  std::condition_variable cv_;
-  state state_ = state::starting;
-  caf::error error_;
-  std::unique_ptr<caf::actor_system> sys_;
-  std::vector<std::function<void()>> before_destroy_;
-};
-
-// Set once, by the control plane, when this process loses the strategy
-// (another process left, or process 0 is unreachable); read before every
-// collective.
-class group_health {
-public:
-  void lose(caf::error reason) {
-    std::lock_guard<std::mutex> lock{mtx_};
-    if (!failure_)
-      failure_ = std::move(reason);
-    lost_.store(true);
-  }
-  caf::error failure() const {
-    if (!lost_.load())
-      return {};
-    std::lock_guard<std::mutex> lock{mtx_};
-    return failure_;
-  }
-
-private:
-  mutable std::mutex mtx_;
-  std::atomic<bool> lost_{false};
-  caf::error failure_;
-};
-
-// The control plane over CAF's network layer: the sequencer's link (both
-// modes: it watches the others), departures (process 0) and health.
-class gloo_control_plane final : public control_plane {
-public:
-  // Destroyed last of the group: the transport joined through its store.
-  std::unique_ptr<control_system> control;
-  // Services mode.
-  std::shared_ptr<sequence_endpoint> endpoint;
-  std::optional<sequence_link_actor> link;
-  /// Tells the others this process leaves in order (once; leave() and the
-  /// control system's teardown).
-  std::function<void()> leave_in_order;
-  std::shared_ptr<departures> gone; // process 0
-  std::shared_ptr<group_health> health = std::make_shared<group_health>();
-
-  void attach_sequencer(sequence_receiver receiver) override {
-    if (endpoint)
-      endpoint->attach(std::move(receiver));
-  }
-  void submit(sequenced_operation op) override {
-    if (link)
-      caf::anon_send(*link, sequence_submit_atom::value, std::move(op));
-  }
-  bool await_others_left(std::chrono::milliseconds limit) override {
-    return !gone || gone->await_all(limit);
-  }
-  void leave() override {
-    if (leave_in_order)
-      leave_in_order();
-  }
-  caf::error failure() const override { return health->failure(); }
-};
 
 // The data plane chosen at the join: the shared memory segment or the Gloo
 // mesh, behind the control plane's health (a process that left fails every
@@ -404,7 +255,7 @@ caf::error await_ranks(caf::actor_system& sys, rendezvous_store_actor store,
 caf::error join_sequencer(control_system& control,
                           rendezvous_store_actor store,
                           const cluster_spec& spec, clock::time_point deadline,
-                          gloo_control_plane& pg) {
+                          cluster_control_plane& pg) {
   auto& sys = control.sys();
   const std::string key = spec.group_name + "/sequencer";
   const std::string linking = spec.group_name + "/linking/";
@@ -631,7 +482,7 @@ caf::expected<join_facts> exchange_join_facts(const cluster_spec& spec,
 }
 
 caf::expected<std::unique_ptr<gloo_group>>
-join_mesh(const cluster_spec& spec, gloo_control_plane& plane,
+join_mesh(const cluster_spec& spec, cluster_control_plane& plane,
           rendezvous_store_actor store, clock::time_point deadline) {
   gloo_group_options opts;
   opts.rank = spec.rank;
@@ -649,7 +500,7 @@ caf::expected<process_membership> join_gloo(const cluster_spec& spec,
   const auto deadline = clock::now() + spec.join_timeout;
   // Destroyed in reverse on every way out: the segment, the mesh, then the
   // control plane whose store the mesh joined through.
-  auto plane = std::make_shared<gloo_control_plane>();
+  auto plane = std::make_shared<cluster_control_plane>();
   plane->control = std::make_unique<control_system>(spec.peer_timeout);
   if (auto err = plane->control->start())
     return err;
