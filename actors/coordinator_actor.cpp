@@ -255,7 +255,7 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
       {}};
     if (m.mode == cluster_mode::services)
       layout->submit_sequenced = [group = m.group](sequenced_operation op) {
-        group->submit(std::move(op));
+        group->control().submit(std::move(op));
       };
     sequencing_group = m.group;
     m.group->rounds().configure(cfg.stall_threshold);
@@ -333,7 +333,7 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
     receiver.failed = [to_coordinator](caf::error reason) {
       to_coordinator(sequencer_down_atom::value, std::move(reason));
     };
-    sequencing_group->attach_sequencer(std::move(receiver));
+    sequencing_group->control().attach_sequencer(std::move(receiver));
   }
   log()->info("strategy over {} replicas started; collective: {}",
               replicas.size(), collective);

@@ -11,6 +11,7 @@
 
 #include "sync/process_group.hpp"
 #include "varsync/replica_fault.hpp"
+#include "varsync/by_value.hpp"
 #include "varsync/device_id.hpp"
 #include "messages/coordinator_interface.hpp"
 #include "varsync/step_exception_policy.hpp"
@@ -33,7 +34,7 @@ struct coordinator_config {
   size_t max_queued_bytes = size_t{256} << 20;
   /// Steps up to this many contribution bytes per replica take the small
   /// path (sync/small_step.hpp); 0: never.
-  size_t small_step_bytes = 4096;
+  size_t small_step_bytes = by_value_bytes;
   /// Metrics (M1-M4): timing on or off, and the stall warning's threshold
   /// (0: no warnings).
   bool collect_metrics = true;

@@ -46,6 +46,7 @@
 #include "sync/process_rounds.hpp"
 #include "varsync/metrics.hpp"
 #include "sync/sync_policy.hpp"
+#include "varsync/by_value.hpp"
 
 namespace varsync {
 
@@ -90,7 +91,7 @@ public:
 
   /// Steps up to this many contribution bytes per replica take the small
   /// path (sync/small_step.hpp); 0: never. Set once after construction.
-  size_t small_step_bytes = 4096;
+  size_t small_step_bytes = by_value_bytes;
 
   /// A strategy whose replicas live in several processes (set once after
   /// construction; the collective is then the one across processes).

@@ -272,12 +272,12 @@ void strategy_core::shutdown() {
   // group's teardown says it then).
   if (place.group && !check_may_block()) {
     if (place.waits_for_others
-        && !place.group->await_others_left(place.leave_timeout))
+        && !place.group->control().await_others_left(place.leave_timeout))
       log()->warn("services mode: process 0 shuts down while other processes "
                   "are still in the strategy (waited {} ms); their later "
                   "cross-replica operations fail",
                   place.leave_timeout.count());
-    place.group->leave();
+    place.group->control().leave();
   }
   caf::anon_send(coordinator_, shutdown_atom::value);
 }

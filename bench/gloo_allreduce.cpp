@@ -32,7 +32,7 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 
-#include "actors/gloo/rendezvous_store_actor.hpp"
+#include "actors/cluster/rendezvous_store_actor.hpp"
 #include "sync/gloo/control_store.hpp"
 #include "sync/gloo/gloo_group.hpp"
 #include "varsync/config.hpp"

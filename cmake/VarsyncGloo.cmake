@@ -1,7 +1,8 @@
-# The Gloo transport of the cross-process collective (sync/gloo: the Gloo
-# group, the rendezvous store client and the rendezvous handshake; sync/shm:
-# the shared memory group for processes on one host; actors/gloo: the store
-# actor, the rendezvous gate, the control connections and the process group
+# The transports of the cross-process collective and their control plane
+# (sync/gloo: the Gloo group and the rendezvous store client; sync/shm: the
+# shared memory group for processes on one host; actors/cluster: the control
+# plane, that is the store actor, the rendezvous gate and its handshake, the
+# control connections, the sequencer, health, and the process group
 # joiner), built as varsync::distributed (target
 # varsync_gloo) when Debian's libgloo-dev is found. Linking it lets
 # strategy_options::cluster span processes: it registers its joiner with
@@ -31,15 +32,15 @@ endif()
 if(VARSYNC_HAVE_GLOO)
   # Three units (cmake/VarsyncLayerTable.cmake), each compiled against the
   # include root of what it may use: shm (sync/shm: up to the sync layer, no
-  # Gloo), gloo_sync (sync/gloo: up to the sync layer and Gloo), gloo_actors
-  # (actors/gloo: up to the actors layer, both of them, Gloo and caf::io).
+  # Gloo), gloo_sync (sync/gloo: up to the sync layer and Gloo), cluster
+  # (actors/cluster: up to the actors layer, both of them, Gloo and caf::io).
   varsync_add_backend_unit(shm PIC)
   varsync_add_backend_unit(gloo_sync PIC LINK gloo)
-  varsync_add_backend_unit(gloo_actors PIC LINK gloo CAF::io)
+  varsync_add_backend_unit(cluster PIC LINK gloo CAF::io)
   varsync_precompile(varsync_gloo_sync)
-  varsync_precompile(varsync_gloo_actors)
+  varsync_precompile(varsync_cluster)
   add_library(varsync_gloo STATIC $<TARGET_OBJECTS:varsync_shm>
-              $<TARGET_OBJECTS:varsync_gloo_sync> $<TARGET_OBJECTS:varsync_gloo_actors>)
+              $<TARGET_OBJECTS:varsync_gloo_sync> $<TARGET_OBJECTS:varsync_cluster>)
   add_library(varsync::distributed ALIAS varsync_gloo)
   # The implementation's headers stay private (as for varsync::cuda): a
   # program that links varsync::distributed sees only include/varsync/.

@@ -12,13 +12,15 @@
 #                                   <- input (distributed input: samplers)
 #   CUDA backend varsync::cuda:     cuda_devices (devices layer) <- cuda_sync (sync layer)
 #                                   <- cuda_actors (actors layer)
-#   varsync::distributed:           shm, gloo_sync (sync layer) <- gloo_actors (actors layer)
+#   varsync::distributed:           shm, gloo_sync (sync layer: the data plane)
+#                                   <- cluster (actors layer: the control plane,
+#                                   the joiner)
 #
 # A backend unit sits on the host layers at and below its own layer, never
 # above it, and never sees another backend; the host library sees no backend.
 
 set(VARSYNC_UNITS core devices messages sync actors api input
-    cuda_devices cuda_sync cuda_actors shm gloo_sync gloo_actors)
+    cuda_devices cuda_sync cuda_actors shm gloo_sync cluster)
 
 set(VARSYNC_UNIT_FOLDERS_core core)
 set(VARSYNC_UNIT_FOLDERS_devices devices)
@@ -32,7 +34,7 @@ set(VARSYNC_UNIT_FOLDERS_cuda_sync sync/nccl)
 set(VARSYNC_UNIT_FOLDERS_cuda_actors actors/cuda)
 set(VARSYNC_UNIT_FOLDERS_shm sync/shm)
 set(VARSYNC_UNIT_FOLDERS_gloo_sync sync/gloo)
-set(VARSYNC_UNIT_FOLDERS_gloo_actors actors/gloo)
+set(VARSYNC_UNIT_FOLDERS_cluster actors/cluster)
 
 set(VARSYNC_UNIT_USES_core "")
 set(VARSYNC_UNIT_USES_devices core)
@@ -47,7 +49,7 @@ set(VARSYNC_UNIT_USES_cuda_actors core devices messages sync actors
     cuda_devices cuda_sync)
 set(VARSYNC_UNIT_USES_shm core devices messages sync)
 set(VARSYNC_UNIT_USES_gloo_sync core devices messages sync)
-set(VARSYNC_UNIT_USES_gloo_actors core devices messages sync actors
+set(VARSYNC_UNIT_USES_cluster core devices messages sync actors
     shm gloo_sync)
 
 # The unit that implements each public header (include/varsync/; default:

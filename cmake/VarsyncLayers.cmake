@@ -3,7 +3,7 @@
 #
 #   core <- devices, messages <- sync <- actors <- api <- input (varsync::varsync)
 #   and the backends beside their layers: devices/cuda, sync/nccl, actors/cuda
-#   (varsync::cuda); sync/shm, sync/gloo, actors/gloo (varsync::distributed)
+#   (varsync::cuda); sync/shm, sync/gloo, actors/cluster (varsync::distributed)
 #
 # Each unit compiles against a private include root (build/layers/<unit>/)
 # made of real folders holding links to the files of its own folders and of

@@ -4,7 +4,7 @@
 #
 # - every folder belongs to a unit of the table;
 # - every #include "..." (or <...>) of an implementation header ("sync/...",
-#   "actors/gloo/...") names a header of the file's own unit or of a unit it
+#   "actors/cluster/...") names a header of the file's own unit or of a unit it
 #   uses; a path the fence cannot place ("../x.hpp", "x.hpp") is refused too,
 #   since the compiler resolves it next to the file, around the include roots;
 # - every public header (varsync/...) it includes belongs to its own unit or

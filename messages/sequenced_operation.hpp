@@ -14,6 +14,7 @@
 #include <caf/sec.hpp>
 
 #include "messages/operation.hpp"
+#include "varsync/by_value.hpp"
 #include "varsync/tensor.hpp"
 #include "varsync/tensor_inspect.hpp"
 
@@ -24,8 +25,9 @@ namespace varsync {
 /// does not travel with the operation over CAF: when every process applies
 /// the operation, the process that issued it broadcasts the data through
 /// the process group (the data plane). Smaller data stays inline: one
-/// broadcast round would cost more than the bytes.
-constexpr size_t sequenced_inline_bytes = 4096;
+/// broadcast round would cost more than the bytes (the by-value rule,
+/// varsync/by_value.hpp).
+constexpr size_t sequenced_inline_bytes = by_value_bytes;
 
 /// What an operation's deferred bulk data is, so that every process can
 /// receive it at the operation's turn.

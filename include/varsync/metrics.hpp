@@ -125,8 +125,9 @@ struct strategy_metrics {
   uint64_t writes_sent = 0;
   uint64_t write_groups = 0;
   /// Services mode, the operations issued here: the bytes of tensors they
-  /// carried inline over CAF to process 0's sequencer (4 KiB at most each),
-  /// and those that went through the process group instead (P2).
+  /// carried inline over CAF to process 0's sequencer (by_value_bytes at
+  /// most each, varsync/by_value.hpp), and those that went through the
+  /// process group instead (P2).
   uint64_t services_inline_bytes = 0;
   uint64_t services_data_plane_bytes = 0;
   /// The stall warning's threshold (0: off).

@@ -17,6 +17,7 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
+#include "varsync/by_value.hpp"
 #include "varsync/cluster_spec.hpp"
 #include "varsync/error.hpp"
 #include "varsync/function_step.hpp"
@@ -74,8 +75,9 @@ struct strategy_options {
   /// applies the results, one round instead of a collective's two. Its
   /// commit point comes once every replica has reported the step (V2): a
   /// replica that fails afterwards fails the step, and the survivors hold
-  /// the update. 0: every step runs a collective. Default 4096.
-  size_t small_step_bytes = 4096;
+  /// the update. 0: every step runs a collective. Default: the by-value
+  /// rule, 4096 (varsync/by_value.hpp).
+  size_t small_step_bytes = by_value_bytes;
   /// Several processes (docs/multiprocess.md): each process creates the
   /// strategy with its own devices and the same cluster (ranks differ); the
   /// call returns once every process has joined. Replica ids run over the

@@ -17,7 +17,7 @@
 
 #include "devices/host_kernels.hpp"
 #include "sync/gloo/control_store.hpp"
-#include "sync/process_group.hpp"
+#include "sync/data_transport.hpp"
 #include "varsync/error.hpp"
 
 namespace varsync {
@@ -131,6 +131,15 @@ gloo_group::~gloo_group() = default;
 int gloo_group::rank() const { return impl_->options.rank; }
 
 int gloo_group::size() const { return impl_->options.size; }
+
+std::string gloo_group::describe() const {
+  return "gloo over TCP, rank " + std::to_string(rank()) + " of "
+         + std::to_string(size());
+}
+
+void gloo_group::block_signals() {
+  block_sigpipe();
+}
 
 caf::error gloo_group::broadcast(void* data, size_t bytes, int root) {
   auto& d = *impl_;

@@ -24,6 +24,7 @@
 #include <caf/expected.hpp>
 
 #include "messages/rendezvous_store.hpp"
+#include "sync/data_transport.hpp"
 #include "varsync/dtype.hpp"
 #include "varsync/synchronization.hpp"
 
@@ -43,7 +44,7 @@ struct gloo_group_options {
   std::string name = "varsync";
 };
 
-class gloo_group {
+class gloo_group final : public data_transport {
 public:
   /// Joins the group: every rank's call returns once all `size` ranks have
   /// connected (a full mesh), or fails with `timeout` naming the deadline
@@ -56,8 +57,10 @@ public:
   gloo_group(const gloo_group&) = delete;
   gloo_group& operator=(const gloo_group&) = delete;
 
-  int rank() const;
-  int size() const;
+  int rank() const override;
+  int size() const override;
+  /// "gloo over TCP, rank 1 of 2".
+  std::string describe() const override;
 
   /// Blocks SIGPIPE in the calling thread and returns the mask before:
   /// Gloo writes to its sockets without MSG_NOSIGNAL, so a thread that runs
@@ -65,21 +68,24 @@ public:
   /// error. Every thread that uses a group must block it.
   static sigset_t block_sigpipe();
   static void restore_signals(const sigset_t& old);
+  /// block_sigpipe() for the thread that runs the collectives.
+  void block_signals() override;
 
   /// data[i] = op over the ranks' data[i], in place, for `count` elements.
   /// invalid_argument for the mean of an integer dtype (convert first);
   /// overflow on every rank for an integer result that does not fit;
   /// replica_failed naming the failure when a peer is gone or misses the
   /// deadline (the group is then unusable: create a new one).
-  caf::error all_reduce(reduce_op op, dtype type, void* data, int64_t count);
+  caf::error all_reduce(reduce_op op, dtype type, void* data,
+                        int64_t count) override;
 
   /// data = root's data on every rank (`bytes` on each); replica_failed as
   /// for all_reduce.
-  caf::error broadcast(void* data, size_t bytes, int root);
+  caf::error broadcast(void* data, size_t bytes, int root) override;
 
   /// out = the ranks' `bytes` of `in`, in rank order (out holds size()
   /// times `bytes`); replica_failed as for all_reduce.
-  caf::error all_gather(const void* in, void* out, size_t bytes);
+  caf::error all_gather(const void* in, void* out, size_t bytes) override;
 
   struct impl;
 

@@ -75,7 +75,7 @@ public:
                  int worker, int num_workers) override {
     if (!tried_) { // every process's first collective: they join together
       tried_ = true;
-      m_.group->block_signals();
+      m_.group->transport().block_signals();
       join();
     }
     if (nccl_ && nccl_takes(plan)) {
@@ -165,7 +165,7 @@ private:
 
   // Every step decided alike in every process (the records are shared).
   void join() {
-    auto& group = *m_.group;
+    auto& group = m_.group->transport();
     const auto size = static_cast<size_t>(group.size());
     auto mine = local_gpus();
     std::vector<gpu_record> all(size);

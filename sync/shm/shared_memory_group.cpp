@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "devices/host_kernels.hpp"
-#include "sync/process_group.hpp"
+#include "sync/data_transport.hpp"
 #include "varsync/error.hpp"
 
 namespace varsync {
@@ -369,6 +369,11 @@ void shared_memory_group::unlink() {
 int shared_memory_group::rank() const { return impl_->options.rank; }
 
 int shared_memory_group::size() const { return impl_->options.size; }
+
+std::string shared_memory_group::describe() const {
+  return "shared memory (one host), rank " + std::to_string(rank()) + " of "
+         + std::to_string(size());
+}
 
 caf::error shared_memory_group::all_reduce(reduce_op op, dtype type,
                                            void* data, int64_t count) {

@@ -31,6 +31,7 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
+#include "sync/data_transport.hpp"
 #include "varsync/dtype.hpp"
 #include "varsync/synchronization.hpp"
 
@@ -48,7 +49,7 @@ struct shared_memory_group_options {
   std::function<caf::error()> abandon;
 };
 
-class shared_memory_group {
+class shared_memory_group final : public data_transport {
 public:
   /// Rank 0 creates the segment under a fresh name (see name()).
   static caf::expected<std::unique_ptr<shared_memory_group>>
@@ -68,18 +69,21 @@ public:
   /// goes when the last process unmaps it, whatever way it exits.
   void unlink();
 
-  int rank() const;
-  int size() const;
+  int rank() const override;
+  int size() const override;
+  /// "shared memory (one host), rank 1 of 2".
+  std::string describe() const override;
 
   /// data[i] = op over the ranks' data[i], in place. Same contract as
   /// gloo_group::all_reduce: invalid_argument for an integer mean or a bad
   /// buffer, overflow on every rank for an integer result that does not
   /// fit, replica_failed when a peer is gone or late.
-  caf::error all_reduce(reduce_op op, dtype type, void* data, int64_t count);
+  caf::error all_reduce(reduce_op op, dtype type, void* data,
+                        int64_t count) override;
   /// data = root's data on every rank.
-  caf::error broadcast(void* data, size_t bytes, int root);
+  caf::error broadcast(void* data, size_t bytes, int root) override;
   /// out = the ranks' `bytes` of `in`, in rank order.
-  caf::error all_gather(const void* in, void* out, size_t bytes);
+  caf::error all_gather(const void* in, void* out, size_t bytes) override;
 
   struct impl;
 

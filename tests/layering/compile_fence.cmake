@@ -5,7 +5,7 @@
 # exist in the source tree, so that only the unit's include root hides it.
 #
 #   cmake -DBUILD_DIR=<build> -DSOURCE_DIR=<repo> -DFILE=sync/gloo/gloo_group.cpp
-#         -DFORBIDDEN=actors/gloo/rendezvous_gate.hpp,sync/shm/shared_memory_group.hpp
+#         -DFORBIDDEN=actors/cluster/rendezvous_gate.hpp,sync/shm/shared_memory_group.hpp
 #         -P tests/layering/compile_fence.cmake
 #
 # Fails if any of them is reachable (e.g. when the unit's include root holds

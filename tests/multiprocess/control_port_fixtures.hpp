@@ -1,6 +1,6 @@
 #pragma once
 // The rendezvous port as process 0 serves it (a store behind the
-// rendezvous gate, actors/gloo/rendezvous_gate.hpp) and as another process
+// rendezvous gate, actors/cluster/rendezvous_gate.hpp) and as another process
 // reaches it (the handshake, then CAF over the same connection), each in an
 // actor system of its own, on loopback; and raw sockets for peers that are
 // not varsync.
@@ -23,11 +23,11 @@
 #include <caf/send.hpp>
 #include <spdlog/sinks/base_sink.h>
 
-#include "actors/gloo/control_connections.hpp"
-#include "actors/gloo/rendezvous_gate.hpp"
-#include "actors/gloo/rendezvous_store_actor.hpp"
+#include "actors/cluster/control_connections.hpp"
+#include "actors/cluster/peer_handshake.hpp"
+#include "actors/cluster/rendezvous_gate.hpp"
+#include "actors/cluster/rendezvous_store_actor.hpp"
 #include "core/logging.hpp"
-#include "sync/gloo/peer_handshake.hpp"
 #include "varsync/config.hpp"
 
 namespace varsync::testing {

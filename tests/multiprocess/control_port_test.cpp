@@ -1,5 +1,5 @@
 // What a peer that reached the rendezvous store can make it do
-// (actors/gloo/rendezvous_store_actor), seen from another actor system over
+// (actors/cluster/rendezvous_store_actor), seen from another actor system over
 // a real connection on loopback (through the rendezvous gate, as every
 // process reaches it), and what bytes that are not varsync's handshake do to
 // the process that serves it.

@@ -14,7 +14,7 @@
 #include <caf/io/middleman.hpp>
 #include <caf/send.hpp>
 
-#include "actors/gloo/rendezvous_store_actor.hpp"
+#include "actors/cluster/rendezvous_store_actor.hpp"
 #include "spawn_processes.hpp"
 #include "varsync/config.hpp"
 

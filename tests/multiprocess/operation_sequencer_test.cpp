@@ -1,4 +1,5 @@
-// Services mode's sequencer and links (actors/gloo/operation_sequencer_actor),
+// Services mode's sequencer and links
+// (actors/cluster/operation_sequencer_actor),
 // in one process: every link receives the operations in one order, stamped
 // with the rank that submitted them; joins and messages that do not belong
 // are refused or dropped.
@@ -17,7 +18,7 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
-#include "actors/gloo/operation_sequencer_actor.hpp"
+#include "actors/cluster/operation_sequencer_actor.hpp"
 #include "varsync/config.hpp"
 #include "varsync/error.hpp"
 

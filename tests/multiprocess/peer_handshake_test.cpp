@@ -1,4 +1,4 @@
-// The rendezvous handshake's pieces (sync/gloo/peer_handshake.hpp): the
+// The rendezvous handshake's pieces (actors/cluster/peer_handshake.hpp): the
 // HMAC it proves the token with, and process 0's check of an answer.
 
 #include <catch2/catch.hpp>
@@ -6,8 +6,8 @@
 #include <cstring>
 #include <string>
 
-#include "sync/gloo/hmac_sha256.hpp"
-#include "sync/gloo/peer_handshake.hpp"
+#include "actors/cluster/hmac_sha256.hpp"
+#include "actors/cluster/peer_handshake.hpp"
 
 using namespace varsync;
 

@@ -1,4 +1,4 @@
-// The rendezvous gate (actors/gloo/rendezvous_gate.hpp): who may reach the
+// The rendezvous gate (actors/cluster/rendezvous_gate.hpp): who may reach the
 // store, and what a peer that is silent, lies about a message's size or
 // does not know the cluster token costs process 0. Real peers on loopback:
 // raw sockets, a CAF actor system, a varsync process with another token.

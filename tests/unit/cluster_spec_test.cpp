@@ -281,7 +281,7 @@ TEST_CASE("cluster_spec: validate names the field") {
 }
 
 TEST_CASE("process_group: global replica ids run over the ranks in order") {
-  struct fake : process_group {
+  struct fake : data_transport {
     int rank() const override { return 1; }
     int size() const override { return 3; }
     std::string describe() const override { return "fake"; }
@@ -291,7 +291,8 @@ TEST_CASE("process_group: global replica ids run over the ranks in order") {
     caf::error broadcast(void*, size_t, int) override { return {}; }
     caf::error all_gather(const void*, void*, size_t) override { return {}; }
   };
-  auto m = make_membership(std::make_shared<fake>(), {2, 3, 1});
+  auto m = make_membership(
+    std::make_shared<process_group>(std::make_shared<fake>()), {2, 3, 1});
   CHECK(m.first_replica == 2);
   CHECK(m.total_replicas == 6);
 }

@@ -24,10 +24,13 @@ using namespace varsync::cross_process_wire;
 
 namespace {
 
-struct scripted_group : process_group {
+struct scripted_group : data_transport {
   // What rank 1 contributes to the next all_gathers, in order.
   std::deque<std::vector<std::byte>> peer;
   int gathers = 0;
+  // The group over this transport (not owned by it), no control plane.
+  process_group pg{std::shared_ptr<data_transport>{std::shared_ptr<void>{},
+                                                   this}};
 
   int rank() const override { return 0; }
   int size() const override { return 2; }
@@ -136,7 +139,7 @@ TEST_CASE("cross-process collective: a small floating step is agreed, "
   same.fingerprint = fingerprint_of(f.plan);
   float theirs[3] = {100, 200, 300};
   g.peer.push_back(agreement_bytes(same, theirs, sizeof(theirs)));
-  REQUIRE(!run_cross_process(f.plan, f.buffers, g, {1, 1}));
+  REQUIRE(!run_cross_process(f.plan, f.buffers, g.pg, {1, 1}));
   CHECK(f.component[0] == 111);
   CHECK(f.component[2] == 313);
   CHECK(g.gathers == 1);
@@ -157,7 +160,7 @@ TEST_CASE("cross-process collective: a small step of float32 and float64 "
   item.target = collective_target::components;
   f.buffers.items.push_back({{contribution64}, {component64}, nullptr});
   scripted_group g; // process 1 sends what process 0 sent: it agrees
-  REQUIRE(!run_cross_process(f.plan, f.buffers, g, {1, 1}));
+  REQUIRE(!run_cross_process(f.plan, f.buffers, g.pg, {1, 1}));
   CHECK(f.component[1] == 14);  // 10 + 2 + 2
   CHECK(component64[0] == 2);   // 1 + 0.5 + 0.5
   CHECK(component64[1] == 4);   // 1 + 1.5 + 1.5
@@ -177,7 +180,7 @@ TEST_CASE("cross-process collective: aggregation none with another value in "
   same.fingerprint = fingerprint_of(f.plan);
   float theirs[3] = {1, 2, 4};
   g.peer.push_back(agreement_bytes(same, theirs, sizeof(theirs)));
-  auto err = run_cross_process(f.plan, f.buffers, g, {1, 1});
+  auto err = run_cross_process(f.plan, f.buffers, g.pg, {1, 1});
   CHECK(has_code(err, errc::aggregation_required));
   CHECK(message_of(err).find("process 1") != std::string::npos);
   CHECK(f.unchanged());
@@ -191,7 +194,7 @@ TEST_CASE("cross-process collective: another operation elsewhere is "
   other.fingerprint = fingerprint_of(f.plan) + 1;
   std::strcpy(other.text, "step: 'b' assign_add");
   g.peer.push_back(agreement_bytes(other));
-  auto err = run_cross_process(f.plan, f.buffers, g, {1, 1});
+  auto err = run_cross_process(f.plan, f.buffers, g.pg, {1, 1});
   CHECK(has_code(err, errc::mismatched_replica_updates));
   CHECK(message_of(err).find("process 1 issued step: 'b'")
         != std::string::npos);
@@ -207,7 +210,7 @@ TEST_CASE("cross-process collective: a failure elsewhere fails it here with "
   other.code = static_cast<uint32_t>(errc::timeout);
   std::strcpy(other.text, "the step took too long");
   g.peer.push_back(agreement_bytes(other));
-  auto err = run_cross_process(f.plan, f.buffers, g, {1, 1});
+  auto err = run_cross_process(f.plan, f.buffers, g.pg, {1, 1});
   CHECK(has_code(err, errc::timeout));
   CHECK(message_of(err).find("process 1") != std::string::npos);
   CHECK(message_of(err).find("the step took too long") != std::string::npos);
@@ -221,7 +224,7 @@ TEST_CASE("cross-process collective: hostile records fail cleanly") {
     agreement_record other;
     other.code = 250;
     g.peer.push_back(agreement_bytes(other));
-    auto err = run_cross_process(f.plan, f.buffers, g, {1, 1});
+    auto err = run_cross_process(f.plan, f.buffers, g.pg, {1, 1});
     CHECK(has_code(err, errc::replica_failed));
     CHECK(message_of(err).find("unknown error code 250") != std::string::npos);
     CHECK(f.unchanged());
@@ -233,7 +236,7 @@ TEST_CASE("cross-process collective: hostile records fail cleanly") {
     other.fingerprint = fingerprint_of(f.plan) ^ 1;
     std::memset(other.text, 'x', sizeof(other.text));
     g.peer.push_back(agreement_bytes(other));
-    auto err = run_cross_process(f.plan, f.buffers, g, {1, 1});
+    auto err = run_cross_process(f.plan, f.buffers, g.pg, {1, 1});
     CHECK(has_code(err, errc::mismatched_replica_updates));
     CHECK(f.unchanged());
   }
@@ -251,7 +254,7 @@ TEST_CASE("cross-process collective: hostile records fail cleanly") {
     bad.kind = vote_unequal;
     bad.item = 7;
     g.peer.push_back(bytes_of(bad));
-    auto err = run_cross_process(plan, buffers, g, {1, 1});
+    auto err = run_cross_process(plan, buffers, g.pg, {1, 1});
     CHECK(has_code(err, errc::replica_failed));
     CHECK(message_of(err).find("invalid vote") != std::string::npos);
     CHECK(component == 5);
@@ -273,7 +276,7 @@ TEST_CASE("cross-process collective: an overflow voted elsewhere stops every "
   overflow.item = 0;
   overflow.element = 0;
   g.peer.push_back(bytes_of(overflow));
-  auto err = run_cross_process(plan, buffers, g, {1, 1});
+  auto err = run_cross_process(plan, buffers, g.pg, {1, 1});
   CHECK(has_code(err, errc::overflow));
   CHECK(message_of(err).find("process 1") != std::string::npos);
   CHECK(component == 5);
@@ -286,7 +289,7 @@ TEST_CASE("cross-process collective: a local failure still takes part and "
   f.buffers.items.clear();
   f.plan.local_error = make_error(errc::invalid_argument, "bad value here");
   scripted_group g;
-  auto err = run_cross_process(f.plan, f.buffers, g, {1, 1});
+  auto err = run_cross_process(f.plan, f.buffers, g.pg, {1, 1});
   CHECK(has_code(err, errc::invalid_argument));
   CHECK(g.gathers == 1);
 }
@@ -318,14 +321,14 @@ TEST_CASE("cross-process collective: int32 sums travel in int64, so a partial "
   adding_group g;
   SECTION("the total fits: exact") {
     g.add = -max32;
-    REQUIRE_FALSE(run_cross_process(plan, buffers, g, {2, 1}));
+    REQUIRE_FALSE(run_cross_process(plan, buffers, g.pg, {2, 1}));
     CHECK(g.seen == dtype::int64);
     CHECK(components[0] == max32 - 2);
     CHECK(components[1] == max32 - 2);
   }
   SECTION("the total does not fit: overflow, named, nothing changed") {
     g.add = 3;
-    auto err = run_cross_process(plan, buffers, g, {2, 1});
+    auto err = run_cross_process(plan, buffers, g.pg, {2, 1});
     CHECK(has_code(err, errc::overflow));
     CHECK(message_of(err).find("'n'") != std::string::npos);
     CHECK(message_of(err).find("element 0") != std::string::npos);
@@ -413,8 +416,9 @@ struct staged_step {
     std::vector<std::unique_ptr<device>> devices;
     devices.emplace_back(); // replica 0: host memory
     devices.push_back(std::move(owned));
-    algorithm = make_staged_across_processes(make_membership(group, {2, 1}),
-                                             std::move(devices));
+    algorithm = make_staged_across_processes(
+      make_membership(std::make_shared<process_group>(group), {2, 1}),
+      std::move(devices));
     add_item();
   }
 
@@ -498,7 +502,8 @@ TEST_CASE("staged across processes: a step's scatter reaches a device "
   devices.push_back(std::move(owned));
   auto group = std::make_shared<scripted_group>(); // rank 1 echoes rank 0
   auto algorithm = make_staged_across_processes(
-    make_membership(group, {2, 1}), std::move(devices));
+    make_membership(std::make_shared<process_group>(group), {2, 1}),
+    std::move(devices));
   // A table of 4 rows of 2; process 0's combined rows add to rows 1 and 3
   // (only_first_replica: process 0's rows are the step's).
   float host_table[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -601,7 +606,7 @@ TEST_CASE("cross-process collective: an item from another process is one "
   broadcasting_group group;
   payload_plan p{1, tensor::zeros(dtype::float64, {1024}), 100};
   auto buffers = bind_plan_buffers(p.plan);
-  REQUIRE_FALSE(run_cross_process(p.plan, buffers, group, {1, 1}));
+  REQUIRE_FALSE(run_cross_process(p.plan, buffers, group.pg, {1, 1}));
   CHECK(all_sevens(p.plan.items[0].result));
   CHECK(all_sevens(p.plan.items[1].result));
   REQUIRE(group.broadcasts.size() == 2);
@@ -615,7 +620,7 @@ TEST_CASE("cross-process collective: this process's own data stays in the "
   broadcasting_group group;
   payload_plan p{0, tensor::filled(dtype::float64, {600}, 3.0)};
   auto buffers = bind_plan_buffers(p.plan);
-  REQUIRE_FALSE(run_cross_process(p.plan, buffers, group, {1, 1}));
+  REQUIRE_FALSE(run_cross_process(p.plan, buffers, group.pg, {1, 1}));
   CHECK(p.plan.items[0].result.to_vector<double>()
         == std::vector<double>(600, 3.0));
   REQUIRE(group.broadcasts.size() == 1);
@@ -627,7 +632,7 @@ TEST_CASE("cross-process collective: data from a process the group does not "
   broadcasting_group group;
   payload_plan p{5, tensor::zeros(dtype::float64, {16})};
   auto buffers = bind_plan_buffers(p.plan);
-  auto err = run_cross_process(p.plan, buffers, group, {1, 1});
+  auto err = run_cross_process(p.plan, buffers, group.pg, {1, 1});
   CHECK(has_code(err, errc::replica_failed));
   CHECK(message_of(err).find("process 5") != std::string::npos);
   CHECK(group.broadcasts.empty());

@@ -1,4 +1,4 @@
-#include "sync/gloo/hmac_sha256.hpp"
+#include "actors/cluster/hmac_sha256.hpp"
 
 #include <algorithm>
 #include <cstring>

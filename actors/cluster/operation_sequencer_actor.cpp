@@ -1,4 +1,4 @@
-#include "actors/gloo/operation_sequencer_actor.hpp"
+#include "actors/cluster/operation_sequencer_actor.hpp"
 
 #include <utility>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "actors/gloo/rendezvous_gate.hpp"
+#include "actors/cluster/rendezvous_gate.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -17,9 +17,9 @@
 #include <thread>
 #include <vector>
 
-#include "actors/gloo/control_connections.hpp"
+#include "actors/cluster/control_connections.hpp"
+#include "actors/cluster/peer_handshake.hpp"
 #include "core/logging.hpp"
-#include "sync/gloo/peer_handshake.hpp"
 #include "varsync/error.hpp"
 
 namespace varsync {

@@ -1,4 +1,4 @@
-#include "sync/gloo/peer_handshake.hpp"
+#include "actors/cluster/peer_handshake.hpp"
 
 #include <netdb.h>
 #include <netinet/in.h>
@@ -14,7 +14,7 @@
 #include <fcntl.h>
 #include <random>
 
-#include "sync/gloo/hmac_sha256.hpp"
+#include "actors/cluster/hmac_sha256.hpp"
 #include "varsync/error.hpp"
 
 namespace varsync {

@@ -1,4 +1,4 @@
-#include "actors/gloo/control_connections.hpp"
+#include "actors/cluster/control_connections.hpp"
 
 #include <sys/socket.h>
 #include <unistd.h>

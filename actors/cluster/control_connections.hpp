@@ -1,8 +1,8 @@
 #pragma once
 // The control plane's connections between processes: sockets that varsync
-// accepted or opened itself, and whose peer passed the rendezvous handshake
-// (sync/gloo/peer_handshake.hpp), handed to CAF's network layer (BASP). CAF
-// never listens on a port of its own, so no byte reaches it from a peer
+// accepted or opened itself, and whose peer passed the rendezvous
+// handshake (actors/cluster/peer_handshake.hpp), handed to CAF's network
+// layer (BASP). CAF never listens on a port of its own, so no byte reaches it from a peer
 // that did not prove the cluster token. Every connection handed over:
 //   - refuses a message that claims more than control_limits::message_bytes
 //     (CAF 0.17 sizes its read buffer to a header's claim before the
@@ -28,7 +28,8 @@ namespace varsync {
 struct control_limits {
   /// The most one control message may claim: four times the largest one
   /// varsync sends (a rendezvous store value of 1 MiB; services mode's
-  /// operations carry at most 4 KiB of tensor data inline).
+  /// operations carry at most by_value_bytes of tensor data inline,
+  /// varsync/by_value.hpp).
   static constexpr uint32_t message_bytes = uint32_t{4} << 20;
 };
 

@@ -1,4 +1,4 @@
-#include "actors/gloo/rendezvous_store_actor.hpp"
+#include "actors/cluster/rendezvous_store_actor.hpp"
 
 #include <map>
 #include <string>

@@ -1,6 +1,6 @@
 #pragma once
 // SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104), for the rendezvous
-// gate's challenge and response (sync/gloo/peer_handshake.hpp): small
+// gate's challenge and response (actors/cluster/peer_handshake.hpp): small
 // inputs, no dependency on a crypto library.
 
 #include <array>

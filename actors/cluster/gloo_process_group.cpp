@@ -1,37 +1,35 @@
-// The Gloo transport behind process_group (sync/process_group.hpp): rank 0
-// serves the rendezvous store over CAF's network layer, behind a gate that
-// admits only processes that prove the cluster token, every rank joins a
-// Gloo full mesh through it, and the ranks exchange their replica counts.
-// When every rank runs on one host, the collectives then move to a shared
-// memory segment (sync/shm), which rank 0 creates and names over Gloo.
+// The joiner of process_group (sync/process_group.hpp): rank 0 serves the
+// rendezvous store over CAF's network layer, behind a gate that admits only
+// processes that prove the cluster token, every rank joins a Gloo full mesh
+// through it, and the ranks exchange their replica counts. The data plane
+// is chosen once, here: a shared memory segment (sync/shm) when every rank
+// runs on one host, which rank 0 creates and names over Gloo, else the Gloo
+// mesh itself. The control plane (cluster_control_plane.hpp: the
+// sequencer's links, departures, health) stays on CAF's network layer.
 // Registered as the process group joiner when this library is linked.
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <caf/actor_system.hpp>
-#include <caf/actor_system_config.hpp>
-#include <caf/io/middleman.hpp>
 #include <caf/logger.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
-#include "actors/gloo/control_connections.hpp"
-#include "actors/gloo/operation_sequencer_actor.hpp"
-#include "actors/gloo/rendezvous_gate.hpp"
-#include "actors/gloo/rendezvous_store_actor.hpp"
+#include "actors/cluster/cluster_control_plane.hpp"
+#include "actors/cluster/control_connections.hpp"
+#include "actors/cluster/operation_sequencer_actor.hpp"
+#include "actors/cluster/peer_handshake.hpp"
+#include "actors/cluster/rendezvous_gate.hpp"
+#include "actors/cluster/rendezvous_store_actor.hpp"
 #include "core/logging.hpp"
 #include "sync/gloo/gloo_group.hpp"
-#include "sync/gloo/peer_handshake.hpp"
 #include "sync/process_group.hpp"
 #include "sync/shm/shared_memory_group.hpp"
 #include "varsync/config.hpp"
@@ -49,183 +47,56 @@ std::chrono::milliseconds left_until(clock::time_point deadline) {
   return std::max(left, std::chrono::milliseconds{1});
 }
 
-// The control plane's own small actor system (CAF's network layer loaded),
-// so that a strategy embedded in a user's system needs nothing from it. CAF
-// 0.17 wants a system destroyed by the thread that built it: a thread of
-// its own builds it, keeps it until the group goes, then destroys it.
-class control_system {
+// The data plane chosen at the join: the shared memory segment or the Gloo
+// mesh, behind the control plane's health (a process that left fails every
+// later collective at once, not at the transport's deadline; one already
+// waiting keeps waiting for it).
+class joined_transport final : public data_transport {
 public:
-  explicit control_system(std::chrono::milliseconds peer_timeout)
-    : peer_timeout_(peer_timeout) {
-  }
-
-  caf::error start() {
-    thread_ = std::thread{[this] { run(); }};
-    std::unique_lock<std::mutex> lock{mtx_};
-    cv_.wait(lock, [this] { return state_ != state::starting; });
-    return std::move(error_);
-  }
-
-  ~control_system() {
-    {
-      std::lock_guard<std::mutex> lock{mtx_};
-      if (state_ == state::running)
-        state_ = state::released;
-      cv_.notify_all();
+  /// `local`: the segment that carries the data, or null for the mesh.
+  joined_transport(std::unique_ptr<gloo_group> mesh,
+                   std::unique_ptr<shared_memory_group> local,
+                   std::shared_ptr<group_health> health, std::string text)
+    : health_(std::move(health)), text_(std::move(text)) {
+    if (local) {
+      mesh_ = std::move(mesh); // kept open, unused
+      chosen_ = std::move(local);
+    } else {
+      chosen_ = std::move(mesh);
     }
-    if (thread_.joinable())
-      thread_.join();
   }
 
-  caf::actor_system& sys() { return *sys_; }
+  int rank() const override { return chosen_->rank(); }
+  int size() const override { return chosen_->size(); }
+  std::string describe() const override { return text_; }
 
-  /// Runs on the system's thread before it is destroyed (stop actors).
-  void on_destroy(std::function<void()> fn) {
-    before_destroy_.push_back(std::move(fn));
-  }
-
-private:
-  enum class state { starting, running, released, failed };
-
-  void run() {
-    caf::actor_system_config cfg;
-    register_types(cfg);
-    // Services mode relays every operation through this system: its idle
-    // worker must wake when work arrives, not after a polling sleep.
-    tune_scheduler(cfg);
-    cfg.load<caf::io::middleman>();
-    cfg.set("scheduler.max-threads", 1);
-    cfg.set("logger.verbosity", caf::atom("quiet"));
-    if (peer_timeout_.count() > 0) {
-      // CAF's middleman sends the heartbeats from its own thread and closes
-      // a connection that stayed silent past the timeout: the proxies of
-      // that process's actors go down, and their monitors hear of it.
-      cfg.set("middleman.heartbeat-interval",
-              caf::timespan{peer_timeout_ / 4});
-      cfg.set("middleman.connection-timeout", caf::timespan{peer_timeout_});
-    }
-    try {
-      sys_ = std::make_unique<caf::actor_system>(cfg);
-    } catch (const std::exception& e) {
-      std::lock_guard<std::mutex> lock{mtx_};
-      error_ = make_error(errc::invalid_argument,
-                          std::string{"cannot start the control plane: "}
-                            + e.what());
-      state_ = state::failed;
-      cv_.notify_all();
-      return;
-    }
-    {
-      std::unique_lock<std::mutex> lock{mtx_};
-      state_ = state::running;
-      cv_.notify_all();
-      cv_.wait(lock, [this] { return state_ == state::released; });
-    }
-    // Last registered, first run (the link before the sequencer).
-    for (auto i = before_destroy_.rbegin(); i != before_destroy_.rend(); ++i)
-      (*i)();
-    sys_.reset();
-  }
-
-  std::chrono::milliseconds peer_timeout_;
-  std::thread thread_;
-  std::mutex mtx_;
-  std::condition_variable cv_;
-  state state_ = state::starting;
-  caf::error error_;
-  std::unique_ptr<caf::actor_system> sys_;
-  std::vector<std::function<void()>> before_destroy_;
-};
-
-// Set once, by the control plane, when this process loses the strategy
-// (another process left, or process 0 is unreachable); read before every
-// collective.
-class group_health {
-public:
-  void lose(caf::error reason) {
-    std::lock_guard<std::mutex> lock{mtx_};
-    if (!failure_)
-      failure_ = std::move(reason);
-    lost_.store(true);
-  }
-  caf::error failure() const {
-    if (!lost_.load())
-      return {};
-    std::lock_guard<std::mutex> lock{mtx_};
-    return failure_;
-  }
-
-private:
-  mutable std::mutex mtx_;
-  std::atomic<bool> lost_{false};
-  caf::error failure_;
-};
-
-class gloo_process_group final : public process_group {
-public:
-  // Members are destroyed in reverse: the Gloo group before the system
-  // whose store it joined through.
-  std::unique_ptr<control_system> control;
-  std::unique_ptr<gloo_group> group;
-  // Every rank on one host: the collectives run here instead.
-  std::unique_ptr<shared_memory_group> local;
-  std::string text;
-  // Services mode.
-  std::shared_ptr<sequence_endpoint> endpoint;
-  std::optional<sequence_link_actor> link;
-  /// Tells the others this process leaves in order (once; leave() and the
-  /// control system's teardown).
-  std::function<void()> leave_in_order;
-  std::shared_ptr<departures> gone; // process 0
-  std::shared_ptr<group_health> health = std::make_shared<group_health>();
-
-  int rank() const override { return group->rank(); }
-  int size() const override { return group->size(); }
-  std::string describe() const override { return text; }
-
-  // The process collective actor's thread blocks SIGPIPE (block_signals).
+  // The process collective actor's thread blocks SIGPIPE, whichever
+  // transport carries the data (the mesh's sockets stay open).
   void block_signals() override { gloo_group::block_sigpipe(); }
 
-  // A process that left fails every later collective at once, not at
-  // Gloo's deadline (one already waiting keeps waiting for it).
   caf::error all_reduce(reduce_op op, dtype type, void* data,
                         int64_t count) override {
-    if (auto err = health->failure())
+    if (auto err = health_->failure())
       return err;
-    if (local)
-      return local->all_reduce(op, type, data, count);
-    return group->all_reduce(op, type, data, count);
+    return chosen_->all_reduce(op, type, data, count);
   }
   caf::error broadcast(void* data, size_t bytes, int root) override {
-    if (auto err = health->failure())
+    if (auto err = health_->failure())
       return err;
-    if (local)
-      return local->broadcast(data, bytes, root);
-    return group->broadcast(data, bytes, root);
+    return chosen_->broadcast(data, bytes, root);
   }
   caf::error all_gather(const void* in, void* out, size_t bytes) override {
-    if (auto err = health->failure())
+    if (auto err = health_->failure())
       return err;
-    if (local)
-      return local->all_gather(in, out, bytes);
-    return group->all_gather(in, out, bytes);
+    return chosen_->all_gather(in, out, bytes);
   }
 
-  void attach_sequencer(sequence_receiver receiver) override {
-    if (endpoint)
-      endpoint->attach(std::move(receiver));
-  }
-  void submit(sequenced_operation op) override {
-    if (link)
-      caf::anon_send(*link, sequence_submit_atom::value, std::move(op));
-  }
-  bool await_others_left(std::chrono::milliseconds limit) override {
-    return !gone || gone->await_all(limit);
-  }
-  void leave() override {
-    if (leave_in_order)
-      leave_in_order();
-  }
+private:
+  // Destroyed in reverse: the segment before the mesh.
+  std::unique_ptr<gloo_group> mesh_;
+  std::unique_ptr<data_transport> chosen_;
+  std::shared_ptr<group_health> health_;
+  std::string text_;
 };
 
 // Rank 0 serves the store behind its rendezvous gate: CAF listens on no
@@ -384,7 +255,7 @@ caf::error await_ranks(caf::actor_system& sys, rendezvous_store_actor store,
 caf::error join_sequencer(control_system& control,
                           rendezvous_store_actor store,
                           const cluster_spec& spec, clock::time_point deadline,
-                          gloo_process_group& pg) {
+                          cluster_control_plane& pg) {
   auto& sys = control.sys();
   const std::string key = spec.group_name + "/sequencer";
   const std::string linking = spec.group_name + "/linking/";
@@ -498,15 +369,17 @@ caf::error join_sequencer(control_system& control,
 // takes the same decision: rank 0 names the segment over Gloo and the ranks
 // agree on the outcome over Gloo. Runs on the joining thread, SIGPIPE
 // blocked.
-caf::error attach_shared_memory(const cluster_spec& spec,
-                                gloo_process_group& pg) {
+// The segment when every rank mapped it, else null (Gloo carries the data).
+caf::expected<std::unique_ptr<shared_memory_group>>
+attach_shared_memory(const cluster_spec& spec, gloo_group& mesh,
+                     std::shared_ptr<group_health> health) {
   if (spec.transport == host_transport::gloo || spec.world_size < 2)
-    return {};
+    return nullptr;
   shared_memory_group_options opts;
   opts.rank = spec.rank;
   opts.size = spec.world_size;
   opts.timeout = spec.operation_timeout;
-  opts.abandon = [health = pg.health] { return health->failure(); };
+  opts.abandon = [health] { return health->failure(); };
   caf::expected<std::unique_ptr<shared_memory_group>> local{nullptr};
   std::vector<char> name(256, '\0');
   if (spec.rank == 0) {
@@ -516,7 +389,7 @@ caf::error attach_shared_memory(const cluster_spec& spec,
                   std::min((*local)->name().size(), name.size() - 1),
                   name.begin());
   }
-  if (auto err = pg.group->broadcast(name.data(), name.size(), 0))
+  if (auto err = mesh.broadcast(name.data(), name.size(), 0))
     return err;
   if (spec.rank != 0) {
     if (name[0] != '\0')
@@ -526,13 +399,12 @@ caf::error attach_shared_memory(const cluster_spec& spec,
                          "rank 0 could not create a segment");
   }
   int32_t ok = local && *local ? 1 : 0;
-  if (auto err = pg.group->all_reduce(reduce_op::min, dtype::int32, &ok, 1))
+  if (auto err = mesh.all_reduce(reduce_op::min, dtype::int32, &ok, 1))
     return err;
   if (ok == 1) {
     if (spec.rank == 0)
       (*local)->unlink(); // mapped everywhere: no name left behind
-    pg.local = std::move(*local);
-    return {};
+    return std::move(*local);
   }
   std::string why = local ? "another rank could not map rank 0's segment"
                           : describe(local.error());
@@ -544,7 +416,7 @@ caf::error attach_shared_memory(const cluster_spec& spec,
                         + why);
   log()->info("rank {}: collectives over Gloo (no shared memory: {})",
               spec.rank, why);
-  return {};
+  return nullptr;
 }
 
 // CAF 0.17 keeps a reference to the logger of the last system a thread
@@ -559,20 +431,59 @@ struct forget_logger_on_exit {
   }
 };
 
-caf::expected<process_membership> join_gloo(const cluster_spec& spec,
-                                            int local_replicas,
-                                            bool one_gpu_per_replica) {
-  const auto deadline = clock::now() + spec.join_timeout;
-  auto pg = std::make_shared<gloo_process_group>();
-  pg->control = std::make_unique<control_system>(spec.peer_timeout);
-  if (auto err = pg->control->start())
+// What each rank joined with, gathered over the mesh: its replica count,
+// mode, whether its replicas have a GPU each, and its transport; every rank
+// must have the same mode and transport.
+struct join_facts {
+  std::vector<int> per_rank;
+  bool every_gpu_own = true;
+};
+
+caf::expected<join_facts> exchange_join_facts(const cluster_spec& spec,
+                                              gloo_group& mesh,
+                                              int local_replicas,
+                                              bool one_gpu_per_replica) {
+  std::vector<int32_t> counts(4 * static_cast<size_t>(spec.world_size));
+  int32_t mine[4] = {local_replicas, static_cast<int32_t>(spec.mode),
+                     one_gpu_per_replica ? 1 : 0,
+                     static_cast<int32_t>(spec.transport)};
+  if (auto err = mesh.all_gather(mine, counts.data(), sizeof(mine)))
     return err;
-  forget_logger_on_exit forget{&pg->control->sys()};
-  auto store = reach_store(*pg->control, spec, deadline);
-  if (!store)
-    return std::move(store.error());
-  if (auto err = await_ranks(pg->control->sys(), *store, spec, deadline))
-    return err;
+  join_facts facts;
+  for (int r = 0; r < spec.world_size; ++r) {
+    const auto* theirs = counts.data() + 4 * static_cast<size_t>(r);
+    facts.per_rank.push_back(theirs[0]);
+    auto mode = theirs[1];
+    facts.every_gpu_own = facts.every_gpu_own && theirs[2] == 1;
+    auto transport = theirs[3];
+    if (mode != mine[1])
+      return make_error(
+        errc::invalid_argument,
+        "rank " + std::to_string(spec.rank) + " joined in "
+          + to_string(spec.mode) + " mode but rank " + std::to_string(r)
+          + " in "
+          + (mode == static_cast<int32_t>(cluster_mode::training)
+                 || mode == static_cast<int32_t>(cluster_mode::services)
+               ? to_string(static_cast<cluster_mode>(mode))
+               : "an unknown")
+          + " mode: every process must use the same mode");
+    if (transport != mine[3])
+      return make_error(
+        errc::invalid_argument,
+        "rank " + std::to_string(spec.rank) + " joined with the "
+          + to_string(spec.transport) + " transport but rank "
+          + std::to_string(r) + " with "
+          + (transport >= 0 && transport <= 2
+               ? to_string(static_cast<host_transport>(transport))
+               : "an unknown one")
+          + ": every process must use the same transport");
+  }
+  return facts;
+}
+
+caf::expected<std::unique_ptr<gloo_group>>
+join_mesh(const cluster_spec& spec, cluster_control_plane& plane,
+          rendezvous_store_actor store, clock::time_point deadline) {
   gloo_group_options opts;
   opts.rank = spec.rank;
   opts.size = spec.world_size;
@@ -580,18 +491,30 @@ caf::expected<process_membership> join_gloo(const cluster_spec& spec,
   opts.timeout = spec.operation_timeout;
   opts.join_timeout = left_until(deadline);
   opts.name = spec.group_name;
-  auto group = gloo_group::join(pg->control->sys(), *store, opts);
-  if (!group)
-    return std::move(group.error());
-  pg->group = std::move(*group);
-  // Each rank's replica count, mode and whether its replicas have a GPU
-  // each.
-  std::vector<int32_t> counts(4 * static_cast<size_t>(spec.world_size));
-  int32_t mine[4] = {local_replicas, static_cast<int32_t>(spec.mode),
-                     one_gpu_per_replica ? 1 : 0,
-                     static_cast<int32_t>(spec.transport)};
-  std::vector<int> per_rank;
-  bool every_gpu_own = true;
+  return gloo_group::join(plane.control->sys(), std::move(store), opts);
+}
+
+caf::expected<process_membership> join_gloo(const cluster_spec& spec,
+                                            int local_replicas,
+                                            bool one_gpu_per_replica) {
+  const auto deadline = clock::now() + spec.join_timeout;
+  // Destroyed in reverse on every way out: the segment, the mesh, then the
+  // control plane whose store the mesh joined through.
+  auto plane = std::make_shared<cluster_control_plane>();
+  plane->control = std::make_unique<control_system>(spec.peer_timeout);
+  if (auto err = plane->control->start())
+    return err;
+  forget_logger_on_exit forget{&plane->control->sys()};
+  auto store = reach_store(*plane->control, spec, deadline);
+  if (!store)
+    return std::move(store.error());
+  if (auto err = await_ranks(plane->control->sys(), *store, spec, deadline))
+    return err;
+  auto mesh = join_mesh(spec, *plane, *store, deadline);
+  if (!mesh)
+    return std::move(mesh.error());
+  caf::expected<join_facts> facts{join_facts{}};
+  caf::expected<std::unique_ptr<shared_memory_group>> local{nullptr};
   {
     // The caller's thread runs Gloo calls here: SIGPIPE blocked meanwhile,
     // the caller's mask back on every way out.
@@ -599,52 +522,31 @@ caf::expected<process_membership> join_gloo(const cluster_spec& spec,
       sigset_t old = gloo_group::block_sigpipe();
       ~sigpipe_blocked() { gloo_group::restore_signals(old); }
     } blocked;
-    auto gathered = pg->group->all_gather(mine, counts.data(), sizeof(mine));
-    if (gathered)
-      return gathered;
-    for (int r = 0; r < spec.world_size; ++r) {
-      per_rank.push_back(counts[4 * static_cast<size_t>(r)]);
-      auto mode = counts[4 * static_cast<size_t>(r) + 1];
-      every_gpu_own
-        = every_gpu_own && counts[4 * static_cast<size_t>(r) + 2] == 1;
-      auto transport = counts[4 * static_cast<size_t>(r) + 3];
-      if (mode != mine[1])
-        return make_error(
-          errc::invalid_argument,
-          "rank " + std::to_string(spec.rank) + " joined in "
-            + to_string(spec.mode) + " mode but rank " + std::to_string(r)
-            + " in "
-            + (mode == static_cast<int32_t>(cluster_mode::training)
-                   || mode == static_cast<int32_t>(cluster_mode::services)
-                 ? to_string(static_cast<cluster_mode>(mode))
-                 : "an unknown")
-            + " mode: every process must use the same mode");
-      if (transport != mine[3])
-        return make_error(
-          errc::invalid_argument,
-          "rank " + std::to_string(spec.rank) + " joined with the "
-            + to_string(spec.transport) + " transport but rank "
-            + std::to_string(r) + " with "
-            + (transport >= 0 && transport <= 2
-                 ? to_string(static_cast<host_transport>(transport))
-                 : "an unknown one")
-            + ": every process must use the same transport");
-    }
-    if (auto err = attach_shared_memory(spec, *pg))
-      return err;
+    facts = exchange_join_facts(spec, **mesh, local_replicas,
+                                one_gpu_per_replica);
+    if (!facts)
+      return std::move(facts.error());
+    local = attach_shared_memory(spec, **mesh, plane->health);
+    if (!local)
+      return std::move(local.error());
   }
-  if (auto err = join_sequencer(*pg->control, *store, spec, deadline, *pg))
+  if (auto err = join_sequencer(*plane->control, *store, spec, deadline,
+                                *plane))
     return err;
-  pg->text = std::string{pg->local ? "shared memory (one host)"
-                                    : "gloo over TCP"}
-             + ", rank " + std::to_string(spec.rank) + " of "
-             + std::to_string(spec.world_size) + " (rendezvous "
-             + spec.rendezvous_host + ":"
-             + std::to_string(spec.rendezvous_port) + ")";
-  log()->info("joined {}", pg->text);
-  auto m = make_membership(std::move(pg), std::move(per_rank));
+  auto text = std::string{*local ? "shared memory (one host)"
+                                 : "gloo over TCP"}
+              + ", rank " + std::to_string(spec.rank) + " of "
+              + std::to_string(spec.world_size) + " (rendezvous "
+              + spec.rendezvous_host + ":"
+              + std::to_string(spec.rendezvous_port) + ")";
+  log()->info("joined {}", text);
+  auto transport = std::make_shared<joined_transport>(
+    std::move(*mesh), std::move(*local), plane->health, std::move(text));
+  auto group = std::make_shared<process_group>(std::move(transport),
+                                               std::move(plane));
+  auto m = make_membership(std::move(group), std::move(facts->per_rank));
   m.mode = spec.mode;
-  m.one_gpu_per_replica = every_gpu_own;
+  m.one_gpu_per_replica = facts->every_gpu_own;
   m.operation_timeout = spec.operation_timeout;
   return m;
 }

@@ -1,7 +1,7 @@
 #pragma once
 // Process 0's rendezvous port: a listener of varsync's own, in front of
 // CAF (docs/multiprocess.md, "The rendezvous port"). A thread accepts each
-// connection, runs the handshake of sync/gloo/peer_handshake.hpp within a
+// connection, runs the handshake of actors/cluster/peer_handshake.hpp within a
 // deadline, and hands the connections whose peer proved the cluster token
 // to CAF (control_connections); it closes the others and logs why. What
 // any peer can cost process 0 is bounded: rendezvous_gate_limits below, and
