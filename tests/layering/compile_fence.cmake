@@ -56,7 +56,10 @@ foreach(header IN LISTS FORBIDDEN)
   string(REPLACE ";" "," out "${out}")
   if(rc EQUAL 0)
     list(APPEND failures "${FILE} compiled with #include \"${header}\"")
-  elseif(NOT out MATCHES "${header_re}: No such file or directory")
+  # GCC: "<header>: No such file or directory"; Clang (the sanitizer
+  # builds): "'<header>' file not found".
+  elseif(NOT out MATCHES "${header_re}: No such file or directory"
+         AND NOT out MATCHES "'${header_re}' file not found")
     list(APPEND failures "${FILE} with #include \"${header}\" failed, but not for want of the header:\n${out}")
   else()
     message(STATUS "refused as expected: ${FILE} with #include \"${header}\"")
