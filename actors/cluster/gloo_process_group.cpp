@@ -246,30 +246,28 @@ caf::error await_ranks(caf::actor_system& sys, rendezvous_store_actor store,
                       + " ms: rank(s) " + names + " never arrived");
 }
 
-// Rank 0 runs the sequencer and keeps its handle in the store; every rank
-// gets it over the connection it holds to the store (no connection of its
-// own) and links to it. Done once every rank has linked, so that no
-// operation is ordered before a process can receive it. In training mode
-// the sequencer orders nothing: it watches the links, and tells every
-// process when another one left.
-caf::error join_sequencer(control_system& control,
-                          rendezvous_store_actor store,
-                          const cluster_spec& spec, clock::time_point deadline,
-                          cluster_control_plane& pg) {
+caf::error control_failure(const cluster_spec& spec, const std::string& what) {
+  return make_error(errc::replica_failed,
+                    "rank " + std::to_string(spec.rank) + ": control plane: "
+                      + what);
+}
+
+// Rank 0 runs the sequencer and keeps its handle in the store; every other
+// rank gets it over the connection it holds to the store (no connection of
+// its own).
+caf::expected<operation_sequencer_actor>
+publish_or_fetch_sequencer(control_system& control,
+                           rendezvous_store_actor store,
+                           const cluster_spec& spec,
+                           clock::time_point deadline,
+                           cluster_control_plane& pg) {
   auto& sys = control.sys();
   const std::string key = spec.group_name + "/sequencer";
-  const std::string linking = spec.group_name + "/linking/";
   caf::scoped_actor self{sys};
   caf::error failed;
-  auto fail = [&](const std::string& what) {
-    return make_error(errc::replica_failed,
-                      "rank " + std::to_string(spec.rank)
-                        + ": control plane: " + what);
-  };
-  operation_sequencer_actor sequencer;
   if (spec.rank == 0) {
     pg.gone = std::make_shared<departures>(spec.world_size - 1);
-    sequencer = spawn_operation_sequencer(sys, spec.world_size, pg.gone);
+    auto sequencer = spawn_operation_sequencer(sys, spec.world_size, pg.gone);
     control.on_destroy([sequencer] {
       caf::anon_send_exit(sequencer, caf::exit_reason::user_shutdown);
     });
@@ -278,20 +276,28 @@ caf::error join_sequencer(control_system& control,
       .receive([](ok_atom) {},
                [&](caf::error& err) { failed = std::move(err); });
     if (failed)
-      return fail("the rendezvous store failed: " + sys.render(failed));
-  } else {
-    caf::strong_actor_ptr handle;
-    self->request(store, left_until(deadline), store_get_actor_atom::value,
-                  key)
-      .receive([&](caf::strong_actor_ptr& h) { handle = std::move(h); },
-               [&](caf::error& err) { failed = std::move(err); });
-    if (failed)
-      return fail("rank 0 kept no sequencer in the store: "
-                  + sys.render(failed));
-    if (!handle)
-      return fail("the rendezvous store holds no sequencer");
-    sequencer = caf::actor_cast<operation_sequencer_actor>(std::move(handle));
+      return control_failure(spec, "the rendezvous store failed: "
+                                     + sys.render(failed));
+    return sequencer;
   }
+  caf::strong_actor_ptr handle;
+  self->request(store, left_until(deadline), store_get_actor_atom::value, key)
+    .receive([&](caf::strong_actor_ptr& h) { handle = std::move(h); },
+             [&](caf::error& err) { failed = std::move(err); });
+  if (failed)
+    return control_failure(spec, "rank 0 kept no sequencer in the store: "
+                                   + sys.render(failed));
+  if (!handle)
+    return control_failure(spec, "the rendezvous store holds no sequencer");
+  return caf::actor_cast<operation_sequencer_actor>(std::move(handle));
+}
+
+// This process's link to the sequencer: its endpoint, the health it
+// reports to, and the orderly leave said before any connection closes.
+void link_to_sequencer(control_system& control,
+                       operation_sequencer_actor sequencer,
+                       const cluster_spec& spec, cluster_control_plane& pg) {
+  auto& sys = control.sys();
   pg.endpoint = std::make_shared<sequence_endpoint>();
   pg.endpoint->on_lost([health = pg.health](caf::error reason, bool orderly) {
     // A process that shut its strategy down is how every run ends: the
@@ -311,10 +317,9 @@ caf::error join_sequencer(control_system& control,
     caf::anon_send_exit(link, caf::exit_reason::user_shutdown);
   });
   pg.link = link;
-  // An orderly leave is said before any connection closes, and answered:
-  // a connection that closes first reads as a crash to the others. The
-  // strategy's shutdown says it (process_group::leave); the teardown, run
-  // first (registered last), says it if nothing did.
+  // A connection that closes before the leave is said reads as a crash to
+  // the others. The strategy's shutdown says it (process_group::leave);
+  // the teardown, run first (registered last), says it if nothing did.
   auto said = std::make_shared<std::atomic<bool>>(false);
   std::optional<operation_sequencer_actor> own;
   if (spec.rank == 0)
@@ -337,10 +342,20 @@ caf::error join_sequencer(control_system& control,
       caf::logger::set_current_actor_system(nullptr);
   };
   control.on_destroy(pg.leave_in_order);
-  // Marks how far this rank got, for the message of a join that times out.
+}
+
+// Joins the sequencer's order; on failure, names the ranks that never got
+// as far as linking (marked in the store).
+caf::error join_in_order(caf::actor_system& sys, rendezvous_store_actor store,
+                         operation_sequencer_actor sequencer,
+                         const cluster_spec& spec, clock::time_point deadline,
+                         const sequence_link_actor& link) {
+  const std::string linking = spec.group_name + "/linking/";
+  caf::scoped_actor self{sys};
   self->request(store, left_until(deadline), store_set_atom::value,
                 linking + std::to_string(spec.rank), std::vector<char>{'1'})
     .receive([](ok_atom) {}, [](caf::error&) {});
+  caf::error failed;
   self->request(sequencer, left_until(deadline), sequence_join_atom::value,
                 static_cast<int32_t>(spec.rank), link)
     .receive([](ok_atom) {},
@@ -357,11 +372,27 @@ caf::error join_sequencer(control_system& control,
     if (!linked)
       missing += (missing.empty() ? "" : ", ") + std::to_string(r);
   }
-  return fail("joining the sequencer failed: " + sys.render(failed)
-              + (missing.empty()
-                   ? std::string{" (every rank got as far as linking)"}
-                   : " (rank(s) " + missing
-                       + " never got as far as linking)"));
+  return control_failure(
+    spec, "joining the sequencer failed: " + sys.render(failed)
+            + (missing.empty()
+                 ? std::string{" (every rank got as far as linking)"}
+                 : " (rank(s) " + missing + " never got as far as linking)"));
+}
+
+// Done once every rank has linked, so that no operation is ordered before
+// a process can receive it. In training mode the sequencer orders nothing:
+// it watches the links, and tells every process when another one left.
+caf::error join_sequencer(control_system& control,
+                          rendezvous_store_actor store,
+                          const cluster_spec& spec, clock::time_point deadline,
+                          cluster_control_plane& pg) {
+  auto sequencer = publish_or_fetch_sequencer(control, store, spec, deadline,
+                                              pg);
+  if (!sequencer)
+    return std::move(sequencer.error());
+  link_to_sequencer(control, *sequencer, spec, pg);
+  return join_in_order(control.sys(), store, *sequencer, spec, deadline,
+                       *pg.link);
 }
 
 // Moves the collectives to a shared memory segment when every rank can map
