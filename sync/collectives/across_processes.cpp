@@ -14,6 +14,7 @@
 
 // run_cross_process in named stages:
 //
+//   0. agree_across_processes  a plan with no items: the outcome alone; done
 //   1. choose_small_path     the small-plan shortcut, decided by the plan
 //   2. reduce_small          (small) this process's partial results
 //   3. agreement_round       (sync/collectives/agreement.cpp)
@@ -626,6 +627,11 @@ private:
 caf::error run_cross_process(const collective_plan& plan,
                              collective_buffers& buffers, process_group& group,
                              const std::vector<int>& replicas_per_rank) {
+  // An outcome the processes share and nothing else (a training step, a
+  // checkpoint, a barrier, a destroy): the agreement round is the whole
+  // operation.
+  if (plan.items.empty())
+    return agree_across_processes(plan, group);
   int total_replicas = 0;
   for (auto n : replicas_per_rank)
     total_replicas += n;
