@@ -158,9 +158,11 @@ std::string to_json(const strategy_metrics& m) {
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-std::string to_prometheus(const strategy_metrics& m) {
-  exposition e;
-  const auto process = label("process", std::to_string(m.process_rank));
+namespace {
+
+// The strategy's own counters and gauges, labelled by process.
+void strategy_families(exposition& e, const strategy_metrics& m,
+                       const std::string& process) {
   auto strategy_counter = [&](const char* name, const char* help, auto value) {
     e.family(name, "counter", help);
     e.sample(process, value);
@@ -229,7 +231,10 @@ std::string to_prometheus(const strategy_metrics& m) {
   strategy_gauge("stall_threshold_seconds",
                  "The stall warning's threshold (0: off).",
                  m.stall_threshold_seconds);
+}
 
+void replica_families(exposition& e, const strategy_metrics& m,
+                      const std::string& process) {
   auto replica_labels = [&](const replica_metrics& r) {
     return process + "," + label("replica", std::to_string(r.replica)) + ","
            + label("device", r.device);
@@ -263,7 +268,10 @@ std::string to_prometheus(const strategy_metrics& m) {
               [](auto& r) { return r.refusals; });
   per_replica("replica_failed", "gauge", "1 if the replica has failed.",
               [](auto& r) { return uint64_t{r.failed ? 1u : 0u}; });
+}
 
+void process_families(exposition& e, const strategy_metrics& m,
+                      const std::string& process) {
   auto per_process = [&](const char* name, const char* help, auto field) {
     if (m.process_rounds.empty())
       return;
@@ -282,7 +290,10 @@ std::string to_prometheus(const strategy_metrics& m) {
               "Rounds in which the peer process kept the others waiting "
               "longer than the stall threshold.",
               [](auto& p) { return p.stalls; });
+}
 
+void variable_families(exposition& e, const strategy_metrics& m,
+                       const std::string& process) {
   auto variable_labels = [&](const variable_metrics& v) {
     return process + "," + label("variable", v.name) + ","
            + label("sync", std::string{to_string(v.sync)}) + ","
@@ -328,6 +339,17 @@ std::string to_prometheus(const strategy_metrics& m) {
                  "Time its steps waited for the slowest replica.",
                  [](auto& v) { return v.waiting_seconds; });
   }
+}
+
+} // namespace
+
+std::string to_prometheus(const strategy_metrics& m) {
+  exposition e;
+  const auto process = label("process", std::to_string(m.process_rank));
+  strategy_families(e, m, process);
+  replica_families(e, m, process);
+  process_families(e, m, process);
+  variable_families(e, m, process);
   return e.take();
 }
 
