@@ -167,17 +167,7 @@ void coordinator_state::destroy(caf::timespan timeout, uint64_t id,
   // Reads waiting for this variable's writes run again and find it gone.
   auto waiting = std::move((*e)->waiting_reads);
   variables_.erase(id);
-  if (waiting)
-    for (auto& w : *waiting)
-      if (!w->finished) {
-        w->finished = true;
-        if (w->watched)
-          unwatch(w->deadline);
-        auto saved = rerunning_;
-        rerunning_ = true;
-        w->rerun(w->timeout);
-        rerunning_ = saved;
-      }
+  reads_.release(std::move(waiting));
   gather_ok(
     replicas_.size(), timeout,
     [this, id](size_t i) {
