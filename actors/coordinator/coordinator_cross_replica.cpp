@@ -1,6 +1,6 @@
 // The coordinator: cross-replica reads, updates and per-replica values.
 
-#include "actors/coordinator_state.hpp"
+#include "actors/coordinator/coordinator_state.hpp"
 
 #include <atomic>
 #include <cstdio>
@@ -18,7 +18,7 @@
 #include "core/logging.hpp"
 #include "sync/collectives/across_processes.hpp"
 #include "sync/distributed_reduce.hpp"
-#include "actors/coordinator_gather.hpp"
+#include "actors/coordinator/coordinator_gather.hpp"
 
 namespace varsync {
 

@@ -18,7 +18,7 @@
 #include <caf/error.hpp>
 #include <caf/timespan.hpp>
 
-#include "actors/operation_deadlines.hpp"
+#include "actors/coordinator/operation_deadlines.hpp"
 #include "messages/completion.hpp"
 #include "messages/component_writes.hpp"
 #include "messages/coordinator_interface.hpp"

@@ -1,7 +1,7 @@
 // The coordinator: construction, shared helpers, deadlines and admission
 // (V3).
 
-#include "actors/coordinator_state.hpp"
+#include "actors/coordinator/coordinator_state.hpp"
 
 #include <atomic>
 #include <memory>
@@ -17,7 +17,7 @@
 #include "varsync/error.hpp"
 #include "core/logging.hpp"
 #include "sync/distributed_reduce.hpp"
-#include "actors/coordinator_gather.hpp"
+#include "actors/coordinator/coordinator_gather.hpp"
 
 namespace varsync {
 

@@ -9,7 +9,7 @@
 
 #include <caf/sec.hpp>
 
-#include "actors/coordinator_state.hpp"
+#include "actors/coordinator/coordinator_state.hpp"
 #include "actors/spread_sends.hpp"
 #include "varsync/by_value.hpp"
 #include "varsync/error.hpp"

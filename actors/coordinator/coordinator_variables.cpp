@@ -1,6 +1,6 @@
 // The coordinator: creating, finding, listing and destroying variables.
 
-#include "actors/coordinator_state.hpp"
+#include "actors/coordinator/coordinator_state.hpp"
 
 #include <atomic>
 #include <memory>
@@ -16,7 +16,7 @@
 #include "varsync/error.hpp"
 #include "core/logging.hpp"
 #include "sync/distributed_reduce.hpp"
-#include "actors/coordinator_gather.hpp"
+#include "actors/coordinator/coordinator_gather.hpp"
 
 namespace varsync {
 

@@ -1,13 +1,13 @@
-// The coordinator's collective runner (actors/collective_runner.hpp).
+// The coordinator's collective runner (actors/coordinator/collective_runner.hpp).
 
-#include "actors/collective_runner.hpp"
+#include "actors/coordinator/collective_runner.hpp"
 
 #include <chrono>
 #include <utility>
 
 #include <caf/actor_system.hpp>
 
-#include "actors/operation_deadlines.hpp"
+#include "actors/coordinator/operation_deadlines.hpp"
 #include "core/bounded_wait.hpp"
 #include "sync/collective_algorithm.hpp"
 #include "sync/collective_buffers.hpp"

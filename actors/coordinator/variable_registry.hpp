@@ -18,15 +18,15 @@
 #include <caf/expected.hpp>
 #include <caf/timespan.hpp>
 
-#include "actors/coordinator_metrics.hpp"
-#include "actors/operation_deadlines.hpp"
+#include "actors/coordinator/coordinator_metrics.hpp"
+#include "actors/coordinator/operation_deadlines.hpp"
 #include "core/small_object_pool.hpp"
 #include "messages/shared_variable_info.hpp"
 #include "sync/sync_policy.hpp"
 
 namespace varsync {
 
-/// A read waiting for writes of its variable (actors/read_barrier.hpp).
+/// A read waiting for writes of its variable (actors/coordinator/read_barrier.hpp).
 struct pending_read;
 
 struct variable_entry {

@@ -1,13 +1,13 @@
 // The coordinator's metrics (M1-M4): what it counts as operations run, and
 // the snapshot it assembles from its counts and its replicas'.
 
-#include "actors/coordinator_metrics.hpp"
+#include "actors/coordinator/coordinator_metrics.hpp"
 
 #include <algorithm>
 #include <optional>
 #include <unordered_map>
 
-#include "actors/coordinator_state.hpp"
+#include "actors/coordinator/coordinator_state.hpp"
 #include "core/logging.hpp"
 #include "varsync/error.hpp"
 

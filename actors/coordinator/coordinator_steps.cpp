@@ -1,7 +1,7 @@
 // The coordinator: replica steps, all_reduce, and the requests to the
-// replicas of its collective runner (actors/collective_runner.hpp).
+// replicas of its collective runner (actors/coordinator/collective_runner.hpp).
 
-#include "actors/coordinator_state.hpp"
+#include "actors/coordinator/coordinator_state.hpp"
 
 #include <atomic>
 #include <memory>
@@ -17,7 +17,7 @@
 #include "varsync/error.hpp"
 #include "core/logging.hpp"
 #include "sync/distributed_reduce.hpp"
-#include "actors/coordinator_gather.hpp"
+#include "actors/coordinator/coordinator_gather.hpp"
 #include "sync/collective_checks.hpp"
 #include "sync/small_step.hpp"
 #include "sync/step_rules.hpp"

@@ -1,4 +1,4 @@
-#include "actors/coordinator_actor.hpp"
+#include "actors/coordinator/coordinator_actor.hpp"
 
 #include <atomic>
 #include <memory>
@@ -11,14 +11,14 @@
 
 #include "actors/actor_thread.hpp"
 #include "actors/collective_selection.hpp"
-#include "actors/coordinator_state.hpp"
+#include "actors/coordinator/coordinator_state.hpp"
 #include "actors/replica_actor.hpp"
 #include "actors/spawn_hidden.hpp"
 #include "varsync/error.hpp"
 #include "core/logging.hpp"
 #include "sync/distributed_reduce.hpp"
 
-#include "actors/coordinator_gather.hpp"
+#include "actors/coordinator/coordinator_gather.hpp"
 
 namespace varsync {
 

@@ -1,6 +1,6 @@
-// The coordinator's read barrier (actors/read_barrier.hpp, W8).
+// The coordinator's read barrier (actors/coordinator/read_barrier.hpp, W8).
 
-#include "actors/read_barrier.hpp"
+#include "actors/coordinator/read_barrier.hpp"
 
 #include <chrono>
 

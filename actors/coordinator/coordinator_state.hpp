@@ -26,15 +26,15 @@
 #include <caf/timespan.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "actors/admission.hpp"
-#include "actors/collective_runner.hpp"
-#include "actors/coordinator_metrics.hpp"
-#include "actors/coordinator_waits.hpp"
-#include "actors/operation_deadlines.hpp"
-#include "actors/ordering.hpp"
-#include "actors/read_barrier.hpp"
-#include "actors/variable_registry.hpp"
-#include "actors/write_batcher.hpp"
+#include "actors/coordinator/admission.hpp"
+#include "actors/coordinator/collective_runner.hpp"
+#include "actors/coordinator/coordinator_metrics.hpp"
+#include "actors/coordinator/coordinator_waits.hpp"
+#include "actors/coordinator/operation_deadlines.hpp"
+#include "actors/coordinator/ordering.hpp"
+#include "actors/coordinator/read_barrier.hpp"
+#include "actors/coordinator/variable_registry.hpp"
+#include "actors/coordinator/write_batcher.hpp"
 #include "core/small_object_pool.hpp"
 #include "devices/memory_budget.hpp"
 #include "sync/scatter_update.hpp"
@@ -120,7 +120,7 @@ public:
   /// ordering.hpp), once `processes` is set.
   void choose_ordering();
 
-  /// The message to self of the group commit (actors/write_batcher.hpp):
+  /// The message to self of the group commit (actors/coordinator/write_batcher.hpp):
   /// the writes queued behind the mailbox's messages leave.
   void on_flush_writes() { writes_.on_flush_message(); }
   /// The outcome of an operation that every process runs together in
@@ -137,7 +137,7 @@ public:
 
   // -- admission -------------------------------------------------------------
 
-  /// Runs `op` now or queues it (actors/admission.hpp); `op` must call
+  /// Runs `op` now or queues it (actors/coordinator/admission.hpp); `op` must call
   /// release_slot() once when it completes.
   template <class F>
   void admit(F&& op, size_t bytes = 0) {
@@ -172,7 +172,7 @@ public:
 
   // -- operations; `done` runs on the coordinator's thread -------------------
 
-  /// The one dispatch (actors/coordinator_dispatch.cpp): runs `op`, or in
+  /// The one dispatch (actors/coordinator/coordinator_dispatch.cpp): runs `op`, or in
   /// services mode hands it to the sequencer first and runs it when it
   /// comes back in order. `done` must hold a reply_fn of the operation's
   /// result type.
@@ -240,7 +240,7 @@ public:
   void read(caf::timespan timeout, uint64_t id, reply_fn<tensor> done);
   void update(caf::timespan timeout, uint64_t id, update_op op, tensor value,
               reply_fn<ok_atom> done);
-  /// S4: a cross-replica scatter (actors/coordinator_scatter.cpp).
+  /// S4: a cross-replica scatter (actors/coordinator/coordinator_scatter.cpp).
   void scatter(caf::timespan timeout, uint64_t id, scatter_op op,
                indexed_slices slices, reply_fn<ok_atom> done);
   void local_values(caf::timespan timeout, uint64_t id,
@@ -273,7 +273,7 @@ public:
     record_ = coordinator_record{replicas_.size(), stall_threshold, enabled};
   }
   /// A snapshot: the coordinator's counts and every replica's
-  /// (actors/coordinator_metrics.cpp).
+  /// (actors/coordinator/coordinator_metrics.cpp).
   void metrics(caf::timespan timeout, reply_fn<strategy_metrics> done);
   /// The metrics request: never queued behind operations (a snapshot is
   /// most wanted when they pile up).
@@ -437,7 +437,7 @@ private:
   void write_answered(uint64_t id) override { reads_.write_done(id); }
   void on_deadline_tick();
 
-  /// Runs a collective (actors/collective_runner.hpp), or for a small
+  /// Runs a collective (actors/coordinator/collective_runner.hpp), or for a small
   /// step's plan (`small`, sync/small_step.hpp) combines the contributions
   /// here for the replicas to apply in one round; one at a time, in the
   /// order they were started.
@@ -539,7 +539,7 @@ private:
   /// thread for it.
   caf::timespan last_step_round_ = caf::timespan::max();
   static constexpr caf::timespan spread_steps_above = std::chrono::microseconds(20);
-  /// Metrics (actors/coordinator_metrics.hpp); refusals are counted by
+  /// Metrics (actors/coordinator/coordinator_metrics.hpp); refusals are counted by
   /// const checks.
   mutable coordinator_record record_{0, caf::timespan{0}, true};
   /// Each replica's counts at the last snapshot it answered.

@@ -14,8 +14,8 @@
 #include <caf/error.hpp>
 #include <caf/timespan.hpp>
 
-#include "actors/operation_deadlines.hpp"
-#include "actors/variable_registry.hpp"
+#include "actors/coordinator/operation_deadlines.hpp"
+#include "actors/coordinator/variable_registry.hpp"
 #include "messages/completion.hpp"
 
 namespace varsync {

@@ -2,11 +2,11 @@
 // (combined row by row, S1); a cross-replica scatter is sent to the
 // components its policy names (S4). The rules are in sync/scatter_update.
 
-#include "actors/coordinator_state.hpp"
+#include "actors/coordinator/coordinator_state.hpp"
 
 #include <cstdio>
 
-#include "actors/coordinator_gather.hpp"
+#include "actors/coordinator/coordinator_gather.hpp"
 #include "sync/collectives/across_processes.hpp"
 #include "sync/scatter_update.hpp"
 #include "varsync/error.hpp"

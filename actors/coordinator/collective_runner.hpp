@@ -19,7 +19,7 @@
 #include <caf/timespan.hpp>
 
 #include "actors/collective_selection.hpp"
-#include "actors/coordinator_metrics.hpp"
+#include "actors/coordinator/coordinator_metrics.hpp"
 #include "messages/collective.hpp"
 #include "messages/completion.hpp"
 #include "messages/coordinator_interface.hpp"

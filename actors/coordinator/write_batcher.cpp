@@ -1,6 +1,6 @@
-// The coordinator's group commit (actors/write_batcher.hpp).
+// The coordinator's group commit (actors/coordinator/write_batcher.hpp).
 
-#include "actors/write_batcher.hpp"
+#include "actors/coordinator/write_batcher.hpp"
 
 #include <algorithm>
 #include <optional>
