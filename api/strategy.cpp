@@ -15,7 +15,7 @@
 #include <caf/send.hpp>
 
 #include "actors/actor_thread.hpp"
-#include "actors/coordinator_actor.hpp"
+#include "actors/coordinator/coordinator_actor.hpp"
 #include "core/logging.hpp"
 #include "messages/system_lifetime.hpp"
 #include "varsync/config.hpp"

@@ -1,7 +1,7 @@
 #pragma once
 // Cross-replica writes that queued at the coordinator while earlier ones
 // were in flight travel to each replica as one message (group commit,
-// actors/coordinator_writes.cpp): the replica applies them in their order
+// actors/coordinator/write_batcher.cpp): the replica applies them in their order
 // and answers one error per write. By shared pointer between in-process
 // actors only: one batch is read by every replica, never copied.
 

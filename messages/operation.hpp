@@ -1,7 +1,7 @@
 #pragma once
 // An operation of a strategy as one value: what the actor API, the async and
 // blocking APIs, checkpoints and services mode's sequencer all hand to the
-// coordinator's one dispatch (actors/coordinator_dispatch.cpp). Each member
+// coordinator's one dispatch (actors/coordinator/coordinator_dispatch.cpp). Each member
 // names its result type and its name for messages; each has `inspect` beside
 // it, so that the operations services mode orders cross processes as they
 // are. A step's function and the in-process queries never cross a process:

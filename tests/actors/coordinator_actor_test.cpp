@@ -1,4 +1,4 @@
-// Actor-level tests of the coordinator actor (actors/coordinator_actor.hpp),
+// Actor-level tests of the coordinator actor (actors/coordinator/coordinator_actor.hpp),
 // driven through its typed interface (messages/coordinator_interface.hpp) as a
 // user's actor would drive it, over four host replicas; plus the embedding of
 // a strategy into the user's actor system. No GPU.
@@ -26,7 +26,7 @@
 
 #include "actor_fixture.hpp"
 #include "actors/actor_thread.hpp"
-#include "actors/coordinator_actor.hpp"
+#include "actors/coordinator/coordinator_actor.hpp"
 #include "varsync/error.hpp"
 #include "varsync/tensor.hpp"
 #include "messages/atoms.hpp"

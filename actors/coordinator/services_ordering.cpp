@@ -1,11 +1,11 @@
-// The ordering of services mode (actors/services_ordering.hpp).
+// The ordering of services mode (actors/coordinator/services_ordering.hpp).
 
-#include "actors/services_ordering.hpp"
+#include "actors/coordinator/services_ordering.hpp"
 
 #include <string>
 #include <utility>
 
-#include "actors/coordinator_state.hpp"
+#include "actors/coordinator/coordinator_state.hpp"
 #include "core/logging.hpp"
 #include "varsync/error.hpp"
 #include "varsync/metrics.hpp"

@@ -1,6 +1,6 @@
 // The coordinator: cross-replica reads, updates and per-replica values.
 
-#include "actors/coordinator_state.hpp"
+#include "actors/coordinator/coordinator_state.hpp"
 
 #include <atomic>
 #include <cstdio>
@@ -18,7 +18,7 @@
 #include "core/logging.hpp"
 #include "sync/collectives/across_processes.hpp"
 #include "sync/distributed_reduce.hpp"
-#include "actors/coordinator_gather.hpp"
+#include "actors/coordinator/coordinator_gather.hpp"
 
 namespace varsync {
 
@@ -47,8 +47,8 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
                                 std::move(done))
                   : done(std::move(left.error()));
   timeout = *left;
-  if ((*e)->writes_in_flight > 0)
-    return read_after_writes<tensor>(
+  if (read_barrier::must_wait(**e))
+    return reads_.wait<tensor>(
       **e, timeout,
       [this, id, done](caf::timespan t) {
         read(t, id, done);
@@ -99,6 +99,15 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
       });
     return;
   }
+  read_by_collective(timeout, id, plan.op, plan.source == read_source::primary,
+                     across, what, std::move(done));
+}
+
+void coordinator_state::read_by_collective(caf::timespan timeout, uint64_t id,
+                                           reduce_op op, bool first_only,
+                                           bool across, const std::string& what,
+                                           reply_fn<tensor> done) {
+  auto& info = *variables_.any(id)->info;
   if (auto err = budget_.check(
         static_cast<uint64_t>(element_count(info.shape)) * size_of(info.type),
         "read of variable " + quote_name(info.name)))
@@ -110,8 +119,8 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
   item.name = info.name;
   item.type = info.type;
   item.count = element_count(info.shape);
-  item.rop = plan.op;
-  item.first_only = plan.source == read_source::primary;
+  item.rop = op;
+  item.first_only = first_only;
   item.source = collective_source::components;
   item.target = collective_target::output;
   item.result = tensor::empty(info.type, info.shape);
@@ -164,17 +173,17 @@ void coordinator_state::update(caf::timespan timeout, uint64_t id,
                   static_cast<unsigned long long>(
                     fingerprint_of_bytes(value.raw(), value.nbytes())));
     what += std::string{" (value #"} + hex + ")";
-    ++(*e)->writes_in_flight; // reads wait from now on (W8)
+    read_barrier::write_started(**e); // reads wait from now on (W8)
     return agree(timeout, what, {},
                  [this, timeout, id, op, value = std::move(value),
                   done = std::move(done)](caf::expected<ok_atom> r) mutable {
                    if (!r) {
-                     write_done(id);
+                     reads_.write_done(id);
                      return done(std::move(r.error()));
                    }
                    dispatch_update(timeout, id, op, std::move(value),
                                    std::move(done));
-                   write_done(id); // the dispatch holds the reads now
+                   reads_.write_done(id); // the dispatch holds the reads now
                  });
   }
   // V4: an op outside the enum would throw in every replica's kernel.
@@ -196,7 +205,7 @@ void coordinator_state::dispatch_update(caf::timespan timeout, uint64_t id,
   auto& info = *(*e)->info;
   // Dispatch is the commit point (V2): from here the update reaches every
   // live component, and reads of the variable wait for its confirmation (W8).
-  ++(*e)->writes_in_flight;
+  read_barrier::write_started(**e);
   const auto target = (*e)->policy()->cross_replica_update(info, op);
   // In one process the write joins the group commit, unless it needs the
   // collective's overflow check below.
@@ -206,38 +215,22 @@ void coordinator_state::dispatch_update(caf::timespan timeout, uint64_t id,
                                   && total_replicas() > 1;
   if (!processes && !checked_collective) {
     // Built with its value (a default tensor would allocate its shape).
-    return queue_write(component_write{id, op,
-                                       target == update_target::split,
-                                       target == update_target::first_component,
-                                       std::move(value)},
-                       timeout, std::move(done));
+    return writes_.queue(component_write{id, op,
+                                         target == update_target::split,
+                                         target
+                                           == update_target::first_component,
+                                         std::move(value)},
+                         timeout, std::move(done));
   }
   done = [this, id, done = std::move(done)](caf::expected<ok_atom> r) {
-    write_done(id);
+    reads_.write_done(id);
     done(std::move(r));
   };
   switch (target) {
     case update_target::every_component:
-      if (checked_collective) {
-        // V4: components may differ (on_read, none), so one may overflow
-        // where the others do not. A collective checks every component at
-        // enter, before any is written: all change or none.
-        auto plan = new_plan("overflow-checked " + std::string{to_string(op)}
-                             + " of '" + info.name + "'");
-        auto& item = plan->add_item();
-        item.variable_id = id;
-        item.name = info.name;
-        item.type = info.type;
-        item.count = element_count(info.shape);
-        item.rop = reduce_op::sum;
-        item.first_only = true;
-        item.uop = op;
-        item.source = collective_source::contributions;
-        item.target = collective_target::components;
-        item.mirrored = policy_for(info.sync).mirrored();
-        item.contributions.assign(replicas_.size(), value);
-        return run_collective(timeout, plan, std::move(done));
-      }
+      if (checked_collective)
+        return update_checked(timeout, info, op, std::move(value),
+                              std::move(done));
       return gather_ok(
         replicas_.size(), timeout,
         [this, id, op, value](size_t i) {
@@ -278,6 +271,29 @@ void coordinator_state::dispatch_update(caf::timespan timeout, uint64_t id,
   }
 }
 
+void coordinator_state::update_checked(caf::timespan timeout,
+                                       const variable_info& info, update_op op,
+                                       tensor value, reply_fn<ok_atom> done) {
+  // V4: components may differ (on_read, none), so one may overflow where
+  // the others do not. A collective checks every component at enter, before
+  // any is written: all change or none.
+  auto plan = new_plan("overflow-checked " + std::string{to_string(op)}
+                       + " of '" + info.name + "'");
+  auto& item = plan->add_item();
+  item.variable_id = info.id;
+  item.name = info.name;
+  item.type = info.type;
+  item.count = element_count(info.shape);
+  item.rop = reduce_op::sum;
+  item.first_only = true;
+  item.uop = op;
+  item.source = collective_source::contributions;
+  item.target = collective_target::components;
+  item.mirrored = policy_for(info.sync).mirrored();
+  item.contributions.assign(replicas_.size(), std::move(value));
+  run_collective(timeout, plan, std::move(done));
+}
+
 void coordinator_state::local_values(caf::timespan timeout, uint64_t id,
                                      reply_fn<std::vector<tensor>> done) {
   auto left = remaining(timeout, "local_values");
@@ -288,8 +304,8 @@ void coordinator_state::local_values(caf::timespan timeout, uint64_t id,
   if (!e)
     return done(std::move(e.error()));
   count_cross_read(**e);
-  if ((*e)->writes_in_flight > 0)
-    return read_after_writes<std::vector<tensor>>(
+  if (read_barrier::must_wait(**e))
+    return reads_.wait<std::vector<tensor>>(
       **e, timeout,
       [this, id, done](caf::timespan t) {
         local_values(t, id, done);
@@ -372,8 +388,8 @@ void coordinator_state::survivor_values(
   if (!e)
     return done(std::move(e.error()));
   count_cross_read(**e);
-  if ((*e)->writes_in_flight > 0)
-    return read_after_writes<std::vector<std::optional<tensor>>>(
+  if (read_barrier::must_wait(**e))
+    return reads_.wait<std::vector<std::optional<tensor>>>(
       **e, timeout,
       [this, id, done](caf::timespan t) { survivor_values(t, id, done); },
       done);

@@ -1,12 +1,12 @@
 #pragma once
 // How a strategy orders its operations across processes: one object per
 // mode, chosen when the coordinator starts and asked by its dispatch before
-// every operation (actors/coordinator_dispatch.cpp). Local (one process):
+// every operation (actors/coordinator/coordinator_dispatch.cpp). Local (one process):
 // run now. Training (every process issues the same operations): run now,
 // one at a time, so that every process starts its rounds in one order (P4).
 // Services (any process issues operations alone): hand the operation to
 // process 0's sequencer and run it when it comes back in order
-// (actors/services_ordering.hpp).
+// (actors/coordinator/services_ordering.hpp).
 
 #include <cstddef>
 #include <memory>

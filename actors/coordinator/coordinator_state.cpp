@@ -1,7 +1,7 @@
-// The coordinator: construction, shared helpers, read ordering (W8), deadlines
-// and admission (V3).
+// The coordinator: construction, shared helpers, deadlines and admission
+// (V3).
 
-#include "actors/coordinator_state.hpp"
+#include "actors/coordinator/coordinator_state.hpp"
 
 #include <atomic>
 #include <memory>
@@ -17,7 +17,7 @@
 #include "varsync/error.hpp"
 #include "core/logging.hpp"
 #include "sync/distributed_reduce.hpp"
-#include "actors/coordinator_gather.hpp"
+#include "actors/coordinator/coordinator_gather.hpp"
 
 namespace varsync {
 
@@ -131,55 +131,6 @@ coordinator_state::remaining(caf::timespan timeout, const char* what) const {
                           "its deadline; it was not started, nothing was "
                           "changed");
   return timeout - queued_for;
-}
-
-void pending_read::expire() {
-  if (finished)
-    return;
-  finished = true;
-  fail(make_error(errc::timeout,
-                  "the read waited for writes of the variable that were "
-                  "issued before it and are not yet confirmed by every "
-                  "replica, past its deadline; nothing was changed"));
-}
-
-void coordinator_state::write_done(uint64_t id) {
-  auto* e = variables_.any(id);
-  if (e == nullptr)
-    return;
-  if (e->writes_in_flight > 0 && --e->writes_in_flight == 0)
-    flush_reads(*e);
-}
-
-void coordinator_state::flush_reads(entry& e) {
-  if (!e.waiting_reads)
-    return;
-  auto reads = std::move(*e.waiting_reads);
-  e.waiting_reads.reset();
-  auto now = operation_deadlines::clock::now();
-  for (auto& w : reads) {
-    if (w->finished)
-      continue;
-    w->finished = true;
-    if (w->watched)
-      unwatch(w->deadline);
-    auto left = w->timeout;
-    if (left != caf::timespan::max()) {
-      auto waited = std::chrono::duration_cast<caf::timespan>(now - w->since);
-      if (waited >= left) {
-        w->fail(make_error(errc::timeout,
-                           "the read waited for earlier writes of the "
-                           "variable past its deadline; nothing was "
-                           "changed"));
-        continue;
-      }
-      left -= waited;
-    }
-    auto saved = rerunning_;
-    rerunning_ = true;
-    w->rerun(left);
-    rerunning_ = saved;
-  }
 }
 
 operation_deadlines::handle coordinator_state::watch(caf::timespan timeout,

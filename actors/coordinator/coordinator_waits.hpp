@@ -14,7 +14,7 @@
 #include <caf/error.hpp>
 #include <caf/timespan.hpp>
 
-#include "actors/operation_deadlines.hpp"
+#include "actors/coordinator/operation_deadlines.hpp"
 #include "messages/completion.hpp"
 #include "messages/shared_variable_info.hpp"
 

@@ -1,4 +1,4 @@
-#include "actors/variable_registry.hpp"
+#include "actors/coordinator/variable_registry.hpp"
 
 #include <algorithm>
 

@@ -1,7 +1,6 @@
 #pragma once
 // Internal to the coordinator's source files (actors/coordinator_*.cpp): small
-// helpers and the templates (gather, read_after_writes) that several of them
-// use.
+// helpers and the templates (gather) that several of them use.
 
 #include <atomic>
 #include <optional>
@@ -10,7 +9,7 @@
 
 #include <caf/sec.hpp>
 
-#include "actors/coordinator_state.hpp"
+#include "actors/coordinator/coordinator_state.hpp"
 #include "actors/spread_sends.hpp"
 #include "varsync/by_value.hpp"
 #include "varsync/error.hpp"
@@ -47,68 +46,69 @@ inline bool is_timeout(const caf::error& err) {
 
 } // namespace coordinator_helpers
 
+template <class T>
+struct coordinator_state::gather_state final : expirable {
+  coordinator_state* owner = nullptr;
+  on_deadline late = on_deadline::abandoned;
+  std::vector<T> values;
+  size_t pending = 0;
+  bool finished = false;
+  caf::error error;
+  reply_fn<std::vector<T>> done;
+  operation_deadlines::handle deadline;
+
+  void finish() {
+    finished = true;
+    if (error)
+      done(std::move(error));
+    else
+      done(std::move(values));
+  }
+
+  bool watched = false;
+
+  void finish_one() {
+    if (--pending > 0 || finished)
+      return;
+    if (watched)
+      owner->unwatch(deadline);
+    finish();
+  }
+
+  void expire() override {
+    if (finished)
+      return;
+    auto missing = std::to_string(pending) + " of "
+                   + std::to_string(values.size());
+    if (late == on_deadline::committed)
+      error = make_error(errc::committed_late,
+                         "the operation was committed and is applied to "
+                         "every live component, but "
+                           + missing
+                           + " replicas did not confirm it within the "
+                             "deadline");
+    else
+      error = make_error(errc::timeout,
+                         missing
+                           + " replicas did not answer within the "
+                             "deadline; the operation was abandoned before "
+                             "its commit point");
+    finish();
+  }
+};
+
 template <class T, class Send>
 void coordinator_state::gather(size_t count, caf::timespan timeout, Send send,
                                reply_fn<std::vector<T>> done,
                                on_deadline late, fan_out how,
                                std::shared_ptr<reply_times> times) {
   // Queued writes reach the replicas before this request (W8).
-  if (filling_writes_)
-    flush_writes();
-  struct state final : expirable {
-    coordinator_state* owner = nullptr;
-    on_deadline late = on_deadline::abandoned;
-    std::vector<T> values;
-    size_t pending = 0;
-    bool finished = false;
-    caf::error error;
-    reply_fn<std::vector<T>> done;
-    operation_deadlines::handle deadline;
-
-    void finish() {
-      finished = true;
-      if (error)
-        done(std::move(error));
-      else
-        done(std::move(values));
-    }
-
-    bool watched = false;
-
-    void finish_one() {
-      if (--pending > 0 || finished)
-        return;
-      if (watched)
-        owner->unwatch(deadline);
-      finish();
-    }
-
-    void expire() override {
-      if (finished)
-        return;
-      auto missing = std::to_string(pending) + " of "
-                     + std::to_string(values.size());
-      if (late == on_deadline::committed)
-        error = make_error(errc::committed_late,
-                           "the operation was committed and is applied to "
-                           "every live component, but "
-                             + missing
-                             + " replicas did not confirm it within the "
-                               "deadline");
-      else
-        error = make_error(errc::timeout,
-                           missing
-                             + " replicas did not answer within the "
-                               "deadline; the operation was abandoned before "
-                               "its commit point");
-      finish();
-    }
-  };
+  writes_.flush_queued();
   if (count == 0) {
     done(std::vector<T>{});
     return;
   }
-  auto st = std::make_shared<state>();
+  auto st = std::make_shared<gather_state<T>>();
   st->owner = this;
   st->late = late;
   st->values.resize(count);
@@ -149,24 +149,6 @@ void coordinator_state::gather_ok(size_t count, caf::timespan timeout,
                       done(std::move(r.error()));
                   },
                   late, how);
-}
-
-template <class T>
-void coordinator_state::read_after_writes(
-  entry& e, caf::timespan timeout, std::function<void(caf::timespan)> rerun,
-  reply_fn<T> done) {
-  auto w = std::make_shared<pending_read>();
-  w->since = operation_deadlines::clock::now();
-  w->timeout = timeout;
-  w->rerun = std::move(rerun);
-  w->fail = [done](caf::error err) { done(std::move(err)); };
-  if (timeout != caf::timespan::max()) {
-    w->deadline = watch(timeout, w.get());
-    w->watched = true;
-  }
-  if (!e.waiting_reads)
-    e.waiting_reads = std::make_unique<entry::waiting>();
-  e.waiting_reads->push_back(std::move(w));
 }
 
 } // namespace varsync

@@ -1,6 +1,6 @@
 // The coordinator: creating, finding, listing and destroying variables.
 
-#include "actors/coordinator_state.hpp"
+#include "actors/coordinator/coordinator_state.hpp"
 
 #include <atomic>
 #include <memory>
@@ -16,7 +16,7 @@
 #include "varsync/error.hpp"
 #include "core/logging.hpp"
 #include "sync/distributed_reduce.hpp"
-#include "actors/coordinator_gather.hpp"
+#include "actors/coordinator/coordinator_gather.hpp"
 
 namespace varsync {
 
@@ -167,17 +167,7 @@ void coordinator_state::destroy(caf::timespan timeout, uint64_t id,
   // Reads waiting for this variable's writes run again and find it gone.
   auto waiting = std::move((*e)->waiting_reads);
   variables_.erase(id);
-  if (waiting)
-    for (auto& w : *waiting)
-      if (!w->finished) {
-        w->finished = true;
-        if (w->watched)
-          unwatch(w->deadline);
-        auto saved = rerunning_;
-        rerunning_ = true;
-        w->rerun(w->timeout);
-        rerunning_ = saved;
-      }
+  reads_.release(std::move(waiting));
   gather_ok(
     replicas_.size(), timeout,
     [this, id](size_t i) {

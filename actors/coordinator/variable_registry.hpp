@@ -18,28 +18,16 @@
 #include <caf/expected.hpp>
 #include <caf/timespan.hpp>
 
-#include "actors/coordinator_metrics.hpp"
-#include "actors/operation_deadlines.hpp"
+#include "actors/coordinator/coordinator_metrics.hpp"
+#include "actors/coordinator/operation_deadlines.hpp"
 #include "core/small_object_pool.hpp"
 #include "messages/shared_variable_info.hpp"
 #include "sync/sync_policy.hpp"
 
 namespace varsync {
 
-/// A cross-replica read waiting for the writes of its variable that were
-/// dispatched before it (W8).
-struct pending_read : expirable {
-  operation_deadlines::clock::time_point since;
-  caf::timespan timeout;
-  operation_deadlines::handle deadline;
-  bool watched = false;
-  bool finished = false;
-  /// Runs the read again with the time that is left.
-  std::function<void(caf::timespan)> rerun;
-  /// Fails the read.
-  std::function<void(caf::error)> fail;
-  void expire() override;
-};
+/// A read waiting for writes of its variable (actors/coordinator/read_barrier.hpp).
+struct pending_read;
 
 struct variable_entry {
   using waiting = std::vector<std::shared_ptr<pending_read>>;
@@ -50,7 +38,8 @@ struct variable_entry {
   uint32_t writes_in_flight = 0;
   /// Its creation completed on every replica.
   bool ready = false;
-  /// Reads waiting for those writes; allocated while some wait.
+  /// Reads waiting for those writes (the read barrier's); allocated while
+  /// some wait.
   std::unique_ptr<waiting> waiting_reads;
   /// Metrics (M1-M2); allocated at the first count.
   std::unique_ptr<variable_usage> usage;

@@ -1,13 +1,13 @@
 // The coordinator's metrics (M1-M4): what it counts as operations run, and
 // the snapshot it assembles from its counts and its replicas'.
 
-#include "actors/coordinator_metrics.hpp"
+#include "actors/coordinator/coordinator_metrics.hpp"
 
 #include <algorithm>
 #include <optional>
 #include <unordered_map>
 
-#include "actors/coordinator_state.hpp"
+#include "actors/coordinator/coordinator_state.hpp"
 #include "core/logging.hpp"
 #include "varsync/error.hpp"
 
@@ -104,7 +104,7 @@ void coordinator_state::count_step_updates(
   }
 }
 
-void coordinator_state::count_collective(
+void coordinator_state::collective_completed(
   const collective_plan& plan, reply_times::clock::time_point started) {
   caf::timespan took{0};
   if (started != reply_times::clock::time_point{})
@@ -125,6 +125,106 @@ void coordinator_state::count_collective(
   }
 }
 
+namespace {
+
+variable_metrics metrics_of(uint64_t id, const variable_entry& e) {
+  auto& info = *e.info;
+  variable_metrics v;
+  v.id = id;
+  v.name = info.name;
+  v.sync = info.sync;
+  v.agg = info.agg;
+  v.trainable = info.trainable;
+  v.bytes = static_cast<uint64_t>(element_count(info.shape))
+            * size_of(info.type);
+  if (e.usage) {
+    auto& u = *e.usage;
+    v.cross_replica_reads = u.cross_reads;
+    v.cross_replica_updates = u.cross_updates;
+    v.steps_updated = u.steps_updated;
+    v.collectives = u.collectives;
+    v.bytes_moved = u.bytes_moved;
+    v.collective_seconds = seconds_of(u.collective_time);
+    v.waiting_seconds = seconds_of(u.waiting);
+  }
+  return v;
+}
+
+} // namespace
+
+strategy_metrics coordinator_state::metrics_here() const {
+  strategy_metrics m;
+  m.process_rank = processes ? processes->rank : 0;
+  m.processes = processes ? processes->processes : 1;
+  m.uptime_seconds = std::chrono::duration<double>(
+                       coordinator_record::clock::now() - record_.created)
+                       .count();
+  m.steps = steps_started_;
+  m.collectives = collectives_.completed();
+  m.collective_seconds = seconds_of(record_.collective_time);
+  m.bytes_moved = record_.bytes_moved;
+  m.in_flight = admission_.in_flight();
+  m.queued_operations = admission_.queued();
+  m.queued_bytes = admission_.queued_bytes();
+  m.completed = record_.completed();
+  m.refusals = record_.refusals();
+  m.deadlines_hit = record_.deadlines();
+  m.errors = record_.errors();
+  m.local_adds_dropped = local_adds_dropped_->load();
+  m.writes_sent = writes_.writes_sent();
+  m.write_groups = writes_.groups_sent();
+  ordering_->report(m);
+  m.stall_threshold_seconds = seconds_of(record_.stall_threshold());
+  if (processes && processes->rounds) {
+    m.process_rounds = processes->rounds->snapshot();
+    m.waiting_for_processes_seconds = processes->rounds->waited_seconds();
+  }
+  for (auto& [id, e] : variables_.entries())
+    if (e.ready)
+      m.variables.push_back(metrics_of(id, e));
+  std::sort(m.variables.begin(), m.variables.end(),
+            [](auto& a, auto& b) { return a.name < b.name; });
+  return m;
+}
+
+void coordinator_state::add_replica_metrics(
+  strategy_metrics& m, std::vector<std::optional<replica_usage>>& got) {
+  std::unordered_map<uint64_t, size_t> at;
+  for (size_t k = 0; k < m.variables.size(); ++k)
+    at.emplace(m.variables[k].id, k);
+  const int first = processes ? processes->first_replica : 0;
+  for (size_t i = 0; i < replicas_.size(); ++i) {
+    replica_metrics r;
+    r.replica = first + static_cast<int>(i);
+    r.device = to_string(devices_[i]);
+    r.failed = static_cast<bool>(replica_failures_[i]);
+    if (i < record_.replicas().size()) {
+      auto& t = record_.replicas()[i];
+      r.step_rounds = t.rounds;
+      r.slowest = t.slowest;
+      r.stalls = t.stalls;
+      r.kept_waiting_seconds = seconds_of(t.kept_waiting);
+    }
+    if (got[i])
+      last_usage_[i] = std::move(*got[i]);
+    else
+      r.counts_stale = true;
+    auto& u = last_usage_[i];
+    r.deferred = got[i] ? u.deferred : 0;
+    r.refusals = u.refusals;
+    m.deferred_on_replicas += r.deferred;
+    m.refusals += u.refusals;
+    for (size_t k = 0; k < u.ids.size(); ++k) {
+      auto j = at.find(u.ids[k]);
+      if (j == at.end())
+        continue;
+      m.variables[j->second].replica_reads += u.reads[k];
+      m.variables[j->second].replica_updates += u.updates[k];
+    }
+    m.replicas.push_back(std::move(r));
+  }
+}
+
 void coordinator_state::metrics(caf::timespan timeout,
                                 reply_fn<strategy_metrics> done) {
   struct pending {
@@ -136,92 +236,8 @@ void coordinator_state::metrics(caf::timespan timeout,
   st->got.resize(replicas_.size());
   st->done = std::move(done);
   auto finish = [this, st] {
-    strategy_metrics m;
-    m.process_rank = processes ? processes->rank : 0;
-    m.processes = processes ? processes->processes : 1;
-    m.uptime_seconds = std::chrono::duration<double>(
-                         coordinator_record::clock::now() - record_.created)
-                         .count();
-    m.steps = steps_started_;
-    m.collectives = collectives_run_;
-    m.collective_seconds = seconds_of(record_.collective_time);
-    m.bytes_moved = record_.bytes_moved;
-    m.in_flight = admission_.in_flight();
-    m.queued_operations = admission_.queued();
-    m.queued_bytes = admission_.queued_bytes();
-    m.completed = record_.completed();
-    m.refusals = record_.refusals();
-    m.deadlines_hit = record_.deadlines();
-    m.errors = record_.errors();
-    m.local_adds_dropped = local_adds_dropped_->load();
-    m.writes_sent = writes_sent_;
-    m.write_groups = write_groups_;
-    ordering_->report(m);
-    m.stall_threshold_seconds = seconds_of(record_.stall_threshold());
-    if (processes && processes->rounds) {
-      m.process_rounds = processes->rounds->snapshot();
-      m.waiting_for_processes_seconds = processes->rounds->waited_seconds();
-    }
-    std::unordered_map<uint64_t, size_t> at;
-    for (auto& [id, e] : variables_.entries()) {
-      if (!e.ready)
-        continue;
-      auto& info = *e.info;
-      variable_metrics v;
-      v.id = id;
-      v.name = info.name;
-      v.sync = info.sync;
-      v.agg = info.agg;
-      v.trainable = info.trainable;
-      v.bytes = static_cast<uint64_t>(element_count(info.shape))
-                * size_of(info.type);
-      if (e.usage) {
-        auto& u = *e.usage;
-        v.cross_replica_reads = u.cross_reads;
-        v.cross_replica_updates = u.cross_updates;
-        v.steps_updated = u.steps_updated;
-        v.collectives = u.collectives;
-        v.bytes_moved = u.bytes_moved;
-        v.collective_seconds = seconds_of(u.collective_time);
-        v.waiting_seconds = seconds_of(u.waiting);
-      }
-      m.variables.push_back(std::move(v));
-    }
-    std::sort(m.variables.begin(), m.variables.end(),
-              [](auto& a, auto& b) { return a.name < b.name; });
-    for (size_t k = 0; k < m.variables.size(); ++k)
-      at.emplace(m.variables[k].id, k);
-    const int first = processes ? processes->first_replica : 0;
-    for (size_t i = 0; i < replicas_.size(); ++i) {
-      replica_metrics r;
-      r.replica = first + static_cast<int>(i);
-      r.device = to_string(devices_[i]);
-      r.failed = static_cast<bool>(replica_failures_[i]);
-      if (i < record_.replicas().size()) {
-        auto& t = record_.replicas()[i];
-        r.step_rounds = t.rounds;
-        r.slowest = t.slowest;
-        r.stalls = t.stalls;
-        r.kept_waiting_seconds = seconds_of(t.kept_waiting);
-      }
-      if (st->got[i])
-        last_usage_[i] = std::move(*st->got[i]);
-      else
-        r.counts_stale = true;
-      auto& u = last_usage_[i];
-      r.deferred = st->got[i] ? u.deferred : 0;
-      r.refusals = u.refusals;
-      m.deferred_on_replicas += r.deferred;
-      m.refusals += u.refusals;
-      for (size_t k = 0; k < u.ids.size(); ++k) {
-        auto j = at.find(u.ids[k]);
-        if (j == at.end())
-          continue;
-        m.variables[j->second].replica_reads += u.reads[k];
-        m.variables[j->second].replica_updates += u.updates[k];
-      }
-      m.replicas.push_back(std::move(r));
-    }
+    auto m = metrics_here();
+    add_replica_metrics(m, st->got);
     st->done(std::move(m));
   };
   last_usage_.resize(replicas_.size());

@@ -2,9 +2,9 @@
 // (actor request, async or blocking call, checkpoint, services mode's
 // sequencer), runs through execute().
 
-#include "actors/coordinator_state.hpp"
+#include "actors/coordinator/coordinator_state.hpp"
 
-#include "actors/services_ordering.hpp"
+#include "actors/coordinator/services_ordering.hpp"
 
 #include <string>
 #include <type_traits>

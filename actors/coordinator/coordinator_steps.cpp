@@ -1,6 +1,7 @@
-// The coordinator: replica steps, all_reduce and host collectives.
+// The coordinator: replica steps, all_reduce, and the requests to the
+// replicas of its collective runner (actors/coordinator/collective_runner.hpp).
 
-#include "actors/coordinator_state.hpp"
+#include "actors/coordinator/coordinator_state.hpp"
 
 #include <atomic>
 #include <memory>
@@ -16,7 +17,7 @@
 #include "varsync/error.hpp"
 #include "core/logging.hpp"
 #include "sync/distributed_reduce.hpp"
-#include "actors/coordinator_gather.hpp"
+#include "actors/coordinator/coordinator_gather.hpp"
 #include "sync/collective_checks.hpp"
 #include "sync/small_step.hpp"
 #include "sync/step_rules.hpp"
@@ -24,6 +25,43 @@
 namespace varsync {
 
 using namespace coordinator_helpers;
+
+namespace {
+
+/// V4: all_reduce value `k`, one per replica (`replicas`), of one dtype and
+/// shape, reducible by `op`.
+caf::error check_reduce_values(size_t k, const std::vector<tensor>& group,
+                               size_t replicas, reduce_op op) {
+  auto where = "all_reduce value " + std::to_string(k);
+  if (group.size() != replicas)
+    return make_error(errc::invalid_argument,
+                      where + ": expected " + std::to_string(replicas)
+                        + " per-replica values but got "
+                        + std::to_string(group.size()));
+  for (size_t r = 1; r < group.size(); ++r) {
+    if (group[r].type() != group[0].type())
+      return make_error(errc::dtype_mismatch,
+                        where + ": replica " + std::to_string(r)
+                          + " has dtype "
+                          + std::string{to_string(group[r].type())}
+                          + " but replica 0 has "
+                          + std::string{to_string(group[0].type())});
+    if (group[r].shape() != group[0].shape())
+      return make_error(errc::shape_mismatch,
+                        where + ": replica " + std::to_string(r)
+                          + " has shape " + to_string(group[r].shape())
+                          + " but replica 0 has "
+                          + to_string(group[0].shape()));
+  }
+  if (op == reduce_op::mean && !is_floating(group[0].type()))
+    return make_error(errc::invalid_argument,
+                      where + ": mean of "
+                        + std::string{to_string(group[0].type())}
+                        + " values needs conversion to float64 first");
+  return {};
+}
+
+} // namespace
 
 // -- replica steps ----------------------------------------------------------------
 
@@ -181,36 +219,9 @@ void coordinator_state::all_reduce(caf::timespan timeout, reduce_op op,
   if (auto err = check_reduce_op(op, "all_reduce"))
     return fail(std::move(err));
   auto plan = new_plan(what);
-  for (size_t k = 0; k < values.size(); ++k) {
-    auto& group = values[k];
-    auto where = "all_reduce value " + std::to_string(k);
-    if (group.size() != replicas_.size())
-      return fail(make_error(errc::invalid_argument,
-                             where + ": expected "
-                               + std::to_string(replicas_.size())
-                               + " per-replica values but got "
-                               + std::to_string(group.size())));
-    for (size_t r = 1; r < group.size(); ++r) {
-      if (group[r].type() != group[0].type())
-        return fail(make_error(errc::dtype_mismatch,
-                               where + ": replica " + std::to_string(r)
-                                 + " has dtype "
-                                 + std::string{to_string(group[r].type())}
-                                 + " but replica 0 has "
-                                 + std::string{to_string(group[0].type())}));
-      if (group[r].shape() != group[0].shape())
-        return fail(make_error(errc::shape_mismatch,
-                               where + ": replica " + std::to_string(r)
-                                 + " has shape " + to_string(group[r].shape())
-                                 + " but replica 0 has "
-                                 + to_string(group[0].shape())));
-    }
-    if (op == reduce_op::mean && !is_floating(group[0].type()))
-      return fail(make_error(errc::invalid_argument,
-                             where + ": mean of "
-                               + std::string{to_string(group[0].type())}
-                               + " values needs conversion to float64 first"));
-  }
+  for (size_t k = 0; k < values.size(); ++k)
+    if (auto err = check_reduce_values(k, values[k], replicas_.size(), op))
+      return fail(std::move(err));
   // The outputs, sized by the caller's values, before any is allocated.
   uint64_t output_bytes = 0;
   for (auto& group : values)
@@ -243,186 +254,58 @@ void coordinator_state::all_reduce(caf::timespan timeout, reduce_op op,
   });
 }
 
-// -- host collectives -----------------------------------------------------------
+// -- the collective runner's requests to the replicas ---------------------------
 
-void coordinator_state::run_collective(caf::timespan timeout,
-                                       std::shared_ptr<collective_plan> plan,
-                                       reply_fn<ok_atom> done, bool small) {
-  if (collective_running_) {
-    // The deadline runs while the collective waits for the one before it.
-    auto since = operation_deadlines::clock::now();
-    pending_collectives_.emplace_back(
-      [this, since, timeout, plan, small, done = std::move(done)]() mutable {
-        auto left = timeout;
-        if (timeout != caf::timespan::max()) {
-          auto waited = std::chrono::duration_cast<caf::timespan>(
-            operation_deadlines::clock::now() - since);
-          if (waited >= timeout) {
-            // Not entered: abandoned on every replica, nothing changed.
-            auto late = make_error(errc::timeout,
-                                   "the collective waited for earlier "
-                                   "collectives past its deadline; it was "
-                                   "not started, nothing was changed");
-            if (plan->cross_process) { // the others still expect the round
-              plan->local_error = std::move(late);
-              return start_collective(timeout, std::move(plan),
-                                      std::move(done));
-            }
-            done(std::move(late));
-            return finish_collective();
-          }
-          left = timeout - waited;
-        }
-        if (small)
-          start_small_step(left, std::move(plan), std::move(done));
-        else
-          start_collective(left, std::move(plan), std::move(done));
-      });
-    return;
-  }
-  if (small)
-    start_small_step(timeout, std::move(plan), std::move(done));
-  else
-    start_collective(timeout, std::move(plan), std::move(done));
-}
-
-void coordinator_state::start_small_step(caf::timespan timeout,
-                                         std::shared_ptr<collective_plan> plan,
-                                         reply_fn<ok_atom> done) {
-  collective_running_ = true;
-  auto finish = finishing_collective(plan, std::move(done));
-  if (auto err = check_replicas())
-    return finish(std::move(err));
-  auto name_of = [this](uint64_t id) { return quoted_name_of(id); };
-  auto ys = combine_small_step(*plan, name_of);
-  if (!ys)
-    return finish(std::move(ys.error()));
-  // Dispatch is the commit point, as for a cross-replica update: from here
-  // every live replica applies the step (or all refuse it alike).
-  gather_ok(
-    replicas_.size(), timeout,
-    [this, ys = std::move(*ys)](size_t i) {
-      return self_->request(replicas_[i], caf::infinite,
-                            step_apply_atom::value, ys);
-    },
-    std::move(finish), on_deadline::committed);
-}
-
-void coordinator_state::start_collective(caf::timespan timeout,
-                                         std::shared_ptr<collective_plan> plan,
-                                         reply_fn<ok_atom> done) {
-  collective_running_ = true;
-  auto finish = finishing_collective(plan, std::move(done));
-  auto leave_and_finish = [this, finish](caf::expected<ok_atom> r) {
-    for (auto& replica : replicas_)
-      self_->send(replica, collective_leave_atom::value);
-    finish(std::move(r));
-  };
-  auto run = std::make_shared<collective_run>();
-  run->plan = plan;
-  run->algorithm = collective_.in_replicas;
-  // The driver runs the work phase for every replica at once: the device
-  // collective, or the collective across processes.
-  auto drive = [this, run](reply_fn<ok_atom> then) {
-    self_->request(*collective_.driver, caf::infinite,
-                   collective_work_atom::value, run)
-      .then([then](ok_atom) { then(ok_atom::value); },
-            [this, then](caf::error& err) {
-              if (err.category() == error_category)
-                return then(std::move(err));
-              then(make_error(errc::device_error,
-                              "the " + std::string{processes ? "cross-process"
-                                                             : "device"}
-                                + " collective failed: "
-                                + self_->system().render(err)));
-            });
-  };
-  if (auto err = check_replicas()) {
-    if (!processes)
-      return finish(std::move(err));
-    plan->local_error = std::move(err);
-  }
-  // Across processes, a round that fails here (or only agrees) still takes
-  // part, without entering the replicas.
-  if (processes && (plan->local_error || plan->items.empty())) {
-    plan->items.clear();
-    return drive(finish);
-  }
-  run->buffers = bind_plan_buffers(*plan);
-  // Device collectives wait for their GPUs until then, and abort past it.
-  run->buffers.deadline = deadline_after(timeout);
-  if (collective_.driver) // the replicas publish their step-done events
-    run->buffers.ready_events.assign(replicas_.size(), nullptr);
+void coordinator_state::enter_replicas(caf::timespan timeout,
+                                       const collective_run_ptr& run,
+                                       reply_fn<std::vector<int64_t>> done) {
   gather<int64_t>(
     replicas_.size(), timeout,
     [this, run](size_t i) {
       return self_->request(replicas_[i], caf::infinite,
                             collective_enter_atom::value, run);
     },
-    [this, plan, run, leave_and_finish, drive](
-      caf::expected<std::vector<int64_t>> votes) {
-      caf::error failed;
-      if (!votes)
-        failed = std::move(votes.error());
-      else
-        for (size_t r = 0; r < votes->size() && !failed; ++r) {
-          auto k = (*votes)[r];
-          if (k < 0)
-            continue;
-          auto* e
-            = variables_.any(plan->items[static_cast<size_t>(k)].variable_id);
-          auto name = e == nullptr ? std::string{"?"}
-                                   : quote_name(e->info->name);
-          failed = unequal_contributions_error(
-            name, static_cast<int>(r)
-                    + (processes ? processes->first_replica : 0));
-        }
-      if (failed) {
-        if (!processes)
-          return leave_and_finish(std::move(failed));
-        plan->local_error = std::move(failed);
-        plan->items.clear();
-        run->buffers.items.clear();
-        return drive(leave_and_finish);
-      }
-      // The work phase is memory work that cannot be interrupted halfway:
-      // it runs to completion (a dead replica still fails it at once).
-      if (collective_.driver)
-        return drive(leave_and_finish);
-      gather_ok(
-        replicas_.size(), caf::timespan::max(),
-        [this, run](size_t i) {
-          return self_->request(replicas_[i], caf::infinite,
-                                collective_work_atom::value, run);
-        },
-        leave_and_finish, on_deadline::abandoned,
-        fan_out::spread); // the slices in parallel
-    });
+    std::move(done));
 }
 
-reply_fn<ok_atom>
-coordinator_state::finishing_collective(std::shared_ptr<collective_plan> plan,
-                                        reply_fn<ok_atom> done) {
-  auto started = record_.enabled() ? reply_times::clock::now()
-                                   : reply_times::clock::time_point{};
-  return [this, plan = std::move(plan), started,
-          done = std::move(done)](caf::expected<ok_atom> r) {
-    if (r) {
-      ++collectives_run_;
-      count_collective(*plan, started);
-    }
-    done(std::move(r));
-    finish_collective();
-  };
+void coordinator_state::work_in_replicas(const collective_run_ptr& run,
+                                         reply_fn<ok_atom> done) {
+  gather_ok(
+    replicas_.size(), caf::timespan::max(),
+    [this, run](size_t i) {
+      return self_->request(replicas_[i], caf::infinite,
+                            collective_work_atom::value, run);
+    },
+    std::move(done), on_deadline::abandoned,
+    fan_out::spread); // the slices in parallel
 }
 
-void coordinator_state::finish_collective() {
-  collective_running_ = false;
-  if (!pending_collectives_.empty()) {
-    auto next = std::move(pending_collectives_.front());
-    pending_collectives_.pop_front();
-    next();
+void coordinator_state::apply_small_step(caf::timespan timeout,
+                                         std::vector<recorded_update> ys,
+                                         reply_fn<ok_atom> done) {
+  // Dispatch is the commit point, as for a cross-replica update: from here
+  // every live replica applies the step (or all refuse it alike).
+  gather_ok(
+    replicas_.size(), timeout,
+    [this, ys = std::move(ys)](size_t i) {
+      return self_->request(replicas_[i], caf::infinite,
+                            step_apply_atom::value, ys);
+    },
+    std::move(done), on_deadline::committed);
+}
+
+caf::error coordinator_state::unequal_vote(const std::vector<int64_t>& votes,
+                                           const collective_plan& plan) {
+  for (size_t r = 0; r < votes.size(); ++r) {
+    auto k = votes[r];
+    if (k < 0)
+      continue;
+    auto* e = variables_.any(plan.items[static_cast<size_t>(k)].variable_id);
+    auto name = e == nullptr ? std::string{"?"} : quote_name(e->info->name);
+    return unequal_contributions_error(
+      name, static_cast<int>(r) + (processes ? processes->first_replica : 0));
   }
+  return {};
 }
 
 } // namespace varsync

@@ -1,4 +1,4 @@
-#include "actors/coordinator_actor.hpp"
+#include "actors/coordinator/coordinator_actor.hpp"
 
 #include <atomic>
 #include <memory>
@@ -11,14 +11,14 @@
 
 #include "actors/actor_thread.hpp"
 #include "actors/collective_selection.hpp"
-#include "actors/coordinator_state.hpp"
+#include "actors/coordinator/coordinator_state.hpp"
 #include "actors/replica_actor.hpp"
 #include "actors/spawn_hidden.hpp"
 #include "varsync/error.hpp"
 #include "core/logging.hpp"
 #include "sync/distributed_reduce.hpp"
 
-#include "actors/coordinator_gather.hpp"
+#include "actors/coordinator/coordinator_gather.hpp"
 
 namespace varsync {
 
@@ -31,7 +31,7 @@ strategy_description coordinator_state::describe() const {
   for (auto& d : devices_)
     out.devices.push_back(to_string(d));
   out.collective = collective_.description;
-  out.collectives_run = collectives_run_;
+  out.collectives_run = collectives_.completed();
   out.local_adds_dropped = local_adds_dropped_->load();
   for (size_t i = 0; i < replica_failures_.size(); ++i)
     if (replica_failures_[i])
@@ -71,7 +71,7 @@ void coordinator_state::shutdown() {
   self_->quit(caf::exit_reason::user_shutdown);
 }
 
-coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
+void coordinator_state::bind_replicas() {
   for (auto& replica : replicas_) {
     self_->monitor(replica);
     // First message to each replica: from now on it takes component, step
@@ -90,6 +90,21 @@ coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
                    self_->system().render(replica_failures_[i]));
     }
   });
+}
+
+caf::result<strategy_metrics> coordinator_state::metrics_now() {
+  auto rp = self_->make_response_promise<strategy_metrics>();
+  metrics(default_timeout_, [rp](caf::expected<strategy_metrics> r) mutable {
+    if (r)
+      rp.deliver(std::move(*r));
+    else
+      rp.deliver(std::move(r.error()));
+  });
+  return rp;
+}
+
+coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
+  bind_replicas();
   // Every request is admitted (see admit) and releases its slot when it
   // delivers its response: accept() adapts a request to an operation.
   return {
@@ -139,15 +154,7 @@ coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
     // Never queued behind operations: a snapshot is most wanted when they
     // pile up.
     [this](metrics_atom) -> caf::result<strategy_metrics> {
-      auto rp = self_->make_response_promise<strategy_metrics>();
-      metrics(default_timeout_,
-              [rp](caf::expected<strategy_metrics> r) mutable {
-                if (r)
-                  rp.deliver(std::move(*r));
-                else
-                  rp.deliver(std::move(r.error()));
-              });
-      return rp;
+      return metrics_now();
     },
     [this](client_now_atom, const client_call_ptr& call) {
       start_call(call, false);
@@ -213,10 +220,8 @@ private:
   coordinator_state state_;
 };
 
-} // namespace
-
-caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& sys,
-                                                   coordinator_config cfg) {
+/// V4: the config's enums and bounds, checked before any replica exists.
+caf::error check_config(const coordinator_config& cfg) {
   if (cfg.devices.empty())
     return make_error(errc::invalid_argument,
                       "a strategy needs at least one device");
@@ -239,29 +244,69 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
   if (cfg.max_queued_operations == 0 || cfg.max_queued_bytes == 0)
     return make_error(errc::invalid_argument,
                       "the overload bounds must be positive");
+  return {};
+}
+
+/// Services mode: the group's sequencer hands the ordered operations (and
+/// its failure) to `coordinator`, which it does not keep alive.
+void attach_sequencer(process_group& group,
+                      const coordinator_internal_actor& coordinator) {
+  auto weak = caf::actor_cast<caf::weak_actor_ptr>(coordinator);
+  auto to_coordinator = [weak](auto... xs) {
+    if (auto strong = weak.lock())
+      caf::anon_send(caf::actor_cast<coordinator_internal_actor>(strong),
+                     std::move(xs)...);
+  };
+  sequence_receiver receiver;
+  receiver.deliver = [to_coordinator](sequenced_operation op) {
+    to_coordinator(sequenced_atom::value, std::move(op));
+  };
+  receiver.failed = [to_coordinator](caf::error reason) {
+    to_coordinator(sequencer_down_atom::value, std::move(reason));
+  };
+  group.control().attach_sequencer(std::move(receiver));
+}
+
+/// The strategy's place among its processes (none in one process).
+caf::expected<std::optional<coordinator_state::process_layout>>
+layout_of(const coordinator_config& cfg) {
   std::optional<coordinator_state::process_layout> layout;
+  if (!cfg.processes)
+    return layout;
+  auto& m = *cfg.processes;
+  if (!m.group
+      || m.replicas_per_rank.size() != static_cast<size_t>(m.group->size())
+      || m.replicas_per_rank[static_cast<size_t>(m.group->rank())]
+           != static_cast<int>(cfg.devices.size()))
+    return make_error(errc::invalid_argument,
+                      "the process group does not match this process's "
+                      "devices");
+  layout = coordinator_state::process_layout{
+    m.group->rank(), m.group->size(), m.first_replica, m.total_replicas, {},
+    {}};
+  if (m.mode == cluster_mode::services)
+    layout->submit_sequenced = [group = m.group](sequenced_operation op) {
+      group->control().submit(std::move(op));
+    };
+  m.group->rounds().configure(cfg.stall_threshold);
+  layout->rounds = std::shared_ptr<process_rounds>(m.group,
+                                                   &m.group->rounds());
+  return layout;
+}
+
+} // namespace
+
+caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& sys,
+                                                   coordinator_config cfg) {
+  if (auto err = check_config(cfg))
+    return err;
+  auto placed = layout_of(cfg);
+  if (!placed)
+    return std::move(placed.error());
+  auto layout = std::move(*placed);
   std::shared_ptr<process_group> sequencing_group;
-  if (cfg.processes) {
-    auto& m = *cfg.processes;
-    if (!m.group
-        || m.replicas_per_rank.size() != static_cast<size_t>(m.group->size())
-        || m.replicas_per_rank[static_cast<size_t>(m.group->rank())]
-             != static_cast<int>(cfg.devices.size()))
-      return make_error(errc::invalid_argument,
-                        "the process group does not match this process's "
-                        "devices");
-    layout = coordinator_state::process_layout{
-      m.group->rank(), m.group->size(), m.first_replica, m.total_replicas, {},
-      {}};
-    if (m.mode == cluster_mode::services)
-      layout->submit_sequenced = [group = m.group](sequenced_operation op) {
-        group->control().submit(std::move(op));
-      };
-    sequencing_group = m.group;
-    m.group->rounds().configure(cfg.stall_threshold);
-    layout->rounds = std::shared_ptr<process_rounds>(m.group,
-                                                     &m.group->rounds());
-  }
+  if (cfg.processes)
+    sequencing_group = cfg.processes->group;
   const int first = layout ? layout->first_replica : 0;
   const int total = layout ? layout->total_replicas
                            : static_cast<int>(cfg.devices.size());
@@ -318,23 +363,8 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
   coordinator->attach_functor([replicas, driver](const caf::error&) {
     stop_replicas_after_driver(replicas, driver);
   });
-  if (layout && layout->submit_sequenced) {
-    // Weak: the group must not keep the coordinator alive.
-    auto weak = caf::actor_cast<caf::weak_actor_ptr>(coordinator);
-    auto to_coordinator = [weak](auto... xs) {
-      if (auto strong = weak.lock())
-        caf::anon_send(caf::actor_cast<coordinator_internal_actor>(strong),
-                       std::move(xs)...);
-    };
-    sequence_receiver receiver;
-    receiver.deliver = [to_coordinator](sequenced_operation op) {
-      to_coordinator(sequenced_atom::value, std::move(op));
-    };
-    receiver.failed = [to_coordinator](caf::error reason) {
-      to_coordinator(sequencer_down_atom::value, std::move(reason));
-    };
-    sequencing_group->control().attach_sequencer(std::move(receiver));
-  }
+  if (layout && layout->submit_sequenced)
+    attach_sequencer(*sequencing_group, coordinator);
   log()->info("strategy over {} replicas started; collective: {}",
               replicas.size(), collective);
   return coordinator;

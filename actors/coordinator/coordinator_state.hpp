@@ -26,12 +26,15 @@
 #include <caf/timespan.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "actors/admission.hpp"
-#include "actors/coordinator_metrics.hpp"
-#include "actors/coordinator_waits.hpp"
-#include "actors/operation_deadlines.hpp"
-#include "actors/ordering.hpp"
-#include "actors/variable_registry.hpp"
+#include "actors/coordinator/admission.hpp"
+#include "actors/coordinator/collective_runner.hpp"
+#include "actors/coordinator/coordinator_metrics.hpp"
+#include "actors/coordinator/coordinator_waits.hpp"
+#include "actors/coordinator/operation_deadlines.hpp"
+#include "actors/coordinator/ordering.hpp"
+#include "actors/coordinator/read_barrier.hpp"
+#include "actors/coordinator/variable_registry.hpp"
+#include "actors/coordinator/write_batcher.hpp"
 #include "core/small_object_pool.hpp"
 #include "devices/memory_budget.hpp"
 #include "sync/scatter_update.hpp"
@@ -65,7 +68,8 @@ struct actor_result<shared_variable_info> {
 template <class T>
 using actor_result_t = typename actor_result<T>::type;
 
-class coordinator_state {
+class coordinator_state final : private write_batcher::link,
+                                private collective_runner::link {
 public:
   using self_pointer = coordinator_internal_actor::pointer;
 
@@ -83,11 +87,14 @@ public:
                     = {});
 
   coordinator_internal_actor::behavior_type make_behavior();
+  /// Monitors the replicas (a failure is kept per replica) and binds them
+  /// to this coordinator.
+  void bind_replicas();
 
   caf::timespan default_timeout() const { return default_timeout_; }
 
   /// 'name' of variable `id` for error messages, or #id if it is unknown.
-  std::string quoted_name_of(uint64_t id) const;
+  std::string quoted_name_of(uint64_t id) const override;
 
   /// Steps up to this many contribution bytes per replica take the small
   /// path (sync/small_step.hpp); 0: never. Set once after construction.
@@ -113,9 +120,9 @@ public:
   /// ordering.hpp), once `processes` is set.
   void choose_ordering();
 
-  /// The message to self of the group commit (actors/coordinator_writes.cpp):
+  /// The message to self of the group commit (actors/coordinator/write_batcher.hpp):
   /// the writes queued behind the mailbox's messages leave.
-  void on_flush_writes();
+  void on_flush_writes() { writes_.on_flush_message(); }
   /// The outcome of an operation that every process runs together in
   /// training mode (a step, a checkpoint): agree(); `local` where the
   /// issuing process runs it alone (services mode).
@@ -130,7 +137,7 @@ public:
 
   // -- admission -------------------------------------------------------------
 
-  /// Runs `op` now or queues it (actors/admission.hpp); `op` must call
+  /// Runs `op` now or queues it (actors/coordinator/admission.hpp); `op` must call
   /// release_slot() once when it completes.
   template <class F>
   void admit(F&& op, size_t bytes = 0) {
@@ -165,7 +172,7 @@ public:
 
   // -- operations; `done` runs on the coordinator's thread -------------------
 
-  /// The one dispatch (actors/coordinator_dispatch.cpp): runs `op`, or in
+  /// The one dispatch (actors/coordinator/coordinator_dispatch.cpp): runs `op`, or in
   /// services mode hands it to the sequencer first and runs it when it
   /// comes back in order. `done` must hold a reply_fn of the operation's
   /// result type.
@@ -233,7 +240,7 @@ public:
   void read(caf::timespan timeout, uint64_t id, reply_fn<tensor> done);
   void update(caf::timespan timeout, uint64_t id, update_op op, tensor value,
               reply_fn<ok_atom> done);
-  /// S4: a cross-replica scatter (actors/coordinator_scatter.cpp).
+  /// S4: a cross-replica scatter (actors/coordinator/coordinator_scatter.cpp).
   void scatter(caf::timespan timeout, uint64_t id, scatter_op op,
                indexed_slices slices, reply_fn<ok_atom> done);
   void local_values(caf::timespan timeout, uint64_t id,
@@ -266,8 +273,17 @@ public:
     record_ = coordinator_record{replicas_.size(), stall_threshold, enabled};
   }
   /// A snapshot: the coordinator's counts and every replica's
-  /// (actors/coordinator_metrics.cpp).
+  /// (actors/coordinator/coordinator_metrics.cpp).
   void metrics(caf::timespan timeout, reply_fn<strategy_metrics> done);
+  /// The metrics request: never queued behind operations (a snapshot is
+  /// most wanted when they pile up).
+  caf::result<strategy_metrics> metrics_now();
+  /// The coordinator's and its variables' counts (M1-M4).
+  strategy_metrics metrics_here() const;
+  /// Adds each replica's counts: `got` holds the snapshots that answered
+  /// (the others' last ones are reported, marked stale).
+  void add_replica_metrics(strategy_metrics& m,
+                           std::vector<std::optional<replica_usage>>& got);
   void describe(reply_fn<strategy_description> done) { done(describe()); }
   const std::vector<replica_actor>& replicas() const { return replicas_; }
   /// Stops the replicas and the coordinator.
@@ -291,11 +307,11 @@ private:
   /// A cross-replica read or update of `e` starts (not when a read runs
   /// again after the writes it waited for).
   void count_cross_read(entry& e) {
-    if (!rerunning_)
+    if (!reads_.rerunning())
       ++e.counts().cross_reads;
   }
   void count_cross_update(entry& e) {
-    if (!rerunning_)
+    if (!reads_.rerunning())
       ++e.counts().cross_updates;
   }
   /// A step round's replies came in: the wait for the slowest replica is
@@ -308,24 +324,15 @@ private:
                           uint64_t seq, caf::timespan waited);
   /// `plan`, started at `started` (epoch: not timed), completed: its time
   /// and the bytes of each item.
-  void count_collective(const collective_plan& plan,
-                        reply_times::clock::time_point started);
+  void collective_completed(const collective_plan& plan,
+                            reply_times::clock::time_point started) override;
+  bool timing() const override { return record_.enabled(); }
 
   /// `timeout` less the time the operation now starting waited for
   /// admission; `timeout` (nothing dispatched, nothing changed) if none is
   /// left.
   caf::expected<caf::timespan> remaining(caf::timespan timeout,
                                          const char* what) const;
-
-  /// Defers a read of `e` until its writes in flight are confirmed (W8).
-  template <class T>
-  void read_after_writes(entry& e, caf::timespan timeout,
-                         std::function<void(caf::timespan)> rerun,
-                         reply_fn<T> done);
-  /// A write of `id` was confirmed (or failed): reads waiting for it run.
-  void write_done(uint64_t id);
-  /// Runs (or fails) every read waiting on `e`.
-  void flush_reads(entry& e);
 
   /// The replicas in this process (the slots of collective plans).
   int num_replicas() const { return static_cast<int>(replicas_.size()); }
@@ -353,41 +360,20 @@ private:
   /// A new plan for this strategy's collectives (marked across processes
   /// with `what` as its description when the strategy spans processes).
   std::shared_ptr<collective_plan> new_plan(std::string what = {});
-  // -- group commit (actors/coordinator_writes.cpp) --------------------------
-
-  /// Writes sent (or to be sent) to the replicas as one message each.
-  struct write_run;
-  /// Queues write `w`, committed (its checks passed): it leaves at once if
-  /// no earlier writes wait for their confirmation and no other message
-  /// waits in the mailbox, else with the writes that queue behind them
-  /// when those are confirmed (or those messages handled). `done` gets its
-  /// outcome, or committed_late once `timeout` passed.
-  void queue_write(component_write w, caf::timespan timeout,
-                   reply_fn<ok_atom> done);
-  /// Sends the queued writes; every other message to the replicas goes
-  /// after them (W8: the order the coordinator decided).
-  void flush_writes();
-  void watch_writes(write_run& run);
-  void answer_write(write_run& run, size_t k, caf::error err);
-  void confirm_writes(write_run& run);
-  void expire_writes(write_run& run);
-  /// A sent run has every write answered: the queue may leave.
-  void writes_confirmed();
-  /// A write that finds nothing in flight but messages waiting in the
-  /// mailbox leaves after them (a message to self), with their writes.
-  bool flush_scheduled_ = false;
-  std::shared_ptr<write_run> filling_writes_;
-  /// The last confirmed run, reused by the next write (queue_write).
-  std::shared_ptr<write_run> spare_writes_;
-  /// Sent runs with writes not yet answered.
-  size_t write_runs_unconfirmed_ = 0;
-  /// Metrics: writes and runs sent.
-  uint64_t writes_sent_ = 0;
-  uint64_t write_groups_ = 0;
-
+  /// An aggregated read of `id` (found) by a collective (`first_only`:
+  /// replica 0's component, broadcast); `across`: it is a round of the
+  /// processes, which a failure here still takes part in.
+  void read_by_collective(caf::timespan timeout, uint64_t id, reduce_op op,
+                          bool first_only, bool across,
+                          const std::string& what, reply_fn<tensor> done);
   /// The update after its checks (and, across processes, agreement).
   void dispatch_update(caf::timespan timeout, uint64_t id, update_op op,
                        tensor value, reply_fn<ok_atom> done);
+  /// V4: an integer update of components that may differ, by a
+  /// collective that checks every component for overflow before any is
+  /// written.
+  void update_checked(caf::timespan timeout, const variable_info& info,
+                      update_op op, tensor value, reply_fn<ok_atom> done);
   void dispatch_scatter(caf::timespan timeout, uint64_t id, scatter_op op,
                         update_target target, scatter_rows rows,
                         reply_fn<ok_atom> done);
@@ -400,8 +386,9 @@ private:
                    variable_info info, reply_fn<shared_variable_info> done);
 
   caf::expected<entry*> find(uint64_t id);
-  caf::error check_replicas() const;
-  caf::error translate(const caf::error& err, size_t replica) const;
+  caf::error check_replicas() const override;
+  caf::error translate(const caf::error& err,
+                       size_t replica) const override;
   /// Host bytes of one copy of `nbytes` on every host replica.
   uint64_t host_copies_bytes(uint64_t nbytes) const;
 
@@ -422,6 +409,9 @@ private:
   /// takes a while (a step, a collective's slices) runs in parallel.
   enum class fan_out { local, spread };
 
+  /// A gather's replies so far, and its deadline.
+  template <class T>
+  struct gather_state;
   /// `times`: records when each reply arrived (step rounds, M4).
   template <class T, class Send>
   void gather(size_t count, caf::timespan timeout, Send send,
@@ -438,28 +428,35 @@ private:
 
   operation_deadlines::handle watch(caf::timespan timeout, expirable* op);
   operation_deadlines::handle watch_until(
-    operation_deadlines::clock::time_point deadline, expirable* op);
-  void unwatch(operation_deadlines::handle h) { deadlines_.remove(h); }
+    operation_deadlines::clock::time_point deadline,
+    expirable* op) override;
+  void unwatch(operation_deadlines::handle h) override {
+    deadlines_.remove(h);
+  }
+  /// A write of `id` the group commit sent was answered (W8).
+  void write_answered(uint64_t id) override { reads_.write_done(id); }
   void on_deadline_tick();
 
-  /// Runs a collective: enter (quiesce, equality votes), work (the
-  /// replicas' slices, or the collective's driver), leave; or, for a
-  /// small step's plan (`small`, sync/small_step.hpp), the coordinator
-  /// combines the contributions and the replicas apply the results in one
-  /// round. Collectives run one at a time, in the order they were started.
-  void run_collective(caf::timespan timeout, std::shared_ptr<collective_plan>,
-                      reply_fn<ok_atom> done, bool small = false);
-  void start_collective(caf::timespan timeout,
-                        std::shared_ptr<collective_plan> plan,
-                        reply_fn<ok_atom> done);
-  void start_small_step(caf::timespan timeout,
-                        std::shared_ptr<collective_plan> plan,
-                        reply_fn<ok_atom> done);
-  void finish_collective();
-  /// `done` wrapped to count a completed collective (its time and bytes,
-  /// for each variable of `plan`) and start the next one.
-  reply_fn<ok_atom> finishing_collective(std::shared_ptr<collective_plan> plan,
-                                         reply_fn<ok_atom> done);
+  /// Runs a collective (actors/coordinator/collective_runner.hpp), or for a small
+  /// step's plan (`small`, sync/small_step.hpp) combines the contributions
+  /// here for the replicas to apply in one round; one at a time, in the
+  /// order they were started.
+  void run_collective(caf::timespan timeout,
+                      std::shared_ptr<collective_plan> plan,
+                      reply_fn<ok_atom> done, bool small = false) {
+    collectives_.run(timeout, std::move(plan), std::move(done), small);
+  }
+  // The runner's requests to the replicas (collective_runner::link).
+  void enter_replicas(caf::timespan timeout, const collective_run_ptr& run,
+                      reply_fn<std::vector<int64_t>> done) override;
+  void work_in_replicas(const collective_run_ptr& run,
+                        reply_fn<ok_atom> done) override;
+  void apply_small_step(caf::timespan timeout, std::vector<recorded_update> ys,
+                        reply_fn<ok_atom> done) override;
+  /// W4: the error of the first replica that voted an item's contributions
+  /// unequal at enter (its vote: the item's index; -1: all equal).
+  caf::error unequal_vote(const std::vector<int64_t>& votes,
+                          const collective_plan& plan) override;
 
   /// S1: the plan item of a step's scatter updates (update k of every
   /// report), combined row by row; an error before anything is applied.
@@ -514,19 +511,26 @@ private:
   caf::timespan default_timeout_;
   /// The variables of the strategy, by id and by name.
   variable_registry variables_;
+  /// Reads that wait for the writes of their variable in flight (W8).
+  read_barrier reads_{
+    variables_,
+    [this](caf::timespan t, expirable* w) { return watch(t, w); },
+    [this](operation_deadlines::handle h) { unwatch(h); }};
   /// Which operations run now and which wait (V3).
   admission admission_;
   /// Fire-and-forget local adds the replicas refused or could not apply
   /// (shared with them; reported by describe()).
   std::shared_ptr<std::atomic<uint64_t>> local_adds_dropped_;
   operation_deadlines deadlines_;
+  /// The group commit of cross-replica writes in one process.
+  write_batcher writes_{self_, replicas_, *this};
+  /// Host collectives, one at a time.
+  collective_runner collectives_{self_, replicas_, collective_, *this};
   /// Callers waiting for a variable to exist or for a barrier.
   coordinator_waits waits_{
     [this](caf::timespan t, expirable* w) { return watch(t, w); },
     [this](operation_deadlines::handle h) { unwatch(h); }};
   std::optional<operation_deadlines::clock::time_point> tick_at_;
-  bool collective_running_ = false;
-  uint64_t collectives_run_ = 0;
   /// The number of the last step sent to the replicas.
   uint64_t steps_started_ = 0;
   /// How long the last step's replica round took (unknown: max). A round
@@ -535,14 +539,11 @@ private:
   /// thread for it.
   caf::timespan last_step_round_ = caf::timespan::max();
   static constexpr caf::timespan spread_steps_above = std::chrono::microseconds(20);
-  std::deque<std::function<void()>> pending_collectives_;
-  /// Metrics (actors/coordinator_metrics.hpp); refusals are counted by
+  /// Metrics (actors/coordinator/coordinator_metrics.hpp); refusals are counted by
   /// const checks.
   mutable coordinator_record record_{0, caf::timespan{0}, true};
   /// Each replica's counts at the last snapshot it answered.
   std::vector<replica_usage> last_usage_;
-  /// A read runs again after the writes it waited for (not counted twice).
-  bool rerunning_ = false;
 };
 
 } // namespace varsync

@@ -1,4 +1,4 @@
-#include "actors/admission.hpp"
+#include "actors/coordinator/admission.hpp"
 
 #include <string>
 

@@ -2,11 +2,11 @@
 // (combined row by row, S1); a cross-replica scatter is sent to the
 // components its policy names (S4). The rules are in sync/scatter_update.
 
-#include "actors/coordinator_state.hpp"
+#include "actors/coordinator/coordinator_state.hpp"
 
 #include <cstdio>
 
-#include "actors/coordinator_gather.hpp"
+#include "actors/coordinator/coordinator_gather.hpp"
 #include "sync/collectives/across_processes.hpp"
 #include "sync/scatter_update.hpp"
 #include "varsync/error.hpp"
@@ -136,17 +136,17 @@ void coordinator_state::scatter(caf::timespan timeout, uint64_t id,
                                          rows->values.nbytes())));
   what = std::string{to_string(op)} + " of '" + info.name + "' (rows #" + hex
          + ")";
-  ++(*e)->writes_in_flight; // reads wait from now on (W8)
+  read_barrier::write_started(**e); // reads wait from now on (W8)
   agree(timeout, what, {},
         [this, timeout, id, op, target = *target, rows = std::move(*rows),
          done = std::move(done)](caf::expected<ok_atom> r) mutable {
           if (!r) {
-            write_done(id);
+            reads_.write_done(id);
             return done(std::move(r.error()));
           }
           dispatch_scatter(timeout, id, op, target, std::move(rows),
                            std::move(done));
-          write_done(id); // the dispatch holds the reads now
+          reads_.write_done(id); // the dispatch holds the reads now
         });
 }
 
@@ -160,9 +160,9 @@ void coordinator_state::dispatch_scatter(caf::timespan timeout, uint64_t id,
   auto& info = *(*e)->info;
   const auto what = std::string{to_string(op)} + " of '" + info.name + "'";
   // Dispatch is the commit point (V2), and reads wait for it (W8).
-  ++(*e)->writes_in_flight;
+  read_barrier::write_started(**e);
   done = [this, id, done = std::move(done)](caf::expected<ok_atom> r) {
-    write_done(id);
+    reads_.write_done(id);
     done(std::move(r));
   };
   if (checked_on_every_component(info, *(*e)->policy(), target, op)) {

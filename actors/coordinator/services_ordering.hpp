@@ -12,8 +12,8 @@
 #include <memory>
 #include <unordered_map>
 
-#include "actors/operation_deadlines.hpp"
-#include "actors/ordering.hpp"
+#include "actors/coordinator/operation_deadlines.hpp"
+#include "actors/coordinator/ordering.hpp"
 
 namespace varsync {
 

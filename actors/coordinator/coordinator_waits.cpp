@@ -1,4 +1,4 @@
-#include "actors/coordinator_waits.hpp"
+#include "actors/coordinator/coordinator_waits.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -1,9 +1,9 @@
-// The orderings of one process and of training mode (actors/ordering.hpp);
-// services mode's is actors/services_ordering.cpp.
+// The orderings of one process and of training mode (actors/coordinator/ordering.hpp);
+// services mode's is actors/coordinator/services_ordering.cpp.
 
-#include "actors/ordering.hpp"
+#include "actors/coordinator/ordering.hpp"
 
-#include "actors/coordinator_state.hpp"
+#include "actors/coordinator/coordinator_state.hpp"
 
 namespace varsync {
 

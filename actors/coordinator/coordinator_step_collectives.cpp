@@ -6,9 +6,9 @@
 // sequence (every process runs the step), so a failure at any point fails
 // the step on every process in the same round.
 
-#include "actors/coordinator_state.hpp"
+#include "actors/coordinator/coordinator_state.hpp"
 
-#include "actors/coordinator_gather.hpp"
+#include "actors/coordinator/coordinator_gather.hpp"
 #include "varsync/error.hpp"
 #include "sync/step_collectives.hpp"
 

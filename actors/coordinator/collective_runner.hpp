@@ -1,0 +1,122 @@
+#pragma once
+// The coordinator's collective runner: collectives run one at a time, in
+// the order they were started; one that waits for the one before it keeps
+// its deadline running. A collective enters the replicas (they quiesce and
+// vote on the equality of contributions), works (the replicas' slices, or
+// the collective's driver for all of them) and leaves; a small step's plan
+// (sync/small_step.hpp) is combined here and applied by the replicas in one
+// round. Across processes a round that fails here still takes part, so
+// that every process fails or proceeds alike.
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/error.hpp>
+#include <caf/timespan.hpp>
+
+#include "actors/collective_selection.hpp"
+#include "actors/coordinator/coordinator_metrics.hpp"
+#include "messages/collective.hpp"
+#include "messages/completion.hpp"
+#include "messages/coordinator_interface.hpp"
+#include "sync/collective_plan.hpp"
+
+namespace varsync {
+
+class collective_runner {
+public:
+  using self_pointer = coordinator_internal_actor::pointer;
+
+  /// What the runner needs from the coordinator: its requests to the
+  /// replicas (with their deadlines) and its checks and counts.
+  class link {
+  public:
+    /// A failed replica's error, if one has failed.
+    virtual caf::error check_replicas() const = 0;
+    /// Every replica enters `run` and votes: -1, or the index of an item
+    /// whose contributions differ from the others'.
+    virtual void enter_replicas(caf::timespan timeout,
+                                const collective_run_ptr& run,
+                                reply_fn<std::vector<int64_t>> done)
+      = 0;
+    /// Every replica runs its slice of `run`'s work, in parallel, to the
+    /// end (memory work that cannot be interrupted halfway).
+    virtual void work_in_replicas(const collective_run_ptr& run,
+                                  reply_fn<ok_atom> done)
+      = 0;
+    /// Every replica applies a small step's combined updates (dispatch is
+    /// the commit point).
+    virtual void apply_small_step(caf::timespan timeout,
+                                  std::vector<recorded_update> ys,
+                                  reply_fn<ok_atom> done)
+      = 0;
+    /// W4: the error of the first unequal vote, or none.
+    virtual caf::error unequal_vote(const std::vector<int64_t>& votes,
+                                    const collective_plan& plan)
+      = 0;
+    /// 'name' of variable `id` for error messages.
+    virtual std::string quoted_name_of(uint64_t id) const = 0;
+    /// A collective completed, started at `started` (epoch: not timed).
+    virtual void collective_completed(const collective_plan& plan,
+                                      reply_times::clock::time_point started)
+      = 0;
+    /// Whether collectives are timed (metrics on).
+    virtual bool timing() const = 0;
+
+  protected:
+    ~link() = default;
+  };
+
+  collective_runner(self_pointer self,
+                    const std::vector<replica_actor>& replicas,
+                    const selected_collective& collective, link& owner)
+    : self_(self), replicas_(replicas), collective_(collective),
+      owner_(owner) {
+    // nop
+  }
+
+  collective_runner(const collective_runner&) = delete;
+  collective_runner& operator=(const collective_runner&) = delete;
+
+  /// Runs `plan` once the collectives started before it are done (`small`:
+  /// a small step's plan).
+  void run(caf::timespan timeout, std::shared_ptr<collective_plan> plan,
+           reply_fn<ok_atom> done, bool small = false);
+
+  /// Metrics: the collectives that completed.
+  uint64_t completed() const { return completed_; }
+
+private:
+  void start(caf::timespan timeout, std::shared_ptr<collective_plan> plan,
+             reply_fn<ok_atom> done, bool small);
+  void start_collective(caf::timespan timeout,
+                        std::shared_ptr<collective_plan> plan,
+                        reply_fn<ok_atom> done);
+  void start_small_step(caf::timespan timeout,
+                        std::shared_ptr<collective_plan> plan,
+                        reply_fn<ok_atom> done);
+  /// The votes came in: the work phase runs, or the collective fails.
+  void voted(const collective_run_ptr& run, caf::error failed,
+             const reply_fn<ok_atom>& leave_and_finish);
+  /// The collective's driver runs the work phase for every replica.
+  void drive(const collective_run_ptr& run, reply_fn<ok_atom> then);
+  /// `done` wrapped to count a completed collective and start the next.
+  reply_fn<ok_atom> finishing(std::shared_ptr<collective_plan> plan,
+                              reply_fn<ok_atom> done);
+  void finish();
+
+  self_pointer self_;
+  const std::vector<replica_actor>& replicas_;
+  const selected_collective& collective_;
+  link& owner_;
+  bool running_ = false;
+  uint64_t completed_ = 0;
+  /// Collectives waiting for the one running.
+  std::deque<std::function<void()>> pending_;
+};
+
+} // namespace varsync
