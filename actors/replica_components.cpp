@@ -1,38 +1,42 @@
-// A replica's components and the operations on them that the coordinator and bound actors send, with fault injection and admission (V3).
+// The component store: a replica's components and the operations on them
+// that the coordinator and bound actors send.
 
-#include "actors/replica_state.hpp"
+#include "actors/replica_components.hpp"
+
+#include "devices/host_kernels.hpp"
+#include "varsync/error.hpp"
 
 namespace varsync::replica_internal {
 
-caf::expected<component*> replica_state::find(uint64_t id, const std::string& name) {
+caf::expected<component*> component_store::find(uint64_t id, const std::string& name) {
   auto i = components_.find(id);
   if (i == components_.end())
     return make_error(errc::unknown_variable,
-                      "replica " + std::to_string(cfg_.rank)
+                      "replica " + std::to_string(rank_)
                         + " holds no component of variable "
                         + (name.empty() ? "#" + std::to_string(id)
                                         : "'" + name + "'"));
   return &i->second;
 }
 
-caf::expected<ok_atom> replica_state::create(const shared_variable_info& shared,
-                              const tensor& initial) {
+caf::expected<ok_atom> component_store::create(const shared_variable_info& shared,
+                                               const tensor& initial) {
   if (!shared)
     return make_error(errc::invalid_argument,
-                      "replica " + std::to_string(cfg_.rank)
+                      "replica " + std::to_string(rank_)
                         + ": component_create without a variable");
   auto& info = *shared;
   if (components_.count(info.id) > 0)
     return make_error(errc::already_exists,
-                      "replica " + std::to_string(cfg_.rank)
+                      "replica " + std::to_string(rank_)
                         + " already holds variable '" + info.name + "'");
   if (auto err = validate_value(info, initial, "initial value"))
     return err;
-  auto mem = device_->allocate(initial.nbytes());
+  auto mem = device_.allocate(initial.nbytes());
   if (!mem)
     return std::move(mem.error());
-  if (auto err = device_->upload(*mem, initial)) {
-    device_->release(*mem);
+  if (auto err = device_.upload(*mem, initial)) {
+    device_.release(*mem);
     return err;
   }
   components_.emplace(info.id,
@@ -40,23 +44,23 @@ caf::expected<ok_atom> replica_state::create(const shared_variable_info& shared,
   return ok_atom::value;
 }
 
-caf::expected<ok_atom> replica_state::destroy(uint64_t id) {
+caf::expected<ok_atom> component_store::destroy(uint64_t id) {
   auto i = components_.find(id);
   if (i != components_.end()) {
-    device_->release(i->second.data);
+    device_.release(i->second.data);
     components_.erase(i);
   }
   return ok_atom::value;
 }
 
-caf::expected<tensor> replica_state::download(uint64_t id) {
+caf::expected<tensor> component_store::download(uint64_t id) {
   auto c = find(id);
   if (!c)
     return std::move(c.error());
-  return device_->download((*c)->data, (*c)->info->type, (*c)->info->shape);
+  return device_.download((*c)->data, (*c)->info->type, (*c)->info->shape);
 }
 
-caf::expected<ok_atom> replica_state::apply(uint64_t id, update_op op, const tensor& x) {
+caf::expected<ok_atom> component_store::apply(uint64_t id, update_op op, const tensor& x) {
   auto c = find(id);
   if (!c)
     return std::move(c.error());
@@ -66,41 +70,48 @@ caf::expected<ok_atom> replica_state::apply(uint64_t id, update_op op, const ten
     return err;
   if (auto err = check_overflow(**c, op, x.raw()))
     return err;
-  if (auto err = device_->apply((*c)->data, op, x))
+  if (auto err = device_.apply((*c)->data, op, x))
     return err;
   return ok_atom::value;
 }
 
-caf::expected<ok_atom> replica_state::apply_step(const std::vector<recorded_update>& ys) {
+caf::error component_store::check_step_update(const component& comp,
+                                              const recorded_update& y) const {
+  if (y.scatter) {
+    if (auto err = check_scatter_rows(comp, y))
+      return has_code(err, errc::overflow)
+               ? make_error(errc::overflow,
+                            message_of(err) + " (no update of the step "
+                                              "was applied)")
+               : err;
+    return {};
+  }
+  if (auto err = check_update_op(y.op, comp.info->name))
+    return err;
+  if (y.staged != 0)
+    return make_error(errc::invalid_argument,
+                      "replica " + std::to_string(rank_)
+                        + ": a small step's update names a staging "
+                          "buffer");
+  if (auto err = validate_value(*comp.info, y.value, to_string(y.op)))
+    return err;
+  if (auto err = check_overflow(comp, y.op, y.value.raw()))
+    return make_error(errc::overflow,
+                      message_of(err) + " (no update of the step was "
+                                        "applied)");
+  return {};
+}
+
+caf::expected<ok_atom>
+component_store::apply_step(const std::vector<recorded_update>& ys) {
   std::vector<component*> comps;
   comps.reserve(ys.size());
   for (auto& y : ys) {
     auto c = find(y.variable_id);
     if (!c)
       return std::move(c.error());
-    if (y.scatter) {
-      if (auto err = check_scatter_rows(**c, y))
-        return has_code(err, errc::overflow)
-                 ? make_error(errc::overflow,
-                              message_of(err) + " (no update of the step "
-                                                "was applied)")
-                 : err;
-      comps.push_back(*c);
-      continue;
-    }
-    if (auto err = check_update_op(y.op, (*c)->info->name))
+    if (auto err = check_step_update(**c, y))
       return err;
-    if (y.staged != 0)
-      return make_error(errc::invalid_argument,
-                        "replica " + std::to_string(cfg_.rank)
-                          + ": a small step's update names a staging "
-                            "buffer");
-    if (auto err = validate_value(*(*c)->info, y.value, to_string(y.op)))
-      return err;
-    if (auto err = check_overflow(**c, y.op, y.value.raw()))
-      return make_error(errc::overflow,
-                        message_of(err) + " (no update of the step was "
-                                          "applied)");
     comps.push_back(*c);
   }
   for (size_t k = 0; k < ys.size(); ++k) {
@@ -109,27 +120,27 @@ caf::expected<ok_atom> replica_state::apply_step(const std::vector<recorded_upda
         return err;
       continue;
     }
-    if (auto err = device_->apply(comps[k]->data, ys[k].op, ys[k].value))
+    if (auto err = device_.apply(comps[k]->data, ys[k].op, ys[k].value))
       return err;
   }
   return ok_atom::value;
 }
 
-caf::expected<ok_atom> replica_state::split(uint64_t id, const tensor& x) {
+caf::expected<ok_atom> component_store::split(uint64_t id, const tensor& x) {
   auto c = find(id);
   if (!c)
     return std::move(c.error());
   if (auto err = validate_value(*(*c)->info, x, "assign"))
     return err;
-  if (auto err = device_->split_assign((*c)->data, x, cfg_.rank,
-                                       cfg_.num_replicas))
+  if (auto err = device_.split_assign((*c)->data, x, rank_,
+                                       num_replicas_))
     return err;
   return ok_atom::value;
 }
 
-write_outcomes replica_state::apply_writes(const component_writes& batch) {
+write_outcomes component_store::apply_writes(const component_writes& batch,
+                                             bool first) {
   write_outcomes out;
-  const bool first = slot() == 0;
   for (size_t k = 0; k < batch.writes.size(); ++k) {
     auto& w = batch.writes[k];
     if (w.first_only && !first)
@@ -145,27 +156,7 @@ write_outcomes replica_state::apply_writes(const component_writes& batch) {
   return out;
 }
 
-caf::expected<ok_atom> replica_state::local_update(uint64_t id, update_op op,
-                                    const tensor& x) {
-  auto c = find(id);
-  if (!c)
-    return std::move(c.error());
-  if (auto err = update(*(*c)->info, op, x))
-    return err;
-  return ok_atom::value;
-}
-
-caf::expected<ok_atom> replica_state::local_scatter(uint64_t id, scatter_op op,
-                                                    const indexed_slices& x) {
-  auto c = find(id);
-  if (!c)
-    return std::move(c.error());
-  if (auto err = scatter(*(*c)->info, op, x.indices, x.values))
-    return err;
-  return ok_atom::value;
-}
-
-caf::error replica_state::local_add(uint64_t id, double value) {
+caf::error component_store::local_add(uint64_t id, double value) {
   auto c = find(id);
   if (!c)
     return std::move(c.error());
@@ -183,7 +174,7 @@ caf::error replica_state::local_add(uint64_t id, double value) {
     if (auto err = check_overflow(comp, update_op::assign_add, x.raw()))
       return make_error(errc::invalid_argument,
                         message_of(err) + " (local_add skipped)");
-    return device_->apply(comp.data, update_op::assign_add, x);
+    return device_.apply(comp.data, update_op::assign_add, x);
   }
   auto overflow = [&] {
     return make_error(errc::invalid_argument,
@@ -215,64 +206,44 @@ caf::error replica_state::local_add(uint64_t id, double value) {
   return {};
 }
 
-void replica_state::drop_local_add(uint64_t id, const caf::error& err) {
-  cfg_.local_adds_dropped->fetch_add(1, std::memory_order_relaxed);
-  if (warned_local_add_.insert(id).second)
-    log()->warn("replica {} ({}): local_add of variable #{} not applied "
-                "(further ones are only counted in local_adds_dropped): {}",
-                cfg_.rank, to_string(cfg_.device), id, describe(err));
-}
-
-replica_state::fault_outcome
-replica_state::inject_faults(uint64_t operations) {
-  if (cfg_.faults.empty())
-    return fault_outcome::none;
-  operations_ += operations;
-  auto outcome = fault_outcome::none;
-  for (auto& f : cfg_.faults) {
-    if (operations_ < f.at_operation)
-      continue;
-    if (f.what == replica_fault::kind::fail) {
-      log()->warn("replica {} ({}): {} at operation {}", cfg_.rank,
-                  to_string(cfg_.device), f.reason, operations_);
-      self_->quit(make_error(errc::device_error,
-                             "replica " + std::to_string(cfg_.rank) + " ("
-                               + to_string(cfg_.device) + "): " + f.reason));
-      return fault_outcome::failed;
-    }
-    outcome = fault_outcome::delay;
-  }
-  return outcome;
-}
-
-caf::error replica_state::failed_error() const {
-  return make_error(errc::replica_failed,
-                    "replica " + std::to_string(cfg_.rank) + " ("
-                      + to_string(cfg_.device) + ") has failed");
-}
-
-std::chrono::milliseconds replica_state::injected_delay() const {
-  std::chrono::milliseconds d{0};
-  for (auto& f : cfg_.faults)
-    if (f.what == replica_fault::kind::delay && operations_ >= f.at_operation)
-      d = std::max(d, f.delay);
-  return d;
-}
-
-caf::error replica_state::refuse_if_full() const {
-  if (deferred_.size() < cfg_.max_deferred)
+caf::error component_store::check_overflow(const component& comp,
+                                           update_op op, const void* y,
+                                           bool y_on_device) const {
+  if (op == update_op::assign || is_floating(comp.info->type))
     return {};
-  ++refusals_;
-  return make_error(errc::overloaded,
-                    "replica " + std::to_string(cfg_.rank) + " ("
-                      + to_string(cfg_.device) + "): refused, "
-                      + std::to_string(deferred_.size())
-                      + " operations already wait (max_queued_operations); "
-                        "nothing was changed, retry later");
+  const int64_t n = element_count(comp.info->shape);
+  auto staged_c = host_copy(comp.data, comp.info->type, n, !host_memory_);
+  if (!staged_c)
+    return std::move(staged_c.error());
+  auto staged_y = host_copy(y, comp.info->type, n, y_on_device);
+  if (!staged_y)
+    return std::move(staged_y.error());
+  const void* inputs[] = {staged_y->second};
+  auto i = host::first_overflow(reduce_op::sum, op, comp.info->type, inputs,
+                                staged_c->second, 0, n);
+  if (i < 0)
+    return {};
+  return make_error(errc::overflow,
+                    "variable '" + comp.info->name + "': "
+                      + std::string{to_string(op)} + " overflows "
+                      + std::string{to_string(comp.info->type)}
+                      + " at element " + std::to_string(i) + " on replica "
+                      + std::to_string(rank_) + "; nothing was changed");
 }
 
-replica_usage replica_state::usage() const {
-  replica_usage out;
+caf::expected<std::pair<tensor, const void*>>
+component_store::host_copy(const void* data, dtype type, int64_t n,
+                         bool on_device) const {
+  if (!on_device)
+    return std::make_pair(tensor{}, data);
+  auto t = device_.download(data, type, tensor_shape{n});
+  if (!t)
+    return std::move(t.error());
+  const void* raw = t->raw();
+  return std::make_pair(std::move(*t), raw);
+}
+
+void component_store::count_usage(replica_usage& out) const {
   out.ids.reserve(components_.size());
   out.reads.reserve(components_.size());
   out.updates.reserve(components_.size());
@@ -281,9 +252,6 @@ replica_usage replica_state::usage() const {
     out.reads.push_back(c.reads);
     out.updates.push_back(c.updates);
   }
-  out.deferred = deferred_.size();
-  out.refusals = refusals_;
-  return out;
 }
 
 } // namespace varsync::replica_internal
