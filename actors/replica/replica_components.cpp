@@ -1,7 +1,7 @@
 // The component store: a replica's components and the operations on them
 // that the coordinator and bound actors send.
 
-#include "actors/replica_components.hpp"
+#include "actors/replica/replica_components.hpp"
 
 #include "devices/host_kernels.hpp"
 #include "varsync/error.hpp"

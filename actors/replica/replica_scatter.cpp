@@ -2,8 +2,8 @@
 // local component at once (ON_READ, NONE), and the rows that cross-replica
 // scatters and steps send.
 
-#include "actors/replica_components.hpp"
-#include "actors/replica_steps.hpp"
+#include "actors/replica/replica_components.hpp"
+#include "actors/replica/replica_steps.hpp"
 
 #include "devices/host_kernels.hpp"
 #include "varsync/error.hpp"

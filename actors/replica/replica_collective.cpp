@@ -1,7 +1,7 @@
 // A replica's collective phases: enter (publish pointers, W4 votes, V4
 // overflow checks), the work on its slices, and leave.
 
-#include "actors/replica_collective.hpp"
+#include "actors/replica/replica_collective.hpp"
 
 #include <span>
 #include <string>

@@ -23,10 +23,10 @@
 
 #include <caf/typed_event_based_actor.hpp>
 
-#include "actors/replica_collective.hpp"
-#include "actors/replica_components.hpp"
-#include "actors/replica_faults.hpp"
-#include "actors/replica_steps.hpp"
+#include "actors/replica/replica_collective.hpp"
+#include "actors/replica/replica_components.hpp"
+#include "actors/replica/replica_faults.hpp"
+#include "actors/replica/replica_steps.hpp"
 #include "devices/device.hpp"
 
 namespace varsync::replica_internal {

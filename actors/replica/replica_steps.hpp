@@ -15,8 +15,8 @@
 #include <caf/expected.hpp>
 #include <caf/fwd.hpp>
 
-#include "actors/replica_components.hpp"
-#include "actors/replica_staging.hpp"
+#include "actors/replica/replica_components.hpp"
+#include "actors/replica/replica_staging.hpp"
 #include "varsync/device_id.hpp"
 #include "varsync/replica_context.hpp"
 #include "varsync/step_exception_policy.hpp"

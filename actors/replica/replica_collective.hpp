@@ -9,8 +9,8 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
-#include "actors/replica_components.hpp"
-#include "actors/replica_staging.hpp"
+#include "actors/replica/replica_components.hpp"
+#include "actors/replica/replica_staging.hpp"
 #include "sync/collective_algorithm.hpp"
 
 namespace varsync::replica_internal {

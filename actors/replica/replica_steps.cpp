@@ -1,7 +1,7 @@
 // The step runner: the access a step has to its replica (reads, updates,
 // device contributions) and running a step.
 
-#include "actors/replica_steps.hpp"
+#include "actors/replica/replica_steps.hpp"
 
 #include <exception>
 #include <string>

@@ -1,6 +1,6 @@
 // Test support: counting a replica's operations against its injected faults.
 
-#include "actors/replica_faults.hpp"
+#include "actors/replica/replica_faults.hpp"
 
 #include <algorithm>
 #include <string>

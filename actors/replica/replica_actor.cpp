@@ -2,7 +2,7 @@
 // handler, and spawning. The state behind it is in actors/replica_state.hpp.
 
 #include "actors/append_wakeups.hpp"
-#include "actors/replica_state.hpp"
+#include "actors/replica/replica_state.hpp"
 #include "actors/spawn_hidden.hpp"
 
 #include "actors/actor_thread.hpp"

@@ -2,7 +2,7 @@
 // waiting step holds the replica, admission of local requests (V3), and
 // the local operations of actors bound to the replica.
 
-#include "actors/replica_state.hpp"
+#include "actors/replica/replica_state.hpp"
 
 #include <string>
 

@@ -1,7 +1,7 @@
 // A replica's staging buffers: handing them out, recording copies, and
 // releasing them with their step.
 
-#include "actors/replica_staging.hpp"
+#include "actors/replica/replica_staging.hpp"
 
 #include <utility>
 
