@@ -2,7 +2,11 @@
 // local component at once (ON_READ, NONE), and the rows that cross-replica
 // scatters and steps send.
 
-#include "actors/replica_state.hpp"
+#include "actors/replica/replica_components.hpp"
+#include "actors/replica/replica_steps.hpp"
+
+#include "devices/host_kernels.hpp"
+#include "varsync/error.hpp"
 
 #include "devices/row_update.hpp"
 #include "sync/scatter_update.hpp"
@@ -24,10 +28,10 @@ row_update as_row_update(const component& comp, const recorded_update& u) {
 
 } // namespace
 
-caf::error replica_state::scatter(const variable_info& v, scatter_op op,
-                                  const std::vector<int64_t>& indices,
-                                  const tensor& values) {
-  auto c = find(v.id, v.name);
+caf::error step_runner::scatter(const variable_info& v, scatter_op op,
+                                const std::vector<int64_t>& indices,
+                                const tensor& values) {
+  auto c = store_.find(v.id, v.name);
   if (!c)
     return record_failure(std::move(c.error()));
   auto& comp = **c;
@@ -58,27 +62,27 @@ caf::error replica_state::scatter(const variable_info& v, scatter_op op,
   }
   // S3 (R1, N1): the local component, at once (validated above; the
   // overflow check comes with the write).
-  if (auto err = write_scatter_rows(comp, u))
+  if (auto err = store_.write_scatter_rows(comp, u))
     return record_failure(std::move(err));
   return {};
 }
 
-caf::error replica_state::check_scatter_rows(const component& comp,
-                                             const recorded_update& u) const {
+caf::error component_store::check_scatter_rows(const component& comp,
+                                               const recorded_update& u) const {
   if (auto err = check_scatter_shape(comp, u))
     return err;
   return check_scatter_overflow(comp, u);
 }
 
-caf::error replica_state::check_scatter_shape(const component& comp,
-                                              const recorded_update& u) const {
+caf::error component_store::check_scatter_shape(const component& comp,
+                                                const recorded_update& u) const {
   auto& info = *comp.info;
   if (auto err = validate_scatter(info, u.sop, u.indices, u.value,
                                   to_string(u.sop)))
     return err;
   if (!rows_in_kernel_form(u.sop, u.indices))
     return make_error(errc::invalid_argument,
-                      "replica " + std::to_string(cfg_.rank) + ": the rows of "
+                      "replica " + std::to_string(rank_) + ": the rows of "
                         + std::string{to_string(u.sop)} + " of '" + info.name
                         + "' are not ascending (and distinct but for "
                           "scatter_mul / scatter_div)");
@@ -104,40 +108,40 @@ caf::error scatter_overflow_error(const component& comp,
 } // namespace
 
 caf::error
-replica_state::check_scatter_overflow(const component& comp,
+component_store::check_scatter_overflow(const component& comp,
                                       const recorded_update& u) const {
   // Device memory: only the touched rows are read (devices/row_update).
-  auto at = row_update_overflow(host_memory_ ? nullptr : device_.get(),
+  auto at = row_update_overflow(row_device(),
                                 as_row_update(comp, u));
   if (!at)
     return std::move(at.error());
   if (*at < 0)
     return {};
-  return scatter_overflow_error(comp, u, *at, cfg_.rank);
+  return scatter_overflow_error(comp, u, *at, rank_);
 }
 
-caf::error replica_state::write_scatter_rows(component& comp,
-                                             const recorded_update& u,
-                                             bool checked) {
+caf::error component_store::write_scatter_rows(component& comp,
+                                               const recorded_update& u,
+                                               bool checked) {
   auto ru = as_row_update(comp, u);
   ru.check_overflow = !checked;
-  auto at = apply_row_update(host_memory_ ? nullptr : device_.get(), ru);
+  auto at = apply_row_update(row_device(), ru);
   if (!at)
     return std::move(at.error());
   if (*at >= 0)
-    return scatter_overflow_error(comp, u, *at, cfg_.rank);
+    return scatter_overflow_error(comp, u, *at, rank_);
   return {};
 }
 
-caf::expected<ok_atom> replica_state::apply_scatter(const recorded_update& u,
-                                                    bool split) {
+caf::expected<ok_atom> component_store::apply_scatter(const recorded_update& u,
+                                                      bool split) {
   auto c = find(u.variable_id);
   if (!c)
     return std::move(c.error());
   auto& comp = **c;
   if (!u.scatter)
     return make_error(errc::invalid_argument,
-                      "replica " + std::to_string(cfg_.rank)
+                      "replica " + std::to_string(rank_)
                         + ": a component scatter without rows");
   if (!split) { // V4 with the write: the rows are read once
     if (auto err = check_scatter_shape(comp, u))
@@ -150,14 +154,14 @@ caf::expected<ok_atom> replica_state::apply_scatter(const recorded_update& u,
   // components' rows add up to the values.
   if (u.sop != scatter_op::update)
     return make_error(errc::invalid_argument,
-                      "replica " + std::to_string(cfg_.rank)
+                      "replica " + std::to_string(rank_)
                         + ": a split scatter that is not an update");
   if (auto err = check_scatter_rows(comp, u))
     return err;
   recorded_update share = u;
   share.value = tensor::empty(u.value.type(), u.value.shape());
   host::split_assign(u.value.type(), share.value.mutable_raw(), u.value.raw(),
-                     0, u.value.size(), cfg_.rank, cfg_.num_replicas);
+                     0, u.value.size(), rank_, num_replicas_);
   if (auto err = write_scatter_rows(comp, share, true))
     return err;
   return ok_atom::value;

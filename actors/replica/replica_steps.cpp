@@ -1,21 +1,31 @@
-// Replica steps: the access a step has to its replica (reads, updates, device contributions), the staging buffers of device contributions, and running a step.
+// The step runner: the access a step has to its replica (reads, updates,
+// device contributions) and running a step.
 
-#include "actors/replica_state.hpp"
+#include "actors/replica/replica_steps.hpp"
 
+#include <exception>
+#include <string>
+#include <utility>
+
+#include <caf/scheduled_actor.hpp>
+
+#include "core/logging.hpp"
+#include "devices/host_kernels.hpp"
 #include "sync/step_collectives.hpp"
+#include "varsync/error.hpp"
 
 namespace varsync::replica_internal {
 
-caf::expected<tensor_view> replica_state::read(const variable_info& v) {
-  auto c = find(v.id, v.name);
+caf::expected<tensor_view> step_runner::read(const variable_info& v) {
+  auto c = store_.find(v.id, v.name);
   if (!c)
     return std::move(c.error());
   auto& comp = **c;
   ++comp.reads;
-  if (!host_memory_) {
+  if (!store_.host_memory()) {
     // A host copy that lives until the step returns (device_pointer is the
     // zero-copy access on such devices).
-    auto copy = device_->download(comp.data, comp.info->type, comp.info->shape);
+    auto copy = store_.device().download(comp.data, comp.info->type, comp.info->shape);
     if (!copy)
       return std::move(copy.error());
     auto& kept = step_copies_.emplace_back(std::move(*copy));
@@ -26,8 +36,8 @@ caf::expected<tensor_view> replica_state::read(const variable_info& v) {
                      element_count(comp.info->shape)};
 }
 
-caf::expected<device_view> replica_state::device_pointer(const variable_info& v) {
-  auto c = find(v.id, v.name);
+caf::expected<device_view> step_runner::device_pointer(const variable_info& v) {
+  auto c = store_.find(v.id, v.name);
   if (!c)
     return std::move(c.error());
   auto& comp = **c;
@@ -35,9 +45,9 @@ caf::expected<device_view> replica_state::device_pointer(const variable_info& v)
                      element_count(comp.info->shape), cfg_.device};
 }
 
-caf::error replica_state::update_from_device(const variable_info& v, update_op op,
-                              const void* data) {
-  auto c = find(v.id, v.name);
+caf::error step_runner::update_from_device(const variable_info& v, update_op op,
+                                           const void* data) {
+  auto c = store_.find(v.id, v.name);
   if (!c)
     return record_failure(std::move(c.error()));
   auto& comp = **c;
@@ -46,15 +56,15 @@ caf::error replica_state::update_from_device(const variable_info& v, update_op o
     return record_failure(std::move(err));
   if (comp.policy().collective_replica_updates())
     return contribute_from_device(comp, op, data);
-  if (auto err = check_overflow(comp, op, data, !host_memory_))
+  if (auto err = store_.check_overflow(comp, op, data, !store_.host_memory()))
     return record_failure(std::move(err));
-  return device_->apply_local(comp.data, op, comp.info->type, data,
+  return store_.device().apply_local(comp.data, op, comp.info->type, data,
                               element_count(comp.info->shape));
 }
 
 caf::expected<device_view>
-replica_state::contribution_buffer(const variable_info& v) {
-  auto c = find(v.id, v.name);
+step_runner::contribution_buffer(const variable_info& v) {
+  auto c = store_.find(v.id, v.name);
   if (!c)
     return std::move(c.error());
   auto& comp = **c;
@@ -65,28 +75,16 @@ replica_state::contribution_buffer(const variable_info& v) {
                         + ": contribution_buffer is for on_write variables "
                           "in a replica step (other updates apply in place: "
                           "pass any buffer to update_from_device)");
-  staging_buffer b;
-  b.step = current_step_;
-  b.variable = comp.info->id;
-  b.nbytes = nbytes_of(*comp.info);
-  if (host_memory_) {
-    b.host = tensor::empty(comp.info->type, comp.info->shape);
-    b.data = b.host.mutable_raw();
-  } else {
-    auto mem = device_->allocate(b.nbytes);
-    if (!mem)
-      return std::move(mem.error());
-    b.data = *mem;
-  }
-  void* data = b.data;
-  staged_.emplace(next_staged_id_++, std::move(b));
-  return device_view{comp.info->type, &comp.info->shape, data,
+  auto data = staged_.hand_out(current_step_, *comp.info);
+  if (!data)
+    return std::move(data.error());
+  return device_view{comp.info->type, &comp.info->shape, *data,
                      element_count(comp.info->shape), cfg_.device};
 }
 
-caf::error replica_state::update(const variable_info& v, update_op op,
-                  const tensor& value) {
-  auto c = find(v.id, v.name);
+caf::error step_runner::update(const variable_info& v, update_op op,
+                               const tensor& value) {
+  auto c = store_.find(v.id, v.name);
   if (!c)
     return record_failure(std::move(c.error()));
   auto& comp = **c;
@@ -104,14 +102,14 @@ caf::error replica_state::update(const variable_info& v, update_op op,
     recording_->updates.push_back({comp.info->id, op, value});
     return {};
   }
-  if (auto err = check_overflow(comp, op, value.raw()))
+  if (auto err = store_.check_overflow(comp, op, value.raw()))
     return record_failure(std::move(err));
-  return device_->apply(comp.data, op, value);
+  return store_.device().apply(comp.data, op, value);
 }
 
-caf::error replica_state::update_mirrored(const variable_info& v,
-                                          update_op op, const tensor& value) {
-  auto c = find(v.id, v.name);
+caf::error step_runner::update_mirrored(const variable_info& v,
+                                        update_op op, const tensor& value) {
+  auto c = store_.find(v.id, v.name);
   if (!c)
     return record_failure(std::move(c.error()));
   auto& comp = **c;
@@ -132,9 +130,9 @@ caf::error replica_state::update_mirrored(const variable_info& v,
   return {};
 }
 
-caf::error replica_state::update_scalar(const variable_info& v, update_op op,
-                         double value) {
-  auto c = find(v.id, v.name);
+caf::error step_runner::update_scalar(const variable_info& v, update_op op,
+                                      double value) {
+  auto c = store_.find(v.id, v.name);
   if (!c)
     return record_failure(std::move(c.error()));
   auto& comp = **c;
@@ -143,25 +141,25 @@ caf::error replica_state::update_scalar(const variable_info& v, update_op op,
     return record_failure(std::move(err));
   if (auto err = validate_scalar(*comp.info, value))
     return record_failure(std::move(err));
-  if (comp.policy().collective_replica_updates() || !host_memory_)
+  if (comp.policy().collective_replica_updates() || !store_.host_memory())
     return update(v, op, tensor::filled(comp.info->type, {}, value));
   // Local update of a host scalar: no tensor, no allocation.
   alignas(8) unsigned char y[8];
   store_double(comp.info->type, y, 0, value);
-  if (auto err = check_overflow(comp, op, y))
+  if (auto err = store_.check_overflow(comp, op, y))
     return record_failure(std::move(err));
   host::apply_update(op, comp.info->type, comp.data, y, 0, 1);
   return {};
 }
 
-caf::error replica_state::contribute_from_device(component& comp, update_op op,
-                                  const void* data) {
+caf::error step_runner::contribute_from_device(component& comp, update_op op,
+                                               const void* data) {
   if (recording_ == nullptr)
     return make_error(errc::invalid_argument,
                       "variable '" + comp.info->name
                         + "' is on_write: update it in a replica step or "
                           "in cross-replica context");
-  auto handed = unrecorded_buffer(data);
+  auto handed = staged_.unrecorded(data, current_step_);
   if (handed != staged_.end() && handed->second.variable != comp.info->id)
     return record_failure(make_error(
       errc::invalid_argument,
@@ -169,7 +167,7 @@ caf::error replica_state::contribute_from_device(component& comp, update_op op,
         + "': the buffer passed to update_from_device was handed out by "
           "contribution_buffer for another variable (its size and dtype "
           "are that variable's)"));
-  if (host_memory_ && handed != staged_.end()) {
+  if (store_.host_memory() && handed != staged_.end()) {
     // Host replicas: the buffer is a tensor already.
     tensor value = std::move(handed->second.host);
     staged_.erase(handed);
@@ -177,13 +175,14 @@ caf::error replica_state::contribute_from_device(component& comp, update_op op,
     return {};
   }
   const bool stays
-    = !host_memory_
+    = !store_.host_memory()
       && (cfg_.collective_checks_device
           || (is_floating(comp.info->type)
               && !comp.policy().combine_contributions(*comp.info)
                     .require_equal));
   if (!stays) {
-    auto value = device_->download(data, comp.info->type, comp.info->shape);
+    auto value
+      = store_.device().download(data, comp.info->type, comp.info->shape);
     if (!value)
       return record_failure(std::move(value.error()));
     return update(*comp.info, op, *value);
@@ -194,88 +193,16 @@ caf::error replica_state::contribute_from_device(component& comp, update_op op,
     id = handed->first;
   } else {
     // Copied on the stream, so the caller may reuse `data` at once.
-    staging_buffer b;
-    b.step = current_step_;
-    b.nbytes = nbytes_of(*comp.info);
-    b.recorded = true;
-    auto mem = device_->allocate(b.nbytes);
-    if (!mem)
-      return record_failure(std::move(mem.error()));
-    b.data = *mem;
-    if (auto err = device_->copy_local(b.data, data, b.nbytes)) {
-      device_->release(b.data);
-      return record_failure(std::move(err));
-    }
-    id = next_staged_id_++;
-    staged_.emplace(id, std::move(b));
+    auto copy = staged_.record_copy(current_step_, data, nbytes_of(*comp.info));
+    if (!copy)
+      return record_failure(std::move(copy.error()));
+    id = *copy;
   }
   recording_->updates.push_back({comp.info->id, op, tensor{}, id});
   return {};
 }
 
-std::unordered_map<uint64_t, staging_buffer>::iterator
-replica_state::unrecorded_buffer(const void* data) {
-  for (auto i = staged_.begin(); i != staged_.end(); ++i)
-    if (i->second.data == data && !i->second.recorded
-        && i->second.step == current_step_)
-      return i;
-  return staged_.end();
-}
-
-void replica_state::release_buffer(staging_buffer& b) {
-  if (!host_memory_ && b.data != nullptr)
-    device_->release(b.data);
-  b.data = nullptr;
-}
-
-void replica_state::release_step_buffers(uint64_t step, bool recorded_too) {
-  for (auto i = staged_.begin(); i != staged_.end();) {
-    if (i->second.step == step && (recorded_too || !i->second.recorded)) {
-      release_buffer(i->second);
-      i = staged_.erase(i);
-    } else {
-      ++i;
-    }
-  }
-}
-
-caf::error replica_state::check_overflow(const component& comp, update_op op, const void* y,
-                          bool y_on_device) const {
-  if (op == update_op::assign || is_floating(comp.info->type))
-    return {};
-  const int64_t n = element_count(comp.info->shape);
-  auto staged_c = host_copy(comp.data, comp.info->type, n, !host_memory_);
-  if (!staged_c)
-    return std::move(staged_c.error());
-  auto staged_y = host_copy(y, comp.info->type, n, y_on_device);
-  if (!staged_y)
-    return std::move(staged_y.error());
-  const void* inputs[] = {staged_y->second};
-  auto i = host::first_overflow(reduce_op::sum, op, comp.info->type, inputs,
-                                staged_c->second, 0, n);
-  if (i < 0)
-    return {};
-  return make_error(errc::overflow,
-                    "variable '" + comp.info->name + "': "
-                      + std::string{to_string(op)} + " overflows "
-                      + std::string{to_string(comp.info->type)}
-                      + " at element " + std::to_string(i) + " on replica "
-                      + std::to_string(cfg_.rank) + "; nothing was changed");
-}
-
-caf::expected<std::pair<tensor, const void*>>
-replica_state::host_copy(const void* data, dtype type, int64_t n,
-                         bool on_device) const {
-  if (!on_device)
-    return std::make_pair(tensor{}, data);
-  auto t = device_->download(data, type, tensor_shape{n});
-  if (!t)
-    return std::move(t.error());
-  const void* raw = t->raw();
-  return std::make_pair(std::move(*t), raw);
-}
-
-caf::error replica_state::record_failure(caf::error err) {
+caf::error step_runner::record_failure(caf::error err) {
   if (recording_ != nullptr && !step_error_)
     step_error_ = err;
   return err;
@@ -283,7 +210,7 @@ caf::error replica_state::record_failure(caf::error err) {
 
 namespace {
 
-caf::error thrown(const replica_config& cfg, std::exception_ptr ex) {
+caf::error thrown(const step_runner::settings& cfg, std::exception_ptr ex) {
   const auto who = "replica " + std::to_string(cfg.rank) + " ("
                    + to_string(cfg.device) + "): the step threw";
   try {
@@ -298,8 +225,8 @@ caf::error thrown(const replica_config& cfg, std::exception_ptr ex) {
 
 } // namespace
 
-caf::expected<step_report> replica_state::run_step(uint64_t seq,
-                                    const replica_step_ptr& step) {
+caf::expected<step_report> step_runner::run_step(uint64_t seq,
+                                                 const replica_step_ptr& step) {
   if (aborted_steps_.erase(seq) > 0)
     return make_error(errc::timeout,
                       "replica " + std::to_string(cfg_.rank)
@@ -313,7 +240,7 @@ caf::expected<step_report> replica_state::run_step(uint64_t seq,
 }
 
 template <class F>
-caf::expected<step_report> replica_state::run_segment(F&& segment) {
+caf::expected<step_report> step_runner::run_segment(F&& segment) {
   recording_ = &step_->report;
   caf::error failure;
   try {
@@ -348,7 +275,7 @@ caf::expected<step_report> replica_state::run_segment(F&& segment) {
 }
 
 caf::expected<step_report>
-replica_state::resume_step(uint64_t seq, std::vector<tensor> result) {
+step_runner::resume_step(uint64_t seq, std::vector<tensor> result) {
   if (!step_waiting() || step_->seq != seq)
     return make_error(errc::invalid_argument,
                       "replica " + std::to_string(cfg_.rank) + ": step "
@@ -356,24 +283,22 @@ replica_state::resume_step(uint64_t seq, std::vector<tensor> result) {
                         + " does not wait at a collective here");
   step_->result = std::move(result);
   auto at = std::exchange(step_->resume_at, {});
-  auto out = run_segment([at] { at.resume(); });
-  drain(); // what waited behind the step, if it ended
-  return out;
+  return run_segment([at] { at.resume(); });
 }
 
-void replica_state::abort_step(uint64_t seq) {
+bool step_runner::abort_step(uint64_t seq) {
   if (step_waiting() && step_->seq == seq) {
     end_step(make_error(errc::replica_failed, "abandoned"), false);
-    drain();
-    return;
+    return true;
   }
-  // Not started yet (it waits in the mailbox or in deferred_).
+  // Not started yet (it waits in the mailbox or among deferred operations).
   if (seq > current_step_)
     aborted_steps_.insert(seq);
+  return false;
 }
 
-caf::expected<step_report> replica_state::end_step(caf::error failure,
-                                                   bool own) {
+caf::expected<step_report> step_runner::end_step(caf::error failure,
+                                                 bool own) {
   const auto seq = step_->seq;
   // The frames first: their locals may refer to the step.
   step_->root = step_task<void>{};
@@ -384,17 +309,17 @@ caf::expected<step_report> replica_state::end_step(caf::error failure,
   // Work the step left on the device's stream (its own kernels, local
   // updates) completes before a collective touches the components: an
   // event the collective waits for (CUDA); nothing on host devices.
-  if (auto err = device_->mark_step_done(); err && !failure)
+  if (auto err = store_.device().mark_step_done(); err && !failure)
     failure = std::move(err);
   // Buffers the step asked for but did not contribute go back now; a
   // failed step's report never reaches a collective.
-  release_step_buffers(seq, failure || step_error_);
+  staged_.release_step(seq, failure || step_error_);
   if (failure) {
     if (own && cfg_.step_exception == on_step_exception::stop_replica) {
       // Fail-stop: the reply below still goes out, then the replica
       // exits and the coordinator's monitor records why.
       log()->error("{}; the replica stops", message_of(failure));
-      self_->quit(failure);
+      self_.quit(failure);
     }
     return failure;
   }
@@ -403,7 +328,7 @@ caf::expected<step_report> replica_state::end_step(caf::error failure,
   return report;
 }
 
-void replica_state::start_coroutine(step_task<void> root) {
+void step_runner::start_coroutine(step_task<void> root) {
   if (!step_ || step_->root.valid()) {
     record_failure(make_error(errc::invalid_argument,
                               "replica " + std::to_string(cfg_.rank)
@@ -415,8 +340,8 @@ void replica_state::start_coroutine(step_task<void> root) {
   step_->root.resume();
 }
 
-void replica_state::suspend_at(step_collective request,
-                               std::coroutine_handle<> at) {
+void step_runner::suspend_at(step_collective request,
+                             std::coroutine_handle<> at) {
   if (!step_ || step_->resume_at) {
     // Not awaited by this replica's running step: nothing will resume it.
     record_failure(make_error(errc::invalid_argument,
@@ -433,7 +358,7 @@ void replica_state::suspend_at(step_collective request,
   step_->resume_at = at;
 }
 
-std::vector<tensor> replica_state::take_collective_result() {
+std::vector<tensor> step_runner::take_collective_result() {
   if (!step_)
     return {};
   return std::move(step_->result);
