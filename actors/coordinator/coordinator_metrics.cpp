@@ -159,7 +159,7 @@ strategy_metrics coordinator_state::metrics_here() const {
   m.uptime_seconds = std::chrono::duration<double>(
                        coordinator_record::clock::now() - record_.created)
                        .count();
-  m.steps = steps_started_;
+  m.steps = steps_.started();
   m.collectives = collectives_.completed();
   m.collective_seconds = seconds_of(record_.collective_time);
   m.bytes_moved = record_.bytes_moved;

@@ -28,6 +28,7 @@
 
 #include "actors/coordinator/admission.hpp"
 #include "actors/coordinator/collective_runner.hpp"
+#include "actors/coordinator/step_driver.hpp"
 #include "actors/coordinator/coordinator_metrics.hpp"
 #include "actors/coordinator/coordinator_waits.hpp"
 #include "actors/coordinator/operation_deadlines.hpp"
@@ -69,7 +70,8 @@ template <class T>
 using actor_result_t = typename actor_result<T>::type;
 
 class coordinator_state final : private write_batcher::link,
-                                private collective_runner::link {
+                                private collective_runner::link,
+                                private step_driver::link {
 public:
   using self_pointer = coordinator_internal_actor::pointer;
 
@@ -127,7 +129,7 @@ public:
   /// training mode (a step, a checkpoint): agree(); `local` where the
   /// issuing process runs it alone (services mode).
   void agree_outcome(caf::timespan timeout, std::string what, caf::error local,
-                     reply_fn<ok_atom> done);
+                     reply_fn<ok_atom> done) override;
 
 private:
   /// destroy() runs again once the processes agreed.
@@ -250,7 +252,9 @@ public:
   void survivor_values(caf::timespan timeout, uint64_t id,
                        reply_fn<std::vector<std::optional<tensor>>> done);
   void run(caf::timespan timeout, replica_step_ptr step,
-           reply_fn<ok_atom> done);
+           reply_fn<ok_atom> done) {
+    steps_.run(timeout, std::move(step), std::move(done));
+  }
   void all_reduce(caf::timespan timeout, reduce_op op,
                   std::vector<std::vector<tensor>> values,
                   reply_fn<std::vector<tensor>> done);
@@ -317,7 +321,7 @@ private:
   /// A step round's replies came in: the wait for the slowest replica is
   /// added to `round`.
   void note_step_round(const reply_times& times, caf::timespan& waited,
-                       uint64_t seq);
+                       uint64_t seq) override;
   /// Step `seq` applies ON_WRITE updates `ys` (each variable counted
   /// once).
   void count_step_updates(const std::vector<recorded_update>& ys,
@@ -332,7 +336,7 @@ private:
   /// admission; `timeout` (nothing dispatched, nothing changed) if none is
   /// left.
   caf::expected<caf::timespan> remaining(caf::timespan timeout,
-                                         const char* what) const;
+                                         const char* what) const override;
 
   /// The replicas in this process (the slots of collective plans).
   int num_replicas() const { return static_cast<int>(replicas_.size()); }
@@ -462,45 +466,36 @@ private:
   /// report), combined row by row; an error before anything is applied.
   caf::error add_step_scatter(collective_plan& plan, size_t k,
                               std::vector<step_report>& reports);
-  /// Step `seq` waited `waited` for its slowest replica (M2).
+  // -- steps (actors/coordinator/step_driver.hpp) ---------------------------
+
+  // The driver's requests to the replicas (step_driver::link).
+  void start_in_replicas(uint64_t seq, const replica_step_ptr& step,
+                         caf::timespan timeout, bool spread,
+                         std::shared_ptr<reply_times> times,
+                         reply_fn<std::vector<step_report>> done) override;
+  void resume_in_replicas(uint64_t seq, std::vector<tensor> result,
+                          caf::timespan timeout,
+                          std::shared_ptr<reply_times> times,
+                          reply_fn<std::vector<step_report>> done) override;
+  void release_step(uint64_t seq) override;
+  void abandon_step(uint64_t seq) override;
+  caf::error check_step_collectives(
+    const std::vector<step_report>& reports) const override;
+  /// Every replica ended step `seq`: one fused collective applies its
+  /// updates, in issue order (it waited `waited` for its slowest replica,
+  /// M2).
   void finish_step(caf::timespan timeout, std::vector<step_report>& reports,
-                   uint64_t seq, caf::timespan waited, reply_fn<ok_atom> done);
-
-  // -- collectives inside coroutine steps (X1-X5) -----------------------------
-
-  /// A step's progress: its number and its deadline (a step may take
-  /// several rounds, one per collective inside it).
-  struct step_round {
-    uint64_t seq = 0;
-    caf::timespan timeout{};
-    operation_deadlines::clock::time_point started{};
-    /// How long the first replica to answer waited for the last, over the
-    /// step's rounds so far (M2).
-    caf::timespan waited{0};
-    /// What is left of the step's deadline (negative once past it).
-    caf::timespan left() const {
-      if (timeout == caf::timespan::max())
-        return timeout;
-      return timeout - std::chrono::duration_cast<caf::timespan>(
-                         operation_deadlines::clock::now() - started);
-    }
-  };
-  /// The replicas answered step `round.seq` (or its last collective): the
-  /// step ends, or its collective runs and the replicas go on.
-  void step_answered(step_round round,
-                     caf::expected<std::vector<step_report>> reports,
-                     reply_fn<ok_atom> done);
-  /// The result of the collective every replica waits at (checked to
-  /// match), the same for every replica.
+                   uint64_t seq, caf::timespan waited,
+                   reply_fn<ok_atom> done) override;
+  /// X1-X5: the result of the collective every replica waits at (checked
+  /// to match), the same for every replica.
   void run_step_collective(caf::timespan timeout,
                            std::vector<step_report>& reports,
-                           reply_fn<std::vector<tensor>> done);
+                           reply_fn<std::vector<tensor>> done) override;
   /// all_gather and broadcast across processes: every replica's values.
   void gather_step_values(caf::timespan timeout, step_collective request,
                           std::vector<std::vector<tensor>> local,
                           reply_fn<std::vector<tensor>> done);
-  /// Replicas waiting in step `seq` abandon it.
-  void abandon_step(uint64_t seq);
 
   self_pointer self_;
   std::vector<device_id> devices_;
@@ -531,14 +526,9 @@ private:
     [this](caf::timespan t, expirable* w) { return watch(t, w); },
     [this](operation_deadlines::handle h) { unwatch(h); }};
   std::optional<operation_deadlines::clock::time_point> tick_at_;
-  /// The number of the last step sent to the replicas.
-  uint64_t steps_started_ = 0;
-  /// How long the last step's replica round took (unknown: max). A round
-  /// shorter than `spread_steps_above` sends the next step to the replicas
-  /// locally (fan_out::local): its user code is cheaper than waking another
-  /// thread for it.
-  caf::timespan last_step_round_ = caf::timespan::max();
-  static constexpr caf::timespan spread_steps_above = std::chrono::microseconds(20);
+  /// Replica steps, round by round.
+  step_driver steps_{*this, replicas_.size(),
+                     collective_.uses_staging_buffers};
   /// Metrics (actors/coordinator/coordinator_metrics.hpp); refusals are counted by
   /// const checks.
   mutable coordinator_record record_{0, caf::timespan{0}, true};

@@ -16,56 +16,24 @@ namespace varsync {
 
 using namespace coordinator_helpers;
 
-void coordinator_state::step_answered(
-  step_round round, caf::expected<std::vector<step_report>> reports,
-  reply_fn<ok_atom> done) {
-  auto fail = [this, &round, &done](caf::error err) {
-    abandon_step(round.seq);
-    agree_outcome(round.timeout, "step", std::move(err), std::move(done));
-  };
-  if (!reports)
-    return fail(std::move(reports.error()));
-  const auto left = round.left();
-  bool waiting = false;
-  for (auto& r : *reports)
-    waiting = waiting || r.suspended;
-  if (!waiting)
-    return finish_step(left, *reports, round.seq, round.waited,
-                       std::move(done));
-  if (auto err = check_step_collectives(
-        *reports, processes ? processes->first_replica : 0))
-    return fail(std::move(err));
-  if (left <= caf::timespan::zero())
-    return fail(make_error(errc::timeout,
-                           "the step passed its deadline before "
-                             + varsync::describe(reports->front().collective)
-                             + "; it was abandoned on every replica, none "
-                               "of its on_write updates was applied"));
-  run_step_collective(
-    left, *reports,
-    [this, round, done = std::move(done)](
-      caf::expected<std::vector<tensor>> result) mutable {
-      if (!result) { // agreed already: the round ends the step everywhere
-        abandon_step(round.seq);
-        return done(std::move(result.error()));
-      }
-      auto times = record_.enabled()
-                     ? std::make_shared<reply_times>(replicas_.size())
-                     : nullptr;
-      gather<step_report>(
-        replicas_.size(), std::max(round.left(), caf::timespan{1}),
-        [this, seq = round.seq, result = std::move(*result)](size_t i) {
-          return self_->request(replicas_[i], caf::infinite,
-                                step_resume_atom::value, seq, result);
-        },
-        [this, round, times, done = std::move(done)](
-          caf::expected<std::vector<step_report>> reports) mutable {
-          if (times && reports)
-            note_step_round(*times, round.waited, round.seq);
-          step_answered(round, std::move(reports), std::move(done));
-        },
-        on_deadline::abandoned, fan_out::spread, times);
-    });
+void coordinator_state::resume_in_replicas(
+  uint64_t seq, std::vector<tensor> result, caf::timespan timeout,
+  std::shared_ptr<reply_times> times,
+  reply_fn<std::vector<step_report>> done) {
+  gather<step_report>(
+    replicas_.size(), timeout,
+    [this, seq, result = std::move(result)](size_t i) {
+      return self_->request(replicas_[i], caf::infinite,
+                            step_resume_atom::value, seq, result);
+    },
+    std::move(done), on_deadline::abandoned, fan_out::spread,
+    std::move(times));
+}
+
+caf::error coordinator_state::check_step_collectives(
+  const std::vector<step_report>& reports) const {
+  return varsync::check_step_collectives(
+    reports, processes ? processes->first_replica : 0);
 }
 
 void coordinator_state::run_step_collective(

@@ -1,4 +1,4 @@
-// The coordinator: replica steps, all_reduce, and the requests to the
+// The coordinator: a step's replica rounds and its fused collective, all_reduce, and the requests to the
 // replicas of its collective runner (actors/coordinator/collective_runner.hpp).
 
 #include "actors/coordinator/coordinator_state.hpp"
@@ -65,57 +65,23 @@ caf::error check_reduce_values(size_t k, const std::vector<tensor>& group,
 
 // -- replica steps ----------------------------------------------------------------
 
-void coordinator_state::run(caf::timespan timeout, replica_step_ptr step,
-                            reply_fn<ok_atom> done) {
-  // Across processes every step is one collective round, whatever happens
-  // here, so that the processes stay in step (sync/collectives/across_processes).
-  auto fail = [this, &done](caf::timespan t, caf::error err) {
-    agree_outcome(t, "step", std::move(err), std::move(done));
-  };
-  auto left = remaining(timeout, "run");
-  if (!left)
-    return fail(timeout, std::move(left.error()));
-  timeout = *left;
-  if (!step)
-    return fail(timeout,
-                make_error(errc::invalid_argument, "run: no step function"));
-  if (auto err = check_replicas())
-    return fail(timeout, std::move(err));
-  const uint64_t seq = ++steps_started_;
-  if (uses_staging_buffers()) {
-    // Device replicas may keep contributions in staging buffers until the
-    // step is over, whatever its outcome (host replicas never do).
-    done = [this, seq, done = std::move(done)](caf::expected<ok_atom> r) {
-      for (auto& replica : replicas_)
-        self_->send(replica, step_release_atom::value, seq);
-      done(std::move(r));
-    };
-  }
-  step_round round{seq, timeout, operation_deadlines::clock::now()};
-  auto times = record_.enabled()
-                 ? std::make_shared<reply_times>(replicas_.size())
-                 : nullptr;
-  // User code runs in parallel on the scheduler's threads, unless the last
-  // round showed it to be cheaper than waking a thread for it (a few to
-  // tens of microseconds): then the replicas run in turn on this one.
-  const auto how = last_step_round_ < spread_steps_above ? fan_out::local
-                                                         : fan_out::spread;
+void coordinator_state::start_in_replicas(
+  uint64_t seq, const replica_step_ptr& step, caf::timespan timeout,
+  bool spread, std::shared_ptr<reply_times> times,
+  reply_fn<std::vector<step_report>> done) {
   gather<step_report>(
     replicas_.size(), timeout,
     [this, seq, step](size_t i) {
       return self_->request(replicas_[i], caf::infinite, step_atom::value, seq,
                             step);
     },
-    [this, round, times, done = std::move(done)](
-      caf::expected<std::vector<step_report>> reports) mutable {
-      if (reports)
-        last_step_round_ = std::chrono::duration_cast<caf::timespan>(
-          operation_deadlines::clock::now() - round.started);
-      if (times && reports)
-        note_step_round(*times, round.waited, round.seq);
-      step_answered(round, std::move(reports), std::move(done));
-    },
-    on_deadline::abandoned, how, times);
+    std::move(done), on_deadline::abandoned,
+    spread ? fan_out::spread : fan_out::local, std::move(times));
+}
+
+void coordinator_state::release_step(uint64_t seq) {
+  for (auto& replica : replicas_)
+    self_->send(replica, step_release_atom::value, seq);
 }
 
 void coordinator_state::finish_step(caf::timespan timeout,
