@@ -101,6 +101,7 @@ struct strategy_options {
 
 namespace detail {
 class strategy_core;
+struct strategy_access;
 } // namespace detail
 
 class async_strategy;
@@ -301,15 +302,10 @@ public:
   /// shut_down. Idempotent.
   void shutdown() const;
 
-  /// Internal: the shared state behind the handles.
-  const std::shared_ptr<detail::strategy_core>& core() const { return core_; }
-  static strategy from_core(std::shared_ptr<detail::strategy_core> core,
-                            std::chrono::milliseconds timeout) {
-    return strategy{std::move(core), timeout};
-  }
-
 private:
   friend class async_strategy;
+  // varsync's own add-ons reach the shared state through it (api/).
+  friend struct detail::strategy_access;
 
   strategy(std::shared_ptr<detail::strategy_core> core,
            std::chrono::milliseconds timeout);
