@@ -1,4 +1,4 @@
-#include "varsync/checkpoint_actor.hpp"
+#include "varsync/ext/checkpoint_actor.hpp"
 
 #include <chrono>
 #include <memory>

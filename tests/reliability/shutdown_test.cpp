@@ -16,7 +16,7 @@
 
 #include "varsync/config.hpp"
 #include "varsync/checkpoint.hpp"
-#include "varsync/checkpoint_actor.hpp"
+#include "varsync/ext/checkpoint_actor.hpp"
 #include "api/strategy_access.hpp"
 
 using namespace vs_test;

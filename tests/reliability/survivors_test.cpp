@@ -16,9 +16,9 @@
 
 #include "sync/safetensors_format.hpp"
 #include "varsync/checkpoint.hpp"
-#include "varsync/checkpoint_actor.hpp"
+#include "varsync/ext/checkpoint_actor.hpp"
 #include "api/strategy_access.hpp"
-#include "varsync/testing.hpp"
+#include "varsync/ext/testing.hpp"
 
 using namespace vs_test;
 

@@ -19,7 +19,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "varsync/checkpoint_actor.hpp"
+#include "varsync/ext/checkpoint_actor.hpp"
 #include "sync/safetensors_format.hpp"
 #include "varsync/checkpoint.hpp"
 #include "api/strategy_access.hpp"

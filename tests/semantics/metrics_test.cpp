@@ -1,5 +1,5 @@
-// M1-M6: what synchronization costs (varsync/metrics.hpp), the advisor
-// (varsync/sync_advice.hpp), the stall warning and the HTTP endpoint.
+// M1-M6: what synchronization costs (varsync/ext/metrics.hpp), the advisor
+// (varsync/ext/sync_advice.hpp), the stall warning and the HTTP endpoint.
 // docs/semantics.md, docs/metrics.md.
 
 #include "fixture.hpp"
@@ -23,7 +23,7 @@
 #include "api/strategy_access.hpp"
 #include "core/logging.hpp"
 #include "varsync/actor_api.hpp"
-#include "varsync/sync_advice.hpp"
+#include "varsync/ext/sync_advice.hpp"
 
 using namespace vs_test;
 
