@@ -13,7 +13,7 @@
 #include <memory>
 #include <vector>
 
-#include "varsync/replica_fault.hpp"
+#include "varsync/ext/replica_fault.hpp"
 #include "varsync/device_id.hpp"
 #include "messages/replica_interface.hpp"
 #include "varsync/step_exception_policy.hpp"

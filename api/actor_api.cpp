@@ -1,15 +1,16 @@
 #include "varsync/actor_api.hpp"
 
+#include "api/strategy_access.hpp"
 #include "api/strategy_core.hpp"
 
 namespace varsync {
 
 coordinator_actor coordinator_of(const strategy& s) {
-  return s.core()->coordinator();
+  return detail::strategy_access::core(s)->coordinator();
 }
 
 replica_local_actor replica_of(const strategy& s, int r) {
-  auto& replicas = s.core()->replicas();
+  auto& replicas = detail::strategy_access::core(s)->replicas();
   // Replica ids are global across processes: this process holds
   // first_local_replica() .. + num_local_replicas() - 1.
   const int local = r - s.first_local_replica();

@@ -21,6 +21,7 @@
 #include "sync/collectives/across_processes.hpp"
 #include "sync/distributed_reduce.hpp"
 #include "sync/safetensors_format.hpp"
+#include "api/strategy_access.hpp"
 #include "api/strategy_calls.hpp"
 #include "api/strategy_core.hpp"
 #include "api/strategy_helpers.hpp"
@@ -117,7 +118,7 @@ caf::error agree_across(const strategy& s, std::string what,
                         caf::error local) {
   if (s.num_processes() <= 1)
     return local;
-  auto core = s.core();
+  auto core = detail::strategy_access::core(s);
   auto ts = api_helpers::to_timespan(s.timeout());
   auto r = core->await<ok_atom>(s.timeout(), [&](callback<ok_atom> done) {
     core->submit(ops::agree{what, local}, ts, std::move(done));
@@ -577,7 +578,7 @@ using restore_plan = std::vector<std::pair<variable, stored_value>>;
 caf::error plan_restore(const strategy& s, const std::string& path,
                         const std::vector<std::string>& names,
                         restore_plan& plan, std::string& digest) {
-  auto bytes = read_file(path, s.core()->budget());
+  auto bytes = read_file(path, detail::strategy_access::core(s)->budget());
   if (!bytes)
     return bytes.error();
   digest = hex64(fingerprint_of_bytes(bytes->data(), bytes->size()));

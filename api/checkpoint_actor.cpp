@@ -1,4 +1,4 @@
-#include "varsync/checkpoint_actor.hpp"
+#include "varsync/ext/checkpoint_actor.hpp"
 
 #include <chrono>
 #include <memory>
@@ -9,6 +9,7 @@
 
 #include "varsync/error.hpp"
 #include "varsync/checkpoint.hpp"
+#include "api/strategy_access.hpp"
 #include "api/strategy_core.hpp"
 
 namespace varsync {
@@ -63,7 +64,7 @@ front(checkpoint_actor::pointer self,
       return make_error(errc::shut_down,
                         "checkpoint: the strategy is shut down");
     return self->system().spawn<caf::detached>(
-      worker, strategy::from_core(std::move(core), timeout));
+      worker, detail::strategy_access::handle(std::move(core), timeout));
   };
   return {
     [=](checkpoint_save_atom a, const std::string& path,
@@ -93,12 +94,13 @@ front(checkpoint_actor::pointer self,
 } // namespace
 
 checkpoint_actor spawn_checkpoint_actor(const strategy& s) {
-  if (s.core()->system_destroyed())
+  const auto& core = detail::strategy_access::core(s);
+  if (core->system_destroyed())
     return checkpoint_actor{};
-  auto& sys = s.core()->system();
-  auto hdl = sys.spawn(front, std::weak_ptr<detail::strategy_core>{s.core()},
-                       s.timeout(), s.core()->coordinator());
-  if (s.core()->owns_system())
+  auto& sys = core->system();
+  auto hdl = sys.spawn(front, std::weak_ptr<detail::strategy_core>{core},
+                       s.timeout(), core->coordinator());
+  if (core->owns_system())
     detail::forget_thread_logger(sys);
   return hdl;
 }

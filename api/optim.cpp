@@ -1,6 +1,6 @@
 // Optimizers (O1-O5): slot variables, apply_gradients and the update rules.
 
-#include "varsync/optim.hpp"
+#include "varsync/ext/optim.hpp"
 
 #include <algorithm>
 #include <cmath>

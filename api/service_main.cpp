@@ -1,6 +1,6 @@
 // The exit status a service reports through VARSYNC_MAIN.
 
-#include "varsync/service_main.hpp"
+#include "varsync/ext/service_main.hpp"
 
 #include <atomic>
 

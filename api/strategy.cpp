@@ -22,6 +22,7 @@
 #include "sync/device_collective_registry.hpp"
 #include "sync/distributed_reduce.hpp"
 #include "sync/sync_policy.hpp"
+#include "api/strategy_access.hpp"
 #include "api/strategy_core.hpp"
 #include "api/strategy_calls.hpp"
 #include "api/strategy_helpers.hpp"
@@ -261,7 +262,7 @@ make_strategy(std::shared_ptr<detail::system_host> owned,
     core->serve_metrics(std::move(metrics_server));
   if (lifetime)
     watch_lifetime(*lifetime, core);
-  return strategy::from_core(std::move(core), options.timeout);
+  return detail::strategy_access::handle(std::move(core), options.timeout);
 }
 
 } // namespace
@@ -275,8 +276,8 @@ namespace {
 template <class T, class Start>
 caf::expected<T> blocking(const strategy& s, Start start) {
   auto api = s.async();
-  return s.core()->await<T>(s.timeout(),
-                            [&](callback<T> done) { start(api, std::move(done)); });
+  return detail::strategy_access::core(s)->await<T>(
+    s.timeout(), [&](callback<T> done) { start(api, std::move(done)); });
 }
 
 caf::error blocking_done(const strategy& s,

@@ -26,7 +26,7 @@
 #include "api/strategy_core.hpp"
 #include "api/strategy_calls.hpp"
 #include "api/strategy_helpers.hpp"
-#include "varsync/sync_advice.hpp"
+#include "varsync/ext/sync_advice.hpp"
 
 namespace varsync {
 

@@ -17,7 +17,7 @@
 
 #include "bench/caf_setup.hpp"
 #include "bench/common.hpp"
-#include "varsync/optim.hpp"
+#include "varsync/ext/optim.hpp"
 #include "varsync/varsync.hpp"
 
 using namespace varsync;

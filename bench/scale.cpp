@@ -32,7 +32,7 @@
 #include "bench/common.hpp"
 #include "bench/host_strategy.hpp"
 #include "core/small_object_pool.hpp"
-#include "varsync/host_buffer_cache.hpp"
+#include "varsync/ext/host_buffer_cache.hpp"
 #include "varsync/varsync.hpp"
 
 using namespace varsync;

@@ -1,4 +1,5 @@
-# Install rules: the library, the public headers (include/varsync/ only), the
+# Install rules: the library, the public headers (include/varsync/ with its
+# ext/ and internal/ folders; ext/cuda_stream.hpp with varsync::cuda only), the
 # CMake package (varsyncConfig.cmake with the cuda and distributed
 # components, the varsync-run launcher, the version
 # file, FindCAF.cmake for CAF 0.17, which ships no CMake config) and a
@@ -23,8 +24,8 @@ if(TARGET varsync_cuda)
     ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
     LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
     RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-  install(FILES include/varsync/cuda_stream.hpp
-          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/varsync)
+  install(FILES include/varsync/ext/cuda_stream.hpp
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/varsync/ext)
   install(EXPORT varsyncCudaTargets NAMESPACE varsync::
           DESTINATION ${VARSYNC_CMAKE_DIR})
 endif()

@@ -52,25 +52,30 @@ set(VARSYNC_UNIT_USES_gloo_sync core devices messages sync)
 set(VARSYNC_UNIT_USES_cluster core devices messages sync actors
     shm gloo_sync)
 
-# The unit that implements each public header (include/varsync/; default:
-# core). Public headers are on every unit's include path, so only the check
-# fences them: a unit may include those of the units it uses.
+# The unit that implements each public header (include/varsync/, keyed by
+# its path there without .hpp: "strategy", "ext/optim", "internal/by_value";
+# default: core). Public headers are on every unit's include path, so only
+# the check fences them: a unit may include those of the units it uses.
+# include/varsync/ holds the core a user needs, ext/ the add-ons (metrics,
+# optimizers, the advisor, CUDA streams, input, services, testing) and
+# internal/ what public headers must include but users must not use.
 set(VARSYNC_PUBLIC_OWNER_atoms messages)
 set(VARSYNC_PUBLIC_OWNER_actor_protocol messages)
 set(VARSYNC_PUBLIC_OWNER_step messages)
+set(VARSYNC_PUBLIC_OWNER_internal/step_report messages)
 set(VARSYNC_PUBLIC_OWNER_config messages)
 set(VARSYNC_PUBLIC_OWNER_replica_context actors)
-set(VARSYNC_PUBLIC_OWNER_sync_advice sync)
-foreach(h strategy actor_api checkpoint checkpoint_actor testing varsync optim
-          function_step service_main)
+set(VARSYNC_PUBLIC_OWNER_ext/sync_advice sync)
+foreach(h strategy actor_api checkpoint varsync function_step
+          ext/checkpoint_actor ext/testing ext/optim ext/service_main)
   set(VARSYNC_PUBLIC_OWNER_${h} api)
 endforeach()
-foreach(h sampler input_batches sampler_checkpoint)
+foreach(h ext/sampler ext/input_batches ext/sampler_checkpoint)
   set(VARSYNC_PUBLIC_OWNER_${h} input)
 endforeach()
 # Header-only for users of varsync::cuda: the replica's stream
 # (replica_context, actors layer), cuda_gpu_count() (devices/cuda).
-set(VARSYNC_PUBLIC_OWNER_cuda_stream cuda_actors)
+set(VARSYNC_PUBLIC_OWNER_ext/cuda_stream cuda_actors)
 
 # The top-level folders of the product (what the check walks).
 set(VARSYNC_PRODUCT_ROOTS core devices messages sync actors api input)

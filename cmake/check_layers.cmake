@@ -10,7 +10,8 @@
 # - every public header (varsync/...) it includes belongs to its own unit or
 #   to one it uses (the include roots cannot fence these: include/ is on
 #   every unit's path);
-# - a public header includes no implementation header.
+# - a public header includes no implementation header;
+# - include/varsync/ has no folder but ext/ and internal/.
 #
 # The build fences the implementation headers as well (each unit's include
 # root holds only the folders it may use); this check also covers public
@@ -102,6 +103,13 @@ function(check_file file unit public)
 endfunction()
 
 file(GLOB_RECURSE public_headers "${SOURCE_DIR}/include/varsync/*")
+file(GLOB public_entries LIST_DIRECTORIES true "${SOURCE_DIR}/include/varsync/*")
+foreach(entry IN LISTS public_entries)
+  get_filename_component(leaf "${entry}" NAME)
+  if(IS_DIRECTORY "${entry}" AND NOT leaf MATCHES "^(ext|internal)$")
+    list(APPEND violations "include/varsync/${leaf}/: public headers live in include/varsync/, ext/ or internal/")
+  endif()
+endforeach()
 foreach(file IN LISTS public_headers)
   file(RELATIVE_PATH name "${SOURCE_DIR}/include/varsync" "${file}")
   string(REGEX REPLACE "\\.hpp$" "" name "${name}")

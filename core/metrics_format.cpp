@@ -1,6 +1,6 @@
 // Renders a metrics snapshot as JSON and in the Prometheus text format.
 
-#include "varsync/metrics.hpp"
+#include "varsync/ext/metrics.hpp"
 
 #include <charconv>
 #include <cmath>

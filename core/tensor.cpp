@@ -19,9 +19,9 @@
 #include <stdexcept>
 
 #include "varsync/error.hpp"
-#include "varsync/half.hpp"
+#include "varsync/dtype.hpp"
 #include "core/host_buffer_pool.hpp"
-#include "varsync/host_buffer_cache.hpp"
+#include "varsync/ext/host_buffer_cache.hpp"
 
 namespace varsync {
 

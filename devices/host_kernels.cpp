@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "devices/element_ops.hpp"
-#include "varsync/half.hpp"
+#include "varsync/dtype.hpp"
 
 namespace varsync::host {
 

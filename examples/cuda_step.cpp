@@ -39,7 +39,7 @@
 #include "cuda_step_kernels.hpp"
 #include "example_main.hpp"
 #include "varsync/config.hpp"
-#include "varsync/cuda_stream.hpp"
+#include "varsync/ext/cuda_stream.hpp"
 #include "varsync/varsync.hpp"
 
 using namespace varsync;

@@ -4,7 +4,7 @@
 // set them), parsed with one adaptation of CAF 0.17: it parses long options
 // only as --name=value; the examples have always accepted --name value too,
 // so the config joins those first. Each example ends with VARSYNC_MAIN()
-// (<varsync/service_main.hpp>), so what its caf_main returns is its exit
+// (<varsync/ext/service_main.hpp>), so what its caf_main returns is its exit
 // status.
 
 #include <cstring>
@@ -15,7 +15,7 @@
 #include <caf/config_option_set.hpp>
 #include <caf/string_view.hpp>
 
-#include <varsync/service_main.hpp>
+#include <varsync/ext/service_main.hpp>
 
 namespace examples {
 

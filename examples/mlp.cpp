@@ -42,9 +42,9 @@
 #include "example_cluster.hpp"
 #include "example_main.hpp"
 #include "varsync/config.hpp"
-#include "varsync/input_batches.hpp"
-#include "varsync/optim.hpp"
-#include "varsync/sampler.hpp"
+#include "varsync/ext/input_batches.hpp"
+#include "varsync/ext/optim.hpp"
+#include "varsync/ext/sampler.hpp"
 #include "varsync/varsync.hpp"
 
 using namespace varsync;

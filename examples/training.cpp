@@ -69,10 +69,10 @@
 #include "example_main.hpp"
 #include "varsync/checkpoint.hpp"
 #include "varsync/config.hpp"
-#include "varsync/input_batches.hpp"
-#include "varsync/optim.hpp"
-#include "varsync/sampler.hpp"
-#include "varsync/sampler_checkpoint.hpp"
+#include "varsync/ext/input_batches.hpp"
+#include "varsync/ext/optim.hpp"
+#include "varsync/ext/sampler.hpp"
+#include "varsync/ext/sampler_checkpoint.hpp"
 #include "varsync/varsync.hpp"
 
 using namespace varsync;

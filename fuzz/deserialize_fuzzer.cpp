@@ -50,12 +50,12 @@
 #include "fuzz_check.hpp"
 #include "varsync/config.hpp"
 #include "varsync/step.hpp"
-#include "varsync/tensor_inspect.hpp"
-#include "varsync/variable_info.hpp"
+#include "varsync/internal/tensor_inspect.hpp"
+#include "varsync/variable.hpp"
 #include "messages/replica_usage.hpp"
 #include "messages/sequenced_operation.hpp"
-#include "varsync/metrics.hpp"
-#include "varsync/sync_advice.hpp"
+#include "varsync/ext/metrics.hpp"
+#include "varsync/ext/sync_advice.hpp"
 #include "sync/sync_policy.hpp"
 
 using namespace varsync;

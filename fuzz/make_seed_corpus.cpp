@@ -22,11 +22,11 @@
 #include "varsync/tensor.hpp"
 #include "messages/replica_usage.hpp"
 #include "messages/sequenced_operation.hpp"
-#include "varsync/metrics.hpp"
+#include "varsync/ext/metrics.hpp"
 #include "varsync/config.hpp"
 #include "varsync/step.hpp"
-#include "varsync/tensor_inspect.hpp"
-#include "varsync/variable_info.hpp"
+#include "varsync/internal/tensor_inspect.hpp"
+#include "varsync/variable.hpp"
 #include "sync/safetensors_format.hpp"
 
 using namespace varsync;

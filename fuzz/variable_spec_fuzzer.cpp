@@ -22,7 +22,7 @@
 #include "varsync/error.hpp"
 #include "varsync/tensor.hpp"
 #include "fuzz_check.hpp"
-#include "varsync/variable_info.hpp"
+#include "varsync/variable.hpp"
 #include "sync/sync_policy.hpp"
 
 using namespace varsync;

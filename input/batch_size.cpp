@@ -1,5 +1,5 @@
 #include "varsync/error.hpp"
-#include "varsync/sampler.hpp"
+#include "varsync/ext/sampler.hpp"
 
 #include <string>
 

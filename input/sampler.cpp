@@ -1,4 +1,4 @@
-#include "varsync/sampler.hpp"
+#include "varsync/ext/sampler.hpp"
 
 #include <algorithm>
 #include <new>

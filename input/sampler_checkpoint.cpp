@@ -1,4 +1,4 @@
-#include "varsync/sampler_checkpoint.hpp"
+#include "varsync/ext/sampler_checkpoint.hpp"
 
 #include <cstring>
 #include <utility>

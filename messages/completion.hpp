@@ -14,10 +14,10 @@
 
 #include "messages/atoms.hpp"
 #include "messages/shared_variable_info.hpp"
-#include "varsync/metrics.hpp"
+#include "varsync/ext/metrics.hpp"
 #include "varsync/strategy_description.hpp"
 #include "varsync/tensor.hpp"
-#include "varsync/variable_info.hpp"
+#include "varsync/variable.hpp"
 
 namespace varsync {
 

@@ -23,14 +23,14 @@
 
 #include "messages/atoms.hpp"
 #include "messages/shared_variable_info.hpp"
-#include "varsync/metrics.hpp"
+#include "varsync/ext/metrics.hpp"
 #include "varsync/scatter.hpp"
 #include "varsync/step.hpp"
 #include "varsync/strategy_description.hpp"
 #include "varsync/synchronization.hpp"
 #include "varsync/tensor.hpp"
-#include "varsync/tensor_inspect.hpp"
-#include "varsync/variable_info.hpp"
+#include "varsync/internal/tensor_inspect.hpp"
+#include "varsync/variable.hpp"
 
 namespace varsync::ops {
 

@@ -14,9 +14,9 @@
 #include <caf/sec.hpp>
 
 #include "messages/operation.hpp"
-#include "varsync/by_value.hpp"
+#include "varsync/internal/by_value.hpp"
 #include "varsync/tensor.hpp"
-#include "varsync/tensor_inspect.hpp"
+#include "varsync/internal/tensor_inspect.hpp"
 
 namespace varsync {
 
@@ -26,7 +26,7 @@ namespace varsync {
 /// the operation, the process that issued it broadcasts the data through
 /// the process group (the data plane). Smaller data stays inline: one
 /// broadcast round would cost more than the bytes (the by-value rule,
-/// varsync/by_value.hpp).
+/// varsync/internal/by_value.hpp).
 constexpr size_t sequenced_inline_bytes = by_value_bytes;
 
 /// What an operation's deferred bulk data is, so that every process can

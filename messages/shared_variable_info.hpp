@@ -7,7 +7,7 @@
 
 #include <caf/allowed_unsafe_message_type.hpp>
 
-#include "varsync/variable_info.hpp"
+#include "varsync/variable.hpp"
 
 namespace varsync {
 

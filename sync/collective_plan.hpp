@@ -20,7 +20,7 @@
 #include "varsync/scatter.hpp"
 #include "varsync/synchronization.hpp"
 #include "varsync/tensor.hpp"
-#include "varsync/tensor_inspect.hpp"
+#include "varsync/internal/tensor_inspect.hpp"
 
 namespace varsync {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "varsync/error.hpp"
-#include "varsync/half.hpp"
+#include "varsync/dtype.hpp"
 #include "devices/host_kernels.hpp"
 
 namespace varsync {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "varsync/metrics.hpp"
+#include "varsync/ext/metrics.hpp"
 
 namespace varsync {
 

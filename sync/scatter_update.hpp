@@ -18,7 +18,7 @@
 #include "sync/sync_policy.hpp"
 #include "varsync/scatter.hpp"
 #include "varsync/tensor.hpp"
-#include "varsync/variable_info.hpp"
+#include "varsync/variable.hpp"
 
 namespace varsync {
 

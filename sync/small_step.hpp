@@ -20,7 +20,7 @@ namespace varsync {
 /// True if every item reduces host contributions (none staged on a device)
 /// into the components and they total at most `limit` bytes per replica
 /// (strategy_options::small_step_bytes: by default the by-value rule,
-/// varsync/by_value.hpp, as the gather of small ON_READ reads).
+/// varsync/internal/by_value.hpp, as the gather of small ON_READ reads).
 bool is_small_step(const collective_plan& plan, size_t limit);
 
 /// Combines each item of a small step by its rule (W4): y = the reduction

@@ -1,7 +1,7 @@
 // The synchronization advisor (M5): rules over a metrics snapshot, one per
 // mode, each stating the figures it judged.
 
-#include "varsync/sync_advice.hpp"
+#include "varsync/ext/sync_advice.hpp"
 
 #include <cstdio>
 #include <string>

@@ -12,7 +12,7 @@
 
 #include "varsync/scatter.hpp"
 #include "varsync/tensor.hpp"
-#include "varsync/variable_info.hpp"
+#include "varsync/variable.hpp"
 #include "varsync/synchronization.hpp"
 
 namespace varsync {

@@ -29,7 +29,7 @@ struct control_limits {
   /// The most one control message may claim: four times the largest one
   /// varsync sends (a rendezvous store value of 1 MiB; services mode's
   /// operations carry at most by_value_bytes of tensor data inline,
-  /// varsync/by_value.hpp).
+  /// varsync/internal/by_value.hpp).
   static constexpr uint32_t message_bytes = uint32_t{4} << 20;
 };
 

@@ -10,8 +10,8 @@
 #include <caf/timespan.hpp>
 
 #include "sync/process_group.hpp"
-#include "varsync/replica_fault.hpp"
-#include "varsync/by_value.hpp"
+#include "varsync/ext/replica_fault.hpp"
+#include "varsync/internal/by_value.hpp"
 #include "varsync/device_id.hpp"
 #include "messages/coordinator_interface.hpp"
 #include "varsync/step_exception_policy.hpp"

@@ -11,7 +11,7 @@
 
 #include "actors/coordinator/coordinator_state.hpp"
 #include "actors/spread_sends.hpp"
-#include "varsync/by_value.hpp"
+#include "varsync/internal/by_value.hpp"
 #include "varsync/error.hpp"
 
 namespace varsync {
@@ -24,7 +24,7 @@ inline std::string quote_name(const std::string& s) {
 
 // Cross-replica reductions of values up to this size gather copies and
 // reduce on the coordinator: constant work, cheaper than a collective (the
-// by-value rule, varsync/by_value.hpp).
+// by-value rule, varsync/internal/by_value.hpp).
 constexpr size_t gather_threshold_bytes = by_value_bytes;
 
 inline bool small_enough_to_gather(const variable_info& info) {

@@ -48,9 +48,9 @@
 #include "messages/sequenced_operation.hpp"
 #include "sync/collective_plan.hpp"
 #include "sync/process_rounds.hpp"
-#include "varsync/metrics.hpp"
+#include "varsync/ext/metrics.hpp"
 #include "sync/sync_policy.hpp"
-#include "varsync/by_value.hpp"
+#include "varsync/internal/by_value.hpp"
 
 namespace varsync {
 

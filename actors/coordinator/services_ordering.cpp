@@ -8,7 +8,7 @@
 #include "actors/coordinator/coordinator_state.hpp"
 #include "core/logging.hpp"
 #include "varsync/error.hpp"
-#include "varsync/metrics.hpp"
+#include "varsync/ext/metrics.hpp"
 
 namespace varsync {
 

@@ -179,10 +179,10 @@ caf::expected<std::unique_ptr<device>> make_cuda_device(int index);
 
 /// Number of usable CUDA GPUs; 0 when there is none, no driver, or the probe
 /// failed (never fails, never throws). Tests that must not skip on a broken
-/// GPU machine use cuda_gpu_count() (varsync/cuda_stream.hpp).
+/// GPU machine use cuda_gpu_count() (varsync/ext/cuda_stream.hpp).
 int cuda_device_count();
 
-/// Declared for users in varsync/cuda_stream.hpp: the GPU count, or an error
+/// Declared for users in varsync/ext/cuda_stream.hpp: the GPU count, or an error
 /// for a CUDA failure other than "no GPU" / "no driver".
 caf::expected<int> cuda_gpu_count();
 

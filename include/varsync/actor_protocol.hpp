@@ -13,14 +13,14 @@
 #include <caf/typed_actor.hpp>
 
 #include "varsync/atoms.hpp"
-#include "varsync/metrics.hpp"
+#include "varsync/ext/metrics.hpp"
 #include "varsync/scatter.hpp"
 #include "varsync/step.hpp"
 #include "varsync/strategy_description.hpp"
 #include "varsync/synchronization.hpp"
 #include "varsync/tensor.hpp"
-#include "varsync/tensor_inspect.hpp"
-#include "varsync/variable_info.hpp"
+#include "varsync/internal/tensor_inspect.hpp"
+#include "varsync/variable.hpp"
 
 namespace varsync {
 
@@ -50,7 +50,7 @@ using coordinator_actor = caf::typed_actor<
   // Answers when every process reached its barrier of the same number
   // (P14).
   caf::replies_to<barrier_atom>::with<ok_atom>,
-  // A metrics snapshot (varsync/metrics.hpp).
+  // A metrics snapshot (varsync/ext/metrics.hpp).
   caf::replies_to<metrics_atom>::with<strategy_metrics>>;
 
 /// One replica as seen by an actor bound to it: replica-context reads and
@@ -69,7 +69,7 @@ using replica_local_actor = caf::typed_actor<
                   indexed_slices>::with<ok_atom>,
   caf::reacts_to<local_add_atom, uint64_t, double>>;
 
-/// The checkpoint actor (varsync/checkpoint_actor.hpp): save / restore /
+/// The checkpoint actor (varsync/ext/checkpoint_actor.hpp): save / restore /
 /// save_survivors of the named variables (an empty list selects every
 /// variable) to a file path. Each replies ok_atom or an error
 /// (varsync/checkpoint.hpp).

@@ -3,7 +3,7 @@
 // a view of component memory on the replica's device (host memory for cpu:K,
 // GPU memory for cuda:K) and the replica's stream, both without CUDA types so
 // that this header compiles everywhere. CUDA code casts the stream with
-// varsync/cuda_stream.hpp.
+// varsync/ext/cuda_stream.hpp.
 
 #include <cstddef>
 #include <cstdint>

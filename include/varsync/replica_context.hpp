@@ -108,7 +108,7 @@ public:
   /// device_view for what may be written through it.
   caf::expected<device_view> device_pointer(const variable& v) const;
   /// The replica's stream (a cudaStream_t on cuda:K replicas, null on host
-  /// replicas; varsync/cuda_stream.hpp casts it). Work the step launches on
+  /// replicas; varsync/ext/cuda_stream.hpp casts it). Work the step launches on
   /// it is complete before the step's ON_WRITE collective reads or writes
   /// any component, and before any later operation on this replica.
   stream_handle stream() const;

@@ -13,7 +13,7 @@
 #include <caf/sec.hpp>
 
 #include "varsync/tensor.hpp"
-#include "varsync/tensor_inspect.hpp"
+#include "varsync/internal/tensor_inspect.hpp"
 
 namespace varsync {
 

@@ -17,20 +17,19 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
-#include "varsync/by_value.hpp"
+#include "varsync/internal/by_value.hpp"
 #include "varsync/cluster_spec.hpp"
 #include "varsync/error.hpp"
 #include "varsync/function_step.hpp"
-#include "varsync/metrics.hpp"
-#include "varsync/replica_fault.hpp"
+#include "varsync/ext/metrics.hpp"
+#include "varsync/ext/replica_fault.hpp"
 #include "varsync/tensor.hpp"
 #include "varsync/step.hpp"
 #include "varsync/step_exception_policy.hpp"
 #include "varsync/strategy_description.hpp"
-#include "varsync/variable_info.hpp"
+#include "varsync/variable.hpp"
 #include "varsync/distributed_values.hpp"
 #include "varsync/replica_context.hpp"
-#include "varsync/variable.hpp"
 
 namespace caf {
 class actor_system;
@@ -44,7 +43,7 @@ struct strategy_options {
   /// Deadline of every call made through this handle (V3). Zero: the actor
   /// system config's "varsync.timeout-ms" if set, else 30 s.
   std::chrono::milliseconds timeout{0};
-  /// Test support: faults injected into replicas (varsync/testing.hpp).
+  /// Test support: faults injected into replicas (varsync/ext/testing.hpp).
   std::vector<replica_fault> faults;
   /// A replica step that throws stops its replica (fail-stop, default) or
   /// only fails the step (varsync/step_exception_policy.hpp).
@@ -76,7 +75,7 @@ struct strategy_options {
   /// commit point comes once every replica has reported the step (V2): a
   /// replica that fails afterwards fails the step, and the survivors hold
   /// the update. 0: every step runs a collective. Default: the by-value
-  /// rule, 4096 (varsync/by_value.hpp).
+  /// rule, 4096 (varsync/internal/by_value.hpp).
   size_t small_step_bytes = by_value_bytes;
   /// Several processes (docs/multiprocess.md): each process creates the
   /// strategy with its own devices and the same cluster (ranks differ); the
@@ -101,6 +100,7 @@ struct strategy_options {
 
 namespace detail {
 class strategy_core;
+struct strategy_access;
 } // namespace detail
 
 class async_strategy;
@@ -157,9 +157,9 @@ public:
   std::chrono::milliseconds timeout() const { return timeout_; }
   /// What the coordinator reports now: devices, collective, counters.
   caf::expected<strategy_description> stats() const;
-  /// A metrics snapshot (M1-M4, varsync/metrics.hpp): never queued behind
+  /// A metrics snapshot (M1-M4, varsync/ext/metrics.hpp): never queued behind
   /// operations nor refused as overloaded. varsync::advise(snapshot) gives
-  /// the synchronization advisor's suggestions (varsync/sync_advice.hpp).
+  /// the synchronization advisor's suggestions (varsync/ext/sync_advice.hpp).
   caf::expected<strategy_metrics> metrics() const;
   /// "http://127.0.0.1:PORT" when strategy_options::metrics_port is set,
   /// else empty.
@@ -301,15 +301,10 @@ public:
   /// shut_down. Idempotent.
   void shutdown() const;
 
-  /// Internal: the shared state behind the handles.
-  const std::shared_ptr<detail::strategy_core>& core() const { return core_; }
-  static strategy from_core(std::shared_ptr<detail::strategy_core> core,
-                            std::chrono::milliseconds timeout) {
-    return strategy{std::move(core), timeout};
-  }
-
 private:
   friend class async_strategy;
+  // varsync's own add-ons reach the shared state through it (api/).
+  friend struct detail::strategy_access;
 
   strategy(std::shared_ptr<detail::strategy_core> core,
            std::chrono::milliseconds timeout);

@@ -1,13 +1,75 @@
 #pragma once
-// A handle to a variable of a strategy: cheap to copy, immutable. Operations
-// on it go through the strategy (cross-replica) or a replica_context.
+// A variable: what a client asks for when it creates one, what the registry
+// records once the request is validated (the policy resolved), and the
+// handle to it: cheap to copy, immutable. Operations on it go through the
+// strategy (cross-replica) or a replica_context.
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
-#include "varsync/variable_info.hpp"
+#include <caf/error.hpp>
+#include <caf/meta/load_callback.hpp>
+#include <caf/sec.hpp>
+#include <caf/meta/type_name.hpp>
+
+#include "varsync/tensor.hpp"
+#include "varsync/internal/tensor_inspect.hpp"
+#include "varsync/synchronization.hpp"
 
 namespace varsync {
+
+struct variable_spec {
+  std::string name;
+  tensor initial_value;
+  synchronization sync = synchronization::auto_;
+  aggregation agg = aggregation::none;
+  /// Unset: false for on_read, true otherwise (C4).
+  std::optional<bool> trainable;
+};
+
+struct variable_info {
+  uint64_t id = 0;
+  std::string name;
+  dtype type = dtype::float32;
+  tensor_shape shape;
+  synchronization sync = synchronization::on_write;
+  aggregation agg = aggregation::none;
+  bool trainable = true;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, variable_spec& x) {
+  // -1: unset, 0: false, 1: true (CAF 0.17 has no std::optional support).
+  int8_t trainable = x.trainable ? static_cast<int8_t>(*x.trainable) : -1;
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    // V4: an enum byte outside its range never leaves deserialization.
+    if (!is_valid(x.sync) || !is_valid(x.agg) || trainable < -1
+        || trainable > 1)
+      return caf::sec::invalid_argument;
+    if (trainable < 0)
+      x.trainable.reset();
+    else
+      x.trainable = trainable != 0;
+    return caf::none;
+  });
+  return f(caf::meta::type_name("varsync::variable_spec"), x.name,
+           x.initial_value, x.sync, x.agg, trainable, load);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, variable_info& x) {
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    if (!is_valid(x.type) || !is_valid(x.sync) || !is_valid(x.agg))
+      return caf::sec::invalid_argument;
+    return caf::none;
+  });
+  return f(caf::meta::type_name("varsync::variable_info"), x.id, x.name,
+           x.type, x.shape, x.sync, x.agg, x.trainable, load);
+}
+
 
 class variable {
 public:

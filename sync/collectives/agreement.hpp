@@ -19,7 +19,7 @@
 #include <caf/error.hpp>
 
 #include "sync/collective_plan.hpp"
-#include "varsync/by_value.hpp"
+#include "varsync/internal/by_value.hpp"
 #include "sync/process_group.hpp"
 
 namespace varsync {
@@ -56,7 +56,7 @@ enum vote_kind : int32_t {
 /// payload area that small floating plans fill with this process's partial
 /// results (one round instead of two), so that the round has the same size
 /// on every process whatever each one issued. Its size is the by-value
-/// rule's (varsync/by_value.hpp).
+/// rule's (varsync/internal/by_value.hpp).
 constexpr size_t small_payload_limit = by_value_bytes;
 
 struct agreement_message {

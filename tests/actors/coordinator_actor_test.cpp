@@ -34,12 +34,12 @@
 #include "varsync/function_step.hpp"
 #include "varsync/step.hpp"
 #include "varsync/strategy_description.hpp"
-#include "varsync/variable_info.hpp"
+#include "varsync/variable.hpp"
 #include "varsync/actor_api.hpp"
-#include "varsync/checkpoint_actor.hpp"
+#include "varsync/ext/checkpoint_actor.hpp"
 #include "varsync/replica_context.hpp"
 #include "varsync/strategy.hpp"
-#include "varsync/testing.hpp"
+#include "varsync/ext/testing.hpp"
 
 using namespace varsync;
 using varsync::test::actor_fixture;

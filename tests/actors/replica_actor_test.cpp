@@ -28,11 +28,10 @@
 #include "messages/atoms.hpp"
 #include "messages/replica_interface.hpp"
 #include "varsync/step.hpp"
-#include "varsync/variable_info.hpp"
+#include "varsync/variable.hpp"
 #include "sync/collectives/one_pass_shared_memory.hpp"
 #include "sync/collective_algorithm.hpp"
 #include "varsync/replica_context.hpp"
-#include "varsync/variable.hpp"
 #include "varsync/function_step.hpp"
 
 using namespace varsync;

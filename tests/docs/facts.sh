@@ -6,7 +6,8 @@
 #  - every atom of include/varsync/atoms.hpp is among "The public atoms"
 #    of docs/actor-protocol.md;
 #  - every <varsync/...> header the README and docs/ name is a public
-#    header (include/varsync/, or generated: version.hpp);
+#    header (include/varsync/ and its ext/, or generated: version.hpp),
+#    never one of internal/;
 #  - every rule id the README and docs/ cite (C2, X1–X5, ...) is a row of
 #    docs/semantics.md;
 #  - every relative link of the README and docs/ ([text](path)) and every
@@ -51,11 +52,13 @@ for atom in $atoms; do
     || fail "docs/actor-protocol.md's public atoms lack \`$atom\`"
 done
 
-for header in $(grep -ohE '<varsync/[a-z_]+\.hpp>' README.md docs/*.md \
+for header in $(grep -ohE '<varsync/[a-z_/]+\.hpp>' README.md docs/*.md \
                 | sort -u | tr -d '<>'); do
   # version.hpp is generated from cmake/version.hpp.in.
   [[ -f "include/$header" || -f "cmake/$(basename "$header").in" ]] \
     || fail "the docs name <$header>, which is not a public header"
+  [[ "$header" != varsync/internal/* ]] \
+    || fail "the docs name <$header>, which users must not include"
 done
 
 documents=(README.md docs/*.md)

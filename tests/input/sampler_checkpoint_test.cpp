@@ -15,9 +15,9 @@
 #include <unistd.h>
 
 #include "varsync/checkpoint.hpp"
-#include "varsync/input_batches.hpp"
-#include "varsync/sampler.hpp"
-#include "varsync/sampler_checkpoint.hpp"
+#include "varsync/ext/input_batches.hpp"
+#include "varsync/ext/sampler.hpp"
+#include "varsync/ext/sampler_checkpoint.hpp"
 #include "varsync/varsync.hpp"
 
 using namespace varsync;

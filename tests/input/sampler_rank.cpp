@@ -19,8 +19,8 @@
 
 #include "varsync/checkpoint.hpp"
 #include "varsync/cluster_spec.hpp"
-#include "varsync/sampler.hpp"
-#include "varsync/sampler_checkpoint.hpp"
+#include "varsync/ext/sampler.hpp"
+#include "varsync/ext/sampler_checkpoint.hpp"
 #include "varsync/varsync.hpp"
 
 using namespace varsync;

@@ -12,7 +12,7 @@
 
 #include "input/epoch_order.hpp"
 #include "varsync/error.hpp"
-#include "varsync/sampler.hpp"
+#include "varsync/ext/sampler.hpp"
 
 using namespace varsync;
 using namespace varsync::input;

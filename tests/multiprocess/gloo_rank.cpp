@@ -25,7 +25,7 @@
 #include "sync/gloo/gloo_group.hpp"
 #include "varsync/config.hpp"
 #include "varsync/error.hpp"
-#include "varsync/half.hpp"
+#include "varsync/dtype.hpp"
 
 using namespace varsync;
 

@@ -50,7 +50,7 @@
 #include <unistd.h>
 
 #include "varsync/checkpoint.hpp"
-#include "varsync/testing.hpp"
+#include "varsync/ext/testing.hpp"
 #ifdef VARSYNC_HAVE_CUDA
 #include "devices/cuda/cuda_device.hpp"
 #endif

@@ -9,7 +9,7 @@
 #include <atomic>
 #include <thread>
 
-#include "varsync/testing.hpp"
+#include "varsync/ext/testing.hpp"
 
 using namespace vs_test;
 

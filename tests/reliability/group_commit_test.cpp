@@ -11,7 +11,7 @@
 #include <thread>
 #include <utility>
 
-#include "varsync/testing.hpp"
+#include "varsync/ext/testing.hpp"
 
 using namespace vs_test;
 

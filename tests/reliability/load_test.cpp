@@ -17,7 +17,7 @@
 
 #include "../semantics/fixture.hpp"
 
-#include "varsync/testing.hpp"
+#include "varsync/ext/testing.hpp"
 
 #include <algorithm>
 #include <atomic>

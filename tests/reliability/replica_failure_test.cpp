@@ -4,7 +4,7 @@
 #include <caf/actor_system_config.hpp>
 
 #include "varsync/config.hpp"
-#include "varsync/testing.hpp"
+#include "varsync/ext/testing.hpp"
 
 using namespace vs_test;
 

@@ -16,8 +16,8 @@
 
 #include "varsync/config.hpp"
 #include "varsync/checkpoint.hpp"
-#include "varsync/checkpoint_actor.hpp"
-#include "api/strategy_core.hpp"
+#include "varsync/ext/checkpoint_actor.hpp"
+#include "api/strategy_access.hpp"
 
 using namespace vs_test;
 
@@ -123,7 +123,8 @@ TEST_CASE("shutdown: a checkpoint actor whose handle is still held does not "
   auto cp = std::make_shared<checkpoint_actor>(spawn_checkpoint_actor(**s));
   auto ok = finishes_within(watchdog_limit, [s, path, cp] {
     {
-      caf::scoped_actor self{(*s)->core()->system()};
+      caf::scoped_actor self{
+        varsync::detail::strategy_access::core(**s)->system()};
       self->request(*cp, std::chrono::seconds(10), checkpoint_save_atom::value,
                     path, std::vector<std::string>{})
         .receive([](ok_atom) {}, [](caf::error&) {});

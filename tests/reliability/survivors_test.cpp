@@ -16,9 +16,9 @@
 
 #include "sync/safetensors_format.hpp"
 #include "varsync/checkpoint.hpp"
-#include "varsync/checkpoint_actor.hpp"
-#include "api/strategy_core.hpp"
-#include "varsync/testing.hpp"
+#include "varsync/ext/checkpoint_actor.hpp"
+#include "api/strategy_access.hpp"
+#include "varsync/ext/testing.hpp"
 
 using namespace vs_test;
 
@@ -160,7 +160,8 @@ TEST_CASE("survivors: the checkpoint actor saves the survivors on request") {
   auto path = temp_path("actor.safetensors");
   auto ckpt = spawn_checkpoint_actor(s);
   auto ask = [&](bool aggregate) {
-    caf::scoped_actor self{s.core()->system()};
+    caf::scoped_actor self{
+      varsync::detail::strategy_access::core(s)->system()};
     caf::error err;
     self->request(ckpt, 20s, checkpoint_save_survivors_atom::value, path,
                   std::vector<std::string>{}, aggregate)

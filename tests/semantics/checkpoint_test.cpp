@@ -19,10 +19,10 @@
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "varsync/checkpoint_actor.hpp"
+#include "varsync/ext/checkpoint_actor.hpp"
 #include "sync/safetensors_format.hpp"
 #include "varsync/checkpoint.hpp"
-#include "api/strategy_core.hpp"
+#include "api/strategy_access.hpp"
 
 using namespace vs_test;
 namespace fs = std::filesystem;
@@ -388,7 +388,8 @@ TEST_CASE("K2: async save / restore and the checkpoint actor") {
   CHECK(components(s, v) == std::vector<double>{3, 2});
   // The actor-facing way.
   auto ckpt = spawn_checkpoint_actor(s);
-  caf::scoped_actor self{s.core()->system()};
+  caf::scoped_actor self{
+    varsync::detail::strategy_access::core(s)->system()};
   set_components(s, v, {1, 1});
   caf::error err;
   bool ok = false;
@@ -435,7 +436,8 @@ TEST_CASE("K3: restore from a FIFO fails promptly instead of blocking in "
   CHECK(same(before, take_snapshot(s)));
   // The checkpoint actor answers the same.
   auto ckpt = spawn_checkpoint_actor(s);
-  caf::scoped_actor self{s.core()->system()};
+  caf::scoped_actor self{
+    varsync::detail::strategy_access::core(s)->system()};
   caf::error actor_err;
   self->request(ckpt, 10s, checkpoint_restore_atom::value, fifo,
                 std::vector<std::string>{})

@@ -22,7 +22,7 @@
 #include <cuda_runtime.h>
 
 #include "devices/cuda/cuda_device.hpp"
-#include "varsync/cuda_stream.hpp"
+#include "varsync/ext/cuda_stream.hpp"
 #endif
 
 namespace vs_test {

@@ -1,5 +1,5 @@
-// M1-M6: what synchronization costs (varsync/metrics.hpp), the advisor
-// (varsync/sync_advice.hpp), the stall warning and the HTTP endpoint.
+// M1-M6: what synchronization costs (varsync/ext/metrics.hpp), the advisor
+// (varsync/ext/sync_advice.hpp), the stall warning and the HTTP endpoint.
 // docs/semantics.md, docs/metrics.md.
 
 #include "fixture.hpp"
@@ -20,10 +20,10 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/sinks/ringbuffer_sink.h>
 
-#include "api/strategy_core.hpp"
+#include "api/strategy_access.hpp"
 #include "core/logging.hpp"
 #include "varsync/actor_api.hpp"
-#include "varsync/sync_advice.hpp"
+#include "varsync/ext/sync_advice.hpp"
 
 using namespace vs_test;
 
@@ -301,7 +301,8 @@ TEST_CASE("M3: actors ask the coordinator for a snapshot (metrics_atom)",
   auto w = make_var(s, "w", tensor::scalar<float>(0),
                     synchronization::on_write, aggregation::sum);
   VS_VALUE(s.read(w));
-  caf::scoped_actor self{s.core()->system()};
+  caf::scoped_actor self{
+    varsync::detail::strategy_access::core(s)->system()};
   std::optional<strategy_metrics> got;
   self->request(coordinator_of(s), 5s, metrics_atom::value)
     .receive([&](strategy_metrics& m) { got = std::move(m); },

@@ -1,4 +1,4 @@
-// O1-O6: optimizers (varsync/optim.hpp), and W9: update_mirrored, which they
+// O1-O6: optimizers (varsync/ext/optim.hpp), and W9: update_mirrored, which they
 // apply their updates with. docs/semantics.md.
 
 #include "fixture.hpp"
@@ -10,7 +10,7 @@
 
 #include "varsync/checkpoint.hpp"
 
-#include "varsync/optim.hpp"
+#include "varsync/ext/optim.hpp"
 
 using namespace vs_test;
 

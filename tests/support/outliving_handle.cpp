@@ -22,7 +22,7 @@
 #include <caf/actor_system_config.hpp>
 
 #include <varsync/actor_api.hpp>
-#include <varsync/checkpoint_actor.hpp>
+#include <varsync/ext/checkpoint_actor.hpp>
 #include <varsync/varsync.hpp>
 
 using namespace varsync;

@@ -1,5 +1,5 @@
 // A CAF service that reports failures through its exit status
-// (<varsync/service_main.hpp>), run alone and under varsync-run by the
+// (<varsync/ext/service_main.hpp>), run alone and under varsync-run by the
 // tests (tests/CMakeLists.txt, tests/multiprocess/launcher_test.cpp).
 //
 //   service_exit --scenario=S [--path=P]
@@ -29,7 +29,7 @@
 
 #include <varsync/actor_api.hpp>
 #include <varsync/checkpoint.hpp>
-#include <varsync/service_main.hpp>
+#include <varsync/ext/service_main.hpp>
 #include <varsync/varsync.hpp>
 
 using namespace varsync;

@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "varsync/dtype.hpp"
-#include "varsync/half.hpp"
 #include "devices/element_ops.hpp"
 #include "devices/host_kernels.hpp"
 #include "varsync/synchronization.hpp"

@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "sync/process_rounds.hpp"
-#include "varsync/metrics.hpp"
-#include "varsync/sync_advice.hpp"
+#include "varsync/ext/metrics.hpp"
+#include "varsync/ext/sync_advice.hpp"
 
 using namespace varsync;
 using namespace std::chrono_literals;

@@ -19,7 +19,7 @@
 #include "sync/collectives/one_pass_shared_memory.hpp"
 #include "sync/scatter_update.hpp"
 #include "varsync/error.hpp"
-#include "varsync/half.hpp"
+#include "varsync/dtype.hpp"
 
 using namespace varsync;
 

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "varsync/error.hpp"
-#include "varsync/half.hpp"
+#include "varsync/dtype.hpp"
 #include "varsync/tensor.hpp"
-#include "varsync/host_buffer_cache.hpp"
+#include "varsync/ext/host_buffer_cache.hpp"
 
 using namespace varsync;
 

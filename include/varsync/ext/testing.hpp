@@ -13,5 +13,5 @@
 // with replica_failed. Delays defer operations without blocking a scheduler
 // thread.
 
-#include "varsync/replica_fault.hpp"
+#include "varsync/ext/replica_fault.hpp"
 #include "varsync/strategy.hpp"

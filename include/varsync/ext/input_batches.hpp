@@ -17,7 +17,7 @@
 #include "varsync/distributed_values.hpp"
 #include "varsync/error.hpp"
 #include "varsync/replica_context.hpp"
-#include "varsync/sampler.hpp"
+#include "varsync/ext/sampler.hpp"
 #include "varsync/strategy.hpp"
 
 namespace varsync::input {

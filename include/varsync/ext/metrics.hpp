@@ -126,7 +126,7 @@ struct strategy_metrics {
   uint64_t write_groups = 0;
   /// Services mode, the operations issued here: the bytes of tensors they
   /// carried inline over CAF to process 0's sequencer (by_value_bytes at
-  /// most each, varsync/by_value.hpp), and those that went through the
+  /// most each, varsync/internal/by_value.hpp), and those that went through the
   /// process group instead (P2).
   uint64_t services_inline_bytes = 0;
   uint64_t services_data_plane_bytes = 0;

@@ -10,7 +10,7 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
-#include "varsync/sampler.hpp"
+#include "varsync/ext/sampler.hpp"
 #include "varsync/strategy.hpp"
 #include "varsync/variable.hpp"
 

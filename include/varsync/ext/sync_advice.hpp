@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "varsync/metrics.hpp"
+#include "varsync/ext/metrics.hpp"
 #include "varsync/synchronization.hpp"
 
 namespace varsync {
