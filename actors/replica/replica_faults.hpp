@@ -11,7 +11,7 @@
 #include <caf/error.hpp>
 
 #include "varsync/device_id.hpp"
-#include "varsync/replica_fault.hpp"
+#include "varsync/ext/replica_fault.hpp"
 
 namespace varsync::replica_internal {
 
