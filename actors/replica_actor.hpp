@@ -16,7 +16,7 @@
 #include "varsync/ext/replica_fault.hpp"
 #include "varsync/device_id.hpp"
 #include "messages/replica_interface.hpp"
-#include "varsync/step_exception_policy.hpp"
+#include "varsync/step.hpp"
 
 namespace varsync {
 

@@ -59,7 +59,6 @@ set(VARSYNC_UNIT_USES_cluster core devices messages sync actors
 # include/varsync/ holds the core a user needs, ext/ the add-ons (metrics,
 # optimizers, the advisor, CUDA streams, input, services, testing) and
 # internal/ what public headers must include but users must not use.
-set(VARSYNC_PUBLIC_OWNER_atoms messages)
 set(VARSYNC_PUBLIC_OWNER_actor_protocol messages)
 set(VARSYNC_PUBLIC_OWNER_step messages)
 set(VARSYNC_PUBLIC_OWNER_internal/step_report messages)

@@ -1,4 +1,4 @@
-#include "varsync/scatter.hpp"
+#include "varsync/variable.hpp"
 
 #include <string>
 

@@ -18,7 +18,7 @@
 #include <span>
 
 #include "varsync/dtype.hpp"
-#include "varsync/scatter.hpp"
+#include "varsync/variable.hpp"
 #include "varsync/synchronization.hpp"
 
 namespace varsync::host {

@@ -12,7 +12,7 @@
 
 #include "devices/device.hpp"
 #include "varsync/dtype.hpp"
-#include "varsync/scatter.hpp"
+#include "varsync/variable.hpp"
 
 namespace varsync {
 

@@ -4,7 +4,7 @@
 
 #include <caf/atom.hpp>
 
-#include "varsync/atoms.hpp"
+#include "varsync/actor_protocol.hpp"
 
 namespace varsync {
 

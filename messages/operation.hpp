@@ -24,7 +24,7 @@
 #include "messages/atoms.hpp"
 #include "messages/shared_variable_info.hpp"
 #include "varsync/ext/metrics.hpp"
-#include "varsync/scatter.hpp"
+#include "varsync/variable.hpp"
 #include "varsync/step.hpp"
 #include "varsync/strategy_description.hpp"
 #include "varsync/synchronization.hpp"

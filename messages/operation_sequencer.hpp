@@ -16,7 +16,7 @@
 #include <caf/typed_actor.hpp>
 
 #include "messages/sequenced_operation.hpp"
-#include "varsync/atoms.hpp"
+#include "varsync/actor_protocol.hpp"
 
 namespace varsync {
 

@@ -12,7 +12,7 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
-#include "varsync/atoms.hpp"
+#include "varsync/actor_protocol.hpp"
 
 namespace varsync {
 

@@ -17,7 +17,7 @@
 #include <caf/meta/type_name.hpp>
 #include <caf/sec.hpp>
 
-#include "varsync/scatter.hpp"
+#include "varsync/variable.hpp"
 #include "varsync/synchronization.hpp"
 #include "varsync/tensor.hpp"
 #include "varsync/internal/tensor_inspect.hpp"

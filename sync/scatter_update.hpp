@@ -16,7 +16,7 @@
 #include "devices/row_update.hpp"
 #include "sync/collective_plan.hpp"
 #include "sync/sync_policy.hpp"
-#include "varsync/scatter.hpp"
+#include "varsync/variable.hpp"
 #include "varsync/tensor.hpp"
 #include "varsync/variable.hpp"
 

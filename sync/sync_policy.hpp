@@ -10,7 +10,7 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
-#include "varsync/scatter.hpp"
+#include "varsync/variable.hpp"
 #include "varsync/tensor.hpp"
 #include "varsync/variable.hpp"
 #include "varsync/synchronization.hpp"

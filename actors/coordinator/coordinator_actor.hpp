@@ -14,7 +14,7 @@
 #include "varsync/internal/by_value.hpp"
 #include "varsync/device_id.hpp"
 #include "messages/coordinator_interface.hpp"
-#include "varsync/step_exception_policy.hpp"
+#include "varsync/step.hpp"
 
 namespace varsync {
 

@@ -19,7 +19,7 @@
 #include "actors/replica/replica_staging.hpp"
 #include "varsync/device_id.hpp"
 #include "varsync/replica_context.hpp"
-#include "varsync/step_exception_policy.hpp"
+#include "varsync/step.hpp"
 
 namespace varsync::replica_internal {
 

@@ -25,7 +25,6 @@
 #include "varsync/ext/replica_fault.hpp"
 #include "varsync/tensor.hpp"
 #include "varsync/step.hpp"
-#include "varsync/step_exception_policy.hpp"
 #include "varsync/strategy_description.hpp"
 #include "varsync/variable.hpp"
 #include "varsync/distributed_values.hpp"
@@ -46,7 +45,7 @@ struct strategy_options {
   /// Test support: faults injected into replicas (varsync/ext/testing.hpp).
   std::vector<replica_fault> faults;
   /// A replica step that throws stops its replica (fail-stop, default) or
-  /// only fails the step (varsync/step_exception_policy.hpp).
+  /// only fails the step (varsync/step.hpp).
   on_step_exception step_exception = on_step_exception::stop_replica;
   /// Scheduler threads of an actor system the strategy creates itself
   /// (0: the number of cores). Ignored when embedding into a user's system.

@@ -7,7 +7,7 @@
 #include "varsync/ext/host_buffer_cache.hpp"
 #include "varsync/device_id.hpp"
 #include "varsync/synchronization.hpp"
-#include "varsync/scatter.hpp"
+#include "varsync/variable.hpp"
 #include "varsync/distributed_values.hpp"
 #include "varsync/replica_context.hpp"
 #include "varsync/step_task.hpp"
@@ -15,4 +15,3 @@
 #include "varsync/strategy.hpp"
 #include "varsync/ext/metrics.hpp"
 #include "varsync/ext/sync_advice.hpp"
-#include "varsync/variable.hpp"

@@ -3,7 +3,7 @@
 #  - every code of varsync::errc (include/varsync/error.hpp) is in the
 #    guide's list of errors (docs/guide.md, between "varsync::errc" and
 #    "varsync::describe(err)");
-#  - every atom of include/varsync/atoms.hpp is among "The public atoms"
+#  - every atom of include/varsync/actor_protocol.hpp is among "The public atoms"
 #    of docs/actor-protocol.md;
 #  - every <varsync/...> header the README and docs/ name is a public
 #    header (include/varsync/ and its ext/, or generated: version.hpp),
@@ -44,9 +44,9 @@ for code in $codes; do
 done
 
 public_atoms="$(section docs/actor-protocol.md 'The public atoms' '')"
-atoms="$(grep -oE 'caf::atom\("[a-z_]+"\)' include/varsync/atoms.hpp \
+atoms="$(grep -oE 'caf::atom\("[a-z_]+"\)' include/varsync/actor_protocol.hpp \
          | sed -E 's/caf::atom\("([a-z_]+)"\)/\1/')"
-[[ -n "$atoms" ]] || fail "no atoms found in include/varsync/atoms.hpp"
+[[ -n "$atoms" ]] || fail "no atoms found in include/varsync/actor_protocol.hpp"
 for atom in $atoms; do
   grep -qF "\`$atom\`" <<<"$public_atoms" \
     || fail "docs/actor-protocol.md's public atoms lack \`$atom\`"

@@ -11,7 +11,7 @@
 
 #include "devices/host_kernels.hpp"
 #include "devices/row_update.hpp"
-#include "varsync/scatter.hpp"
+#include "varsync/variable.hpp"
 
 using namespace varsync;
 using namespace gpu_test;

@@ -15,7 +15,7 @@
 #include "devices/host_kernels.hpp"
 #include "devices/row_update.hpp"
 #include "varsync/error.hpp"
-#include "varsync/scatter.hpp"
+#include "varsync/variable.hpp"
 
 using namespace varsync;
 

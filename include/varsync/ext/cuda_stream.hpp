@@ -19,7 +19,6 @@
 
 #include <caf/expected.hpp>
 
-#include "varsync/device_view.hpp"
 #include "varsync/replica_context.hpp"
 
 namespace varsync {

@@ -14,7 +14,7 @@
 
 #include "varsync/tensor.hpp"
 #include "varsync/internal/tensor_inspect.hpp"
-#include "varsync/scatter.hpp"
+#include "varsync/variable.hpp"
 #include "varsync/synchronization.hpp"
 
 namespace varsync {
