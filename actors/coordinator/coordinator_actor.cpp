@@ -12,7 +12,7 @@
 #include "actors/actor_thread.hpp"
 #include "actors/collective_selection.hpp"
 #include "actors/coordinator/coordinator_state.hpp"
-#include "actors/replica_actor.hpp"
+#include "actors/replica/replica_actor.hpp"
 #include "actors/spawn_hidden.hpp"
 #include "varsync/error.hpp"
 #include "core/logging.hpp"

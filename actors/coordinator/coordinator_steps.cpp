@@ -13,7 +13,7 @@
 #include <caf/send.hpp>
 
 #include "actors/actor_thread.hpp"
-#include "actors/replica_actor.hpp"
+#include "actors/replica/replica_actor.hpp"
 #include "varsync/error.hpp"
 #include "core/logging.hpp"
 #include "sync/distributed_reduce.hpp"

@@ -1,5 +1,5 @@
 #pragma once
-// The replica actor's state (actors/replica_actor.hpp): it wires the
+// The replica actor's state (actors/replica/replica_actor.hpp): it wires the
 // replica's parts and owns its mailbox discipline (operations deferred
 // while a collective or a waiting step holds the replica, admission V3).
 // Internal to the actors layer. The parts:
@@ -12,7 +12,7 @@
 // spawning) and replica_operations.cpp (the deferred queue, local
 // operations).
 
-#include "actors/replica_actor.hpp"
+#include "actors/replica/replica_actor.hpp"
 
 #include <cstdint>
 #include <deque>

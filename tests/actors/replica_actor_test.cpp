@@ -1,4 +1,4 @@
-// Actor-level tests of the replica actor (actors/replica_actor.hpp), driven
+// Actor-level tests of the replica actor (actors/replica/replica_actor.hpp), driven
 // through its typed message interface as the coordinator drives it: component
 // requests, local requests, replica steps and the three phases of a host
 // collective. Host devices only; no GPU.
@@ -22,7 +22,7 @@
 #include <caf/event_based_actor.hpp>
 
 #include "actor_fixture.hpp"
-#include "actors/replica_actor.hpp"
+#include "actors/replica/replica_actor.hpp"
 #include "varsync/error.hpp"
 #include "varsync/tensor.hpp"
 #include "messages/atoms.hpp"
