@@ -25,6 +25,7 @@
 #include "api/strategy_access.hpp"
 #include "api/strategy_core.hpp"
 #include "api/strategy_calls.hpp"
+#include "api/strategy_create.hpp"
 #include "api/strategy_helpers.hpp"
 
 namespace varsync {
@@ -99,7 +100,8 @@ namespace {
 
 caf::expected<strategy>
 make_strategy(std::shared_ptr<detail::system_host> owned,
-              caf::actor_system& sys, strategy_options options);
+              caf::actor_system& sys, strategy_options options,
+              std::vector<replica_fault> faults);
 
 } // namespace
 
@@ -125,9 +127,13 @@ caf::error check_options(const strategy_options& options) {
 
 } // namespace
 
-caf::expected<strategy> strategy::create(strategy_options options) {
+caf::expected<strategy>
+detail::create_strategy(caf::actor_system* sys, strategy_options options,
+                        std::vector<replica_fault> faults) {
   if (auto err = check_options(options))
     return err;
+  if (sys != nullptr)
+    return make_strategy(nullptr, *sys, std::move(options), std::move(faults));
   auto devices = parse_devices(options.devices);
   if (!devices)
     return std::move(devices.error());
@@ -143,21 +149,25 @@ caf::expected<strategy> strategy::create(strategy_options options) {
   if (!host)
     return std::move(host.error());
   auto& ref = detail::system_of(**host);
-  return make_strategy(std::move(*host), ref, options);
+  return make_strategy(std::move(*host), ref, std::move(options),
+                       std::move(faults));
+}
+
+caf::expected<strategy> strategy::create(strategy_options options) {
+  return detail::create_strategy(nullptr, std::move(options), {});
 }
 
 caf::expected<strategy> strategy::create(caf::actor_system& sys,
                                          strategy_options options) {
-  if (auto err = check_options(options))
-    return err;
-  return make_strategy(nullptr, sys, options);
+  return detail::create_strategy(&sys, std::move(options), {});
 }
 
 namespace {
 
 caf::expected<strategy>
 make_strategy(std::shared_ptr<detail::system_host> owned,
-              caf::actor_system& sys, strategy_options options) {
+              caf::actor_system& sys, strategy_options options,
+              std::vector<replica_fault> faults) {
   // A failed creation destroys the system it started.
   auto fail = [&owned, &sys](caf::error err) -> caf::expected<strategy> {
     if (owned) {
@@ -179,7 +189,7 @@ make_strategy(std::shared_ptr<detail::system_host> owned,
   auto lifetime = detail::system_lifetime::of(sys);
   cc.hidden = lifetime != nullptr;
   cc.default_timeout = to_timespan(options.timeout);
-  cc.faults = options.faults;
+  cc.faults = std::move(faults);
   cc.step_exception = options.step_exception;
   cc.memory_budget_bytes = options.memory_budget_bytes.value_or(0) > 0
                              ? *options.memory_budget_bytes

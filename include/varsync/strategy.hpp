@@ -22,7 +22,6 @@
 #include "varsync/error.hpp"
 #include "varsync/function_step.hpp"
 #include "varsync/ext/metrics.hpp"
-#include "varsync/ext/replica_fault.hpp"
 #include "varsync/tensor.hpp"
 #include "varsync/step.hpp"
 #include "varsync/strategy_description.hpp"
@@ -42,8 +41,6 @@ struct strategy_options {
   /// Deadline of every call made through this handle (V3). Zero: the actor
   /// system config's "varsync.timeout-ms" if set, else 30 s.
   std::chrono::milliseconds timeout{0};
-  /// Test support: faults injected into replicas (varsync/ext/testing.hpp).
-  std::vector<replica_fault> faults;
   /// A replica step that throws stops its replica (fail-stop, default) or
   /// only fails the step (varsync/step.hpp).
   on_step_exception step_exception = on_step_exception::stop_replica;

@@ -817,8 +817,8 @@ TEST_CASE_METHOD(actor_fixture,
   strategy_options opts;
   opts.devices = {"cpu:0", "cpu:1"};
   opts.timeout = std::chrono::milliseconds(100);
-  opts.faults = {delay_replica(1, std::chrono::milliseconds(400), 2)};
-  auto s = strategy::create(sys, opts);
+  auto s = varsync::testing::create_with_faults(
+    sys, opts, {delay_replica(1, std::chrono::milliseconds(400), 2)});
   REQUIRE(s);
   auto coordinator = coordinator_of(*s);
   stop_at_end(coordinator);
@@ -844,8 +844,8 @@ TEST_CASE_METHOD(actor_fixture,
   strategy_options opts;
   opts.devices = {"cpu:0", "cpu:1"};
   opts.timeout = std::chrono::milliseconds(5000);
-  opts.faults = {delay_replica(1, std::chrono::milliseconds(200), 2)};
-  auto s = strategy::create(sys, opts);
+  auto s = varsync::testing::create_with_faults(
+    sys, opts, {delay_replica(1, std::chrono::milliseconds(200), 2)});
   REQUIRE(s);
   auto coordinator = coordinator_of(*s);
   stop_at_end(coordinator);
@@ -1130,8 +1130,8 @@ TEST_CASE_METHOD(actor_fixture,
   opts.devices = {"cpu:0", "cpu:1"};
   opts.timeout = std::chrono::milliseconds(20000);
   opts.max_queued_operations = 16;
-  opts.faults = {delay_replica(1, std::chrono::milliseconds(5))};
-  auto s = strategy::create(sys, opts);
+  auto s = varsync::testing::create_with_faults(
+    sys, opts, {delay_replica(1, std::chrono::milliseconds(5))});
   REQUIRE(s);
   auto coordinator = coordinator_of(*s);
   REQUIRE(coordinator);

@@ -1401,8 +1401,8 @@ TEST_CASE("bad input matrix: every invalid call fails with its exact code and "
      [] {
        auto opts = options_for({"cpu:0", "cpu:1"});
        opts.max_queued_operations = 1;
-       opts.faults = {delay_replica(1, 200ms, 2)}; // the assign_adds
-       auto slow = strategy::create(opts);
+       auto slow = varsync::testing::create_with_faults(
+         opts, {delay_replica(1, 200ms, 2)}); // the assign_adds
        if (!slow)
          return slow.error();
        auto c = slow->create_variable("c", tensor::scalar<float>(0),

@@ -18,9 +18,7 @@ using namespace vs_test;
 namespace {
 
 strategy make_delayed(int replicas, std::vector<replica_fault> faults) {
-  strategy_options options;
-  options.faults = std::move(faults);
-  return make_strategy_with(replicas, std::move(options));
+  return make_strategy_with(replicas, {}, std::move(faults));
 }
 
 // Async outcomes, in the order the calls were made.

@@ -593,8 +593,8 @@ TEST_CASE("load: clients offering far more than the bounds allow get "
   options.max_queued_bytes = burst_max_bytes;
   // A slow replica: calls are served far slower than the clients offer them,
   // on any machine, so that refusals are certain.
-  options.faults = {delay_replica(1, 1ms)};
-  auto s = make_host_strategy(replicas, std::move(options));
+  auto s = make_host_strategy(replicas, std::move(options),
+                              {delay_replica(1, 1ms)});
 
   burst_state st{burst_scalars + burst_tensors};
   for (int i = 0; i < burst_scalars; ++i)

@@ -28,8 +28,7 @@ strategy make_bounded(size_t max_ops, std::vector<replica_fault> faults = {}) {
   options.timeout = 20s;
   options.scheduler_threads = 2;
   options.max_queued_operations = max_ops;
-  options.faults = std::move(faults);
-  auto s = strategy::create(options);
+  auto s = varsync::testing::create_with_faults(options, std::move(faults));
   if (!s)
     FAIL("strategy::create failed: " << describe(s.error()));
   return std::move(*s);
@@ -123,8 +122,8 @@ TEST_CASE("V3: calls are refused by their tensor bytes beyond "
   options.timeout = 20s;
   options.scheduler_threads = 2;
   options.max_queued_bytes = 64 * 1024; // four 16 KiB updates
-  options.faults = {delay_replica(1, 5ms)};
-  auto s = VS_VALUE(strategy::create(options));
+  auto s = VS_VALUE(
+    varsync::testing::create_with_faults(options, {delay_replica(1, 5ms)}));
   auto big = tensor::zeros(dtype::float32, {4096});
   auto v = make_var(s, "big", big, synchronization::on_write,
                     aggregation::sum);
@@ -153,8 +152,8 @@ TEST_CASE("V3: overload bounds come from the actor system config",
   caf::actor_system sys{cfg};
   strategy_options options;
   options.devices = test_devices(2);
-  options.faults = {delay_replica(1, 5ms)};
-  auto s = VS_VALUE(strategy::create(sys, options));
+  auto s = VS_VALUE(varsync::testing::create_with_faults(
+    sys, options, {delay_replica(1, 5ms)}));
   auto v = make_var(s, "c", tensor::scalar<double>(0), // see above
                     synchronization::on_write, aggregation::sum);
   constexpr int n = 100;

@@ -14,8 +14,7 @@ strategy make_faulty(int replicas, std::vector<replica_fault> faults,
                      std::chrono::milliseconds timeout = 5s) {
   strategy_options options;
   options.timeout = timeout;
-  options.faults = std::move(faults);
-  return make_host_strategy(replicas, std::move(options));
+  return make_host_strategy(replicas, std::move(options), std::move(faults));
 }
 
 } // namespace

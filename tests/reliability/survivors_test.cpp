@@ -29,8 +29,7 @@ strategy make_three(std::vector<replica_fault> faults = {}) {
   options.devices = {"cpu:0", "cpu:1", "cpu:2"};
   options.timeout = 5s;
   options.scheduler_threads = 2;
-  options.faults = std::move(faults);
-  auto s = strategy::create(options);
+  auto s = varsync::testing::create_with_faults(options, std::move(faults));
   if (!s)
     FAIL("strategy::create failed: " << describe(s.error()));
   return std::move(*s);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "varsync/varsync.hpp"
+#include "varsync/ext/testing.hpp"
 #ifdef VARSYNC_SEMANTICS_ON_GPU
 #include <cuda_runtime.h>
 
@@ -117,38 +118,44 @@ inline std::optional<cluster_spec> test_cluster(int replicas,
   return spec;
 }
 
-/// strategy::create, or the test fails with its error.
-inline strategy create_or_fail(const strategy_options& options) {
-  auto s = strategy::create(options);
+/// strategy::create (with `faults` injected, if any), or the test fails
+/// with its error.
+inline strategy create_or_fail(const strategy_options& options,
+                               std::vector<replica_fault> faults = {}) {
+  auto s = faults.empty()
+             ? strategy::create(options)
+             : varsync::testing::create_with_faults(options, std::move(faults));
   if (!s)
     FAIL("strategy::create failed: " << describe(s.error()));
   return std::move(*s);
 }
 
-/// A strategy of `replicas` made with `options` (devices, cluster and
-/// scheduler threads filled in as make_strategy does).
-inline strategy make_strategy_with(int replicas, strategy_options options) {
+/// A strategy of `replicas` made with `options` and `faults` (devices,
+/// cluster and scheduler threads filled in as make_strategy does).
+inline strategy make_strategy_with(int replicas, strategy_options options,
+                                   std::vector<replica_fault> faults = {}) {
   int local = replicas;
   options.cluster = test_cluster(replicas, local);
   options.devices = test_devices(local);
   options.scheduler_threads = 2;
   if (options.timeout.count() == 0)
     options.timeout = 20s;
-  return create_or_fail(options);
+  return create_or_fail(options, std::move(faults));
 }
 
 /// A strategy of `replicas` host replicas in this process, whatever layout
 /// the rule table runs in: for the tests about host memory and injected
-/// faults. A zero timeout in `options` becomes 20 s.
+/// faults (`faults`). A zero timeout in `options` becomes 20 s.
 inline strategy make_host_strategy(int replicas,
-                                   strategy_options options = {}) {
+                                   strategy_options options = {},
+                                   std::vector<replica_fault> faults = {}) {
   options.devices.clear();
   for (int r = 0; r < replicas; ++r)
     options.devices.push_back("cpu:" + std::to_string(r));
   options.scheduler_threads = 2;
   if (options.timeout.count() == 0)
     options.timeout = 20s;
-  return create_or_fail(options);
+  return create_or_fail(options, std::move(faults));
 }
 
 inline strategy make_strategy(int replicas,
