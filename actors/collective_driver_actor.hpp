@@ -12,7 +12,7 @@
 #include <caf/fwd.hpp>
 
 #include "messages/collective_driver_interface.hpp"
-#include "sync/collective_algorithm.hpp"
+#include "sync/collectives/collective_algorithm.hpp"
 
 namespace varsync {
 

@@ -4,7 +4,7 @@
 #include "core/logging.hpp"
 #include "sync/collectives/across_processes.hpp"
 #include "sync/collectives/one_pass_shared_memory.hpp"
-#include "sync/device_collective_registry.hpp"
+#include "sync/collectives/device_collective_registry.hpp"
 #include "varsync/error.hpp"
 
 namespace varsync {

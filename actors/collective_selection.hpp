@@ -1,6 +1,6 @@
 #pragma once
 // The one place that chooses how a strategy moves its bulk data, once, when
-// the strategy is made (sync/collective_algorithm.hpp lists the algorithms).
+// the strategy is made (sync/collectives/collective_algorithm.hpp lists the algorithms).
 // The coordinator then only runs the chosen algorithm's phases; it never
 // looks at device kinds.
 //
@@ -22,8 +22,8 @@
 #include <caf/fwd.hpp>
 
 #include "messages/collective_driver_interface.hpp"
-#include "sync/collective_algorithm.hpp"
-#include "sync/process_group.hpp"
+#include "sync/collectives/collective_algorithm.hpp"
+#include "sync/transport/process_group.hpp"
 #include "varsync/device_id.hpp"
 
 namespace varsync {

@@ -19,7 +19,7 @@
 #include "core/logging.hpp"
 #include "varsync/config.hpp"
 #include "sync/distributed_reduce.hpp"
-#include "sync/sync_policy.hpp"
+#include "sync/policy/sync_policy.hpp"
 #include "api/strategy_core.hpp"
 #include "api/strategy_calls.hpp"
 #include "api/strategy_helpers.hpp"

@@ -26,7 +26,7 @@
 #include "api/strategy_core.hpp"
 #include "api/strategy_helpers.hpp"
 #include "devices/memory_budget.hpp"
-#include "sync/sync_policy.hpp"
+#include "sync/policy/sync_policy.hpp"
 #include "varsync/synchronization.hpp"
 
 namespace varsync {

@@ -19,7 +19,7 @@
 #include "api/metrics_http.hpp"
 #include "devices/memory_budget.hpp"
 #include "messages/coordinator_interface.hpp"
-#include "sync/process_group.hpp"
+#include "sync/transport/process_group.hpp"
 
 namespace varsync::detail {
 

@@ -6,7 +6,7 @@
 # joiner), built as varsync::distributed (target
 # varsync_gloo) when Debian's libgloo-dev is found. Linking it lets
 # strategy_options::cluster span processes: it registers its joiner with
-# libvarsync (sync/process_group.hpp), so single-process programs never link
+# libvarsync (sync/transport/process_group.hpp), so single-process programs never link
 # Gloo. Installed as the `distributed` component of varsync's CMake package,
 # with the varsync-run launcher.
 if(PROJECT_IS_TOP_LEVEL)

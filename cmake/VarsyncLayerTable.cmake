@@ -25,7 +25,7 @@ set(VARSYNC_UNITS core devices messages sync actors api input
 set(VARSYNC_UNIT_FOLDERS_core core)
 set(VARSYNC_UNIT_FOLDERS_devices devices)
 set(VARSYNC_UNIT_FOLDERS_messages messages)
-set(VARSYNC_UNIT_FOLDERS_sync sync sync/collectives)
+set(VARSYNC_UNIT_FOLDERS_sync sync sync/collectives sync/policy sync/transport)
 set(VARSYNC_UNIT_FOLDERS_actors actors actors/coordinator actors/replica)
 set(VARSYNC_UNIT_FOLDERS_api api)
 set(VARSYNC_UNIT_FOLDERS_input input)

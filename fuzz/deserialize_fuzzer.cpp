@@ -56,7 +56,7 @@
 #include "messages/sequenced_operation.hpp"
 #include "varsync/ext/metrics.hpp"
 #include "varsync/ext/sync_advice.hpp"
-#include "sync/sync_policy.hpp"
+#include "sync/policy/sync_policy.hpp"
 
 using namespace varsync;
 

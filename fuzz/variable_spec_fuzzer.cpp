@@ -1,5 +1,5 @@
 // Fuzzes the validation entry point of variable creation,
-// varsync::validate_variable_spec (sync/sync_policy.hpp), with a fuzzed
+// varsync::validate_variable_spec (sync/policy/sync_policy.hpp), with a fuzzed
 // variable_spec: name bytes, a dtype byte (any value, also invalid ones), a
 // shape, sync / aggregation bytes cast to the enums (any value), trainable
 // unset / false / true. Then the policy of an accepted variable answers every
@@ -23,7 +23,7 @@
 #include "varsync/tensor.hpp"
 #include "fuzz_check.hpp"
 #include "varsync/variable.hpp"
-#include "sync/sync_policy.hpp"
+#include "sync/policy/sync_policy.hpp"
 
 using namespace varsync;
 

@@ -1,7 +1,7 @@
 #pragma once
 // A run of a collective travels by shared pointer between in-process actors
 // only: it binds pointers into this process's memory
-// (sync/collective_algorithm.hpp). Its plan is a value.
+// (sync/collectives/collective_algorithm.hpp). Its plan is a value.
 
 #include <memory>
 

@@ -44,7 +44,7 @@ using replica_actor = replica_local_actor::extend<
   caf::replies_to<step_resume_atom, uint64_t,
                   std::vector<tensor>>::with<step_report>,
   caf::reacts_to<step_abort_atom, uint64_t>,
-  // A small step (sync/small_step.hpp): the combined value of each update,
+  // A small step (sync/collectives/small_step.hpp): the combined value of each update,
   // applied in order, all or none.
   caf::replies_to<step_apply_atom, std::vector<recorded_update>>::with<ok_atom>,
   // Host collectives: enter answers the index of the first item whose

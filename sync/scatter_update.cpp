@@ -6,7 +6,7 @@
 #include <span>
 
 #include "devices/host_kernels.hpp"
-#include "sync/step_rules.hpp"
+#include "sync/policy/step_rules.hpp"
 #include "varsync/error.hpp"
 
 namespace varsync {

@@ -14,8 +14,8 @@
 #include <caf/expected.hpp>
 
 #include "devices/row_update.hpp"
-#include "sync/collective_plan.hpp"
-#include "sync/sync_policy.hpp"
+#include "sync/collectives/collective_plan.hpp"
+#include "sync/policy/sync_policy.hpp"
 #include "varsync/variable.hpp"
 #include "varsync/tensor.hpp"
 #include "varsync/variable.hpp"

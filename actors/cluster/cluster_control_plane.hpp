@@ -2,7 +2,7 @@
 // The control plane of the processes of a strategy, over CAF's network
 // layer: its own small actor system (control_system), the health that
 // fails every later collective once a process is lost (group_health), and
-// the control_plane of sync/control_plane.hpp that the joiner hands to
+// the control_plane of sync/transport/control_plane.hpp that the joiner hands to
 // process_group (cluster_control_plane: the sequencer's link, departures,
 // health). The joiner (gloo_process_group.cpp) fills it in; the sequencer
 // and its links are operation_sequencer_actor.hpp's, the rendezvous store
@@ -23,7 +23,7 @@
 #include <caf/send.hpp>
 
 #include "actors/cluster/operation_sequencer_actor.hpp"
-#include "sync/control_plane.hpp"
+#include "sync/transport/control_plane.hpp"
 
 namespace varsync {
 

@@ -1,4 +1,4 @@
-// The joiner of process_group (sync/process_group.hpp): rank 0 serves the
+// The joiner of process_group (sync/transport/process_group.hpp): rank 0 serves the
 // rendezvous store over CAF's network layer, behind a gate that admits only
 // processes that prove the cluster token, every rank joins a Gloo full mesh
 // through it, and the ranks exchange their replica counts. The data plane
@@ -30,7 +30,7 @@
 #include "actors/cluster/rendezvous_store_actor.hpp"
 #include "core/logging.hpp"
 #include "sync/gloo/gloo_group.hpp"
-#include "sync/process_group.hpp"
+#include "sync/transport/process_group.hpp"
 #include "sync/shm/shared_memory_group.hpp"
 #include "varsync/config.hpp"
 #include "varsync/error.hpp"

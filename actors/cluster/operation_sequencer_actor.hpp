@@ -14,7 +14,7 @@
 #include <caf/actor_system.hpp>
 
 #include "messages/operation_sequencer.hpp"
-#include "sync/process_group.hpp"
+#include "sync/transport/process_group.hpp"
 
 namespace varsync {
 

@@ -9,9 +9,9 @@
 
 #include "actors/coordinator/operation_deadlines.hpp"
 #include "core/bounded_wait.hpp"
-#include "sync/collective_algorithm.hpp"
-#include "sync/collective_buffers.hpp"
-#include "sync/small_step.hpp"
+#include "sync/collectives/collective_algorithm.hpp"
+#include "sync/collectives/collective_buffers.hpp"
+#include "sync/collectives/small_step.hpp"
 #include "varsync/error.hpp"
 
 namespace varsync {

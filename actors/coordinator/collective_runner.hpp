@@ -4,7 +4,7 @@
 // its deadline running. A collective enters the replicas (they quiesce and
 // vote on the equality of contributions), works (the replicas' slices, or
 // the collective's driver for all of them) and leaves; a small step's plan
-// (sync/small_step.hpp) is combined here and applied by the replicas in one
+// (sync/collectives/small_step.hpp) is combined here and applied by the replicas in one
 // round. Across processes a round that fails here still takes part, so
 // that every process fails or proceeds alike.
 
@@ -23,7 +23,7 @@
 #include "messages/collective.hpp"
 #include "messages/completion.hpp"
 #include "messages/coordinator_interface.hpp"
-#include "sync/collective_plan.hpp"
+#include "sync/collectives/collective_plan.hpp"
 
 namespace varsync {
 

@@ -9,7 +9,7 @@
 #include <caf/fwd.hpp>
 #include <caf/timespan.hpp>
 
-#include "sync/process_group.hpp"
+#include "sync/transport/process_group.hpp"
 #include "varsync/ext/replica_fault.hpp"
 #include "varsync/internal/by_value.hpp"
 #include "varsync/device_id.hpp"
@@ -33,14 +33,14 @@ struct coordinator_config {
   size_t max_queued_operations = 4096;
   size_t max_queued_bytes = size_t{256} << 20;
   /// Steps up to this many contribution bytes per replica take the small
-  /// path (sync/small_step.hpp); 0: never.
+  /// path (sync/collectives/small_step.hpp); 0: never.
   size_t small_step_bytes = by_value_bytes;
   /// Metrics (M1-M4): timing on or off, and the stall warning's threshold
   /// (0: no warnings).
   bool collect_metrics = true;
   caf::timespan stall_threshold = std::chrono::seconds(1);
   /// A strategy over several processes: the joined group, and where this
-  /// process's replicas stand in it (sync/process_group.hpp).
+  /// process's replicas stand in it (sync/transport/process_group.hpp).
   std::optional<process_membership> processes;
   /// Spawn the coordinator, the replicas and the driver hidden: the actor
   /// system's lifetime watch waits for them (actors/spawn_hidden.hpp).

@@ -46,10 +46,10 @@
 #include "messages/component_writes.hpp"
 #include "messages/coordinator_interface.hpp"
 #include "messages/sequenced_operation.hpp"
-#include "sync/collective_plan.hpp"
-#include "sync/process_rounds.hpp"
+#include "sync/collectives/collective_plan.hpp"
+#include "sync/transport/process_rounds.hpp"
 #include "varsync/ext/metrics.hpp"
-#include "sync/sync_policy.hpp"
+#include "sync/policy/sync_policy.hpp"
 #include "varsync/internal/by_value.hpp"
 
 namespace varsync {
@@ -99,7 +99,7 @@ public:
   std::string quoted_name_of(uint64_t id) const override;
 
   /// Steps up to this many contribution bytes per replica take the small
-  /// path (sync/small_step.hpp); 0: never. Set once after construction.
+  /// path (sync/collectives/small_step.hpp); 0: never. Set once after construction.
   size_t small_step_bytes = by_value_bytes;
 
   /// A strategy whose replicas live in several processes (set once after
@@ -442,7 +442,7 @@ private:
   void on_deadline_tick();
 
   /// Runs a collective (actors/coordinator/collective_runner.hpp), or for a small
-  /// step's plan (`small`, sync/small_step.hpp) combines the contributions
+  /// step's plan (`small`, sync/collectives/small_step.hpp) combines the contributions
   /// here for the replicas to apply in one round; one at a time, in the
   /// order they were started.
   void run_collective(caf::timespan timeout,

@@ -10,7 +10,7 @@
 
 #include "actors/coordinator/coordinator_gather.hpp"
 #include "varsync/error.hpp"
-#include "sync/step_collectives.hpp"
+#include "sync/collectives/step_collectives.hpp"
 
 namespace varsync {
 

@@ -18,9 +18,9 @@
 #include "core/logging.hpp"
 #include "sync/distributed_reduce.hpp"
 #include "actors/coordinator/coordinator_gather.hpp"
-#include "sync/collective_checks.hpp"
-#include "sync/small_step.hpp"
-#include "sync/step_rules.hpp"
+#include "sync/collectives/collective_checks.hpp"
+#include "sync/collectives/small_step.hpp"
+#include "sync/policy/step_rules.hpp"
 
 namespace varsync {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "varsync/error.hpp"
-#include "sync/step_collectives.hpp"
+#include "sync/collectives/step_collectives.hpp"
 
 namespace varsync {
 

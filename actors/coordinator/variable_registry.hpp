@@ -22,7 +22,7 @@
 #include "actors/coordinator/operation_deadlines.hpp"
 #include "core/small_object_pool.hpp"
 #include "messages/shared_variable_info.hpp"
-#include "sync/sync_policy.hpp"
+#include "sync/policy/sync_policy.hpp"
 
 namespace varsync {
 

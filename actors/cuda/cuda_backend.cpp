@@ -6,7 +6,7 @@
 
 #include "devices/cuda/cuda_device.hpp"
 #include "devices/device.hpp"
-#include "sync/device_collective_registry.hpp"
+#include "sync/collectives/device_collective_registry.hpp"
 #include "sync/nccl/cuda_collective_selection.hpp"
 
 extern "C" void varsync_cuda_backend_anchor() {}

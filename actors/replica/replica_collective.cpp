@@ -9,7 +9,7 @@
 
 #include "devices/host_kernels.hpp"
 #include "devices/row_update.hpp"
-#include "sync/collective_checks.hpp"
+#include "sync/collectives/collective_checks.hpp"
 #include "sync/scatter_update.hpp"
 #include "varsync/error.hpp"
 

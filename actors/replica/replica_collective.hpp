@@ -11,7 +11,7 @@
 
 #include "actors/replica/replica_components.hpp"
 #include "actors/replica/replica_staging.hpp"
-#include "sync/collective_algorithm.hpp"
+#include "sync/collectives/collective_algorithm.hpp"
 
 namespace varsync::replica_internal {
 

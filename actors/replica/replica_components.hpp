@@ -17,7 +17,7 @@
 #include "core/small_object_pool.hpp"
 #include "devices/device.hpp"
 #include "messages/replica_interface.hpp"
-#include "sync/sync_policy.hpp"
+#include "sync/policy/sync_policy.hpp"
 
 namespace varsync::replica_internal {
 

@@ -1,7 +1,7 @@
 #include "varsync/replica_context.hpp"
 
 #include "varsync/error.hpp"
-#include "sync/sync_policy.hpp"
+#include "sync/policy/sync_policy.hpp"
 
 namespace varsync {
 

@@ -11,7 +11,7 @@
 
 #include "core/logging.hpp"
 #include "devices/host_kernels.hpp"
-#include "sync/step_collectives.hpp"
+#include "sync/collectives/step_collectives.hpp"
 #include "varsync/error.hpp"
 
 namespace varsync::replica_internal {

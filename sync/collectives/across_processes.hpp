@@ -18,9 +18,9 @@
 
 #include <caf/error.hpp>
 
-#include "sync/collective_algorithm.hpp"
+#include "sync/collectives/collective_algorithm.hpp"
 #include "sync/collectives/agreement.hpp"
-#include "sync/process_group.hpp"
+#include "sync/transport/process_group.hpp"
 
 namespace varsync {
 

@@ -18,9 +18,9 @@
 
 #include <caf/error.hpp>
 
-#include "sync/collective_plan.hpp"
+#include "sync/collectives/collective_plan.hpp"
 #include "varsync/internal/by_value.hpp"
-#include "sync/process_group.hpp"
+#include "sync/transport/process_group.hpp"
 
 namespace varsync {
 

@@ -5,7 +5,7 @@
 #include <span>
 
 #include "devices/host_kernels.hpp"
-#include "sync/collective_checks.hpp"
+#include "sync/collectives/collective_checks.hpp"
 
 namespace varsync {
 

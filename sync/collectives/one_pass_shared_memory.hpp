@@ -10,14 +10,14 @@
 // Errors: an output item whose integer reduction overflows fails the
 // collective (its output is unusable, nothing else depends on it); items
 // that write components were checked by every replica at enter
-// (sync/collective_checks.hpp), so the work phase never fails halfway.
+// (sync/collectives/collective_checks.hpp), so the work phase never fails halfway.
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
 
-#include "sync/collective_algorithm.hpp"
+#include "sync/collectives/collective_algorithm.hpp"
 
 namespace varsync {
 

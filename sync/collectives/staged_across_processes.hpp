@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "devices/device.hpp"
-#include "sync/collective_algorithm.hpp"
-#include "sync/process_group.hpp"
+#include "sync/collectives/collective_algorithm.hpp"
+#include "sync/transport/process_group.hpp"
 
 namespace varsync {
 

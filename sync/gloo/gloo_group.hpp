@@ -24,7 +24,7 @@
 #include <caf/expected.hpp>
 
 #include "messages/rendezvous_store.hpp"
-#include "sync/data_transport.hpp"
+#include "sync/transport/data_transport.hpp"
 #include "varsync/dtype.hpp"
 #include "varsync/synchronization.hpp"
 

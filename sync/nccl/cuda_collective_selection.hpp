@@ -2,15 +2,15 @@
 // Which device collective a strategy with CUDA replicas gets, from its
 // device list (plan_cuda_collective): the one place that switches on the
 // CUDA topology. Registered with the host library by the CUDA backend
-// (sync/device_collective_registry.hpp).
+// (sync/collectives/device_collective_registry.hpp).
 
 #include <memory>
 #include <vector>
 
 #include <caf/expected.hpp>
 
-#include "sync/collective_algorithm.hpp"
-#include "sync/process_group.hpp"
+#include "sync/collectives/collective_algorithm.hpp"
+#include "sync/transport/process_group.hpp"
 #include "varsync/device_id.hpp"
 
 namespace varsync {

@@ -11,10 +11,10 @@
 #include "devices/cuda/pinned_arena.hpp"
 #include "core/logging.hpp"
 #include "devices/host_kernels.hpp"
-#include "sync/collective_checks.hpp"
+#include "sync/collectives/collective_checks.hpp"
 #include "sync/nccl/nccl_clique.hpp"
 #include "sync/scatter_update.hpp"
-#include "sync/step_rules.hpp"
+#include "sync/policy/step_rules.hpp"
 
 namespace varsync {
 

@@ -87,7 +87,7 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
-#include "sync/collective_algorithm.hpp"
+#include "sync/collectives/collective_algorithm.hpp"
 #include "sync/nccl/same_device_reduce.hpp"
 #include "varsync/device_id.hpp"
 

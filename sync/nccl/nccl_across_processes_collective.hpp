@@ -22,9 +22,9 @@
 
 #include <memory>
 
-#include "sync/collective_algorithm.hpp"
+#include "sync/collectives/collective_algorithm.hpp"
 #include "sync/nccl/same_device_reduce.hpp"
-#include "sync/process_group.hpp"
+#include "sync/transport/process_group.hpp"
 
 namespace varsync {
 

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "devices/host_kernels.hpp"
-#include "sync/data_transport.hpp"
+#include "sync/transport/data_transport.hpp"
 #include "varsync/error.hpp"
 
 namespace varsync {

@@ -31,7 +31,7 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
-#include "sync/data_transport.hpp"
+#include "sync/transport/data_transport.hpp"
 #include "varsync/dtype.hpp"
 #include "varsync/synchronization.hpp"
 

@@ -30,7 +30,7 @@
 #include "varsync/step.hpp"
 #include "varsync/variable.hpp"
 #include "sync/collectives/one_pass_shared_memory.hpp"
-#include "sync/collective_algorithm.hpp"
+#include "sync/collectives/collective_algorithm.hpp"
 #include "varsync/replica_context.hpp"
 #include "varsync/function_step.hpp"
 

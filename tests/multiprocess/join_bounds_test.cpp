@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "spawn_processes.hpp"
-#include "sync/process_group.hpp"
+#include "sync/transport/process_group.hpp"
 #include "varsync/error.hpp"
 
 using namespace std::chrono_literals;

@@ -6,7 +6,7 @@
 #include <map>
 #include <string>
 
-#include "sync/process_group.hpp"
+#include "sync/transport/process_group.hpp"
 #include "varsync/cluster_spec.hpp"
 #include "varsync/error.hpp"
 

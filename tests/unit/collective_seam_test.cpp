@@ -13,7 +13,7 @@
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
 
-#include "sync/collective_plan.hpp"
+#include "sync/collectives/collective_plan.hpp"
 #include "sync/collectives/one_pass_shared_memory.hpp"
 #include "varsync/error.hpp"
 

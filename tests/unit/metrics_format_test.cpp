@@ -1,5 +1,5 @@
 // M4-M6 without a strategy: who kept the processes waiting
-// (sync/process_rounds.hpp), the advisor's thresholds and the renderings of
+// (sync/transport/process_rounds.hpp), the advisor's thresholds and the renderings of
 // a snapshot made by hand.
 
 #include <catch2/catch.hpp>
@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sync/process_rounds.hpp"
+#include "sync/transport/process_rounds.hpp"
 #include "varsync/ext/metrics.hpp"
 #include "varsync/ext/sync_advice.hpp"
 

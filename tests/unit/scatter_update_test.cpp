@@ -15,7 +15,7 @@
 #include <caf/binary_serializer.hpp>
 
 #include "devices/host_kernels.hpp"
-#include "sync/collective_buffers.hpp"
+#include "sync/collectives/collective_buffers.hpp"
 #include "sync/collectives/one_pass_shared_memory.hpp"
 #include "sync/scatter_update.hpp"
 #include "varsync/error.hpp"

@@ -1,12 +1,12 @@
 // The per-mode rules that live in the policies (sync/*_policy.hpp) and the
-// step rule of sync/step_rules.hpp, checked directly; the strategy-level
+// step rule of sync/policy/step_rules.hpp, checked directly; the strategy-level
 // tests (K1, K6, W6, W7) check their effect.
 #include <catch2/catch.hpp>
 
 #include <string>
 
-#include "sync/step_rules.hpp"
-#include "sync/sync_policy.hpp"
+#include "sync/policy/step_rules.hpp"
+#include "sync/policy/sync_policy.hpp"
 #include "varsync/error.hpp"
 
 using namespace varsync;

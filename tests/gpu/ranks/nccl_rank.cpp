@@ -31,8 +31,8 @@
 
 #include "core/bounded_wait.hpp"
 #include "devices/cuda/cuda_device.hpp"
-#include "sync/collective_buffers.hpp"
-#include "sync/collective_plan.hpp"
+#include "sync/collectives/collective_buffers.hpp"
+#include "sync/collectives/collective_plan.hpp"
 #include "sync/nccl/device_collective.hpp"
 #include "sync/nccl/nccl_clique.hpp"
 #include "sync/nccl/same_device_reduce.hpp"

@@ -11,8 +11,8 @@
 
 #include <caf/expected.hpp>
 
-#include "sync/collective_algorithm.hpp"
-#include "sync/process_group.hpp"
+#include "sync/collectives/collective_algorithm.hpp"
+#include "sync/transport/process_group.hpp"
 #include "varsync/device_id.hpp"
 
 namespace varsync {

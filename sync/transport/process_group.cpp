@@ -1,4 +1,4 @@
-#include "sync/process_group.hpp"
+#include "sync/transport/process_group.hpp"
 
 #include <atomic>
 

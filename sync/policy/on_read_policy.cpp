@@ -1,4 +1,4 @@
-#include "sync/on_read_policy.hpp"
+#include "sync/policy/on_read_policy.hpp"
 
 #include <string>
 

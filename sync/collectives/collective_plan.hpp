@@ -5,8 +5,8 @@
 // tensor. A plan names its data (variable ids, staging buffer ids, tensors it
 // holds) and never points into a replica's memory: it is a value that could be
 // serialized (inspect below). Where the named data lies in this process is the
-// run's business (sync/collective_buffers.hpp); the algorithm that moves it is
-// chosen once per strategy (sync/collective_algorithm.hpp).
+// run's business (sync/collectives/collective_buffers.hpp); the algorithm that moves it is
+// chosen once per strategy (sync/collectives/collective_algorithm.hpp).
 
 #include <cstdint>
 #include <string>

@@ -1,9 +1,9 @@
-#include "sync/small_step.hpp"
+#include "sync/collectives/small_step.hpp"
 
 #include <span>
 
 #include "devices/host_kernels.hpp"
-#include "sync/step_rules.hpp"
+#include "sync/policy/step_rules.hpp"
 #include "varsync/error.hpp"
 
 namespace varsync {

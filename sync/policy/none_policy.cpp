@@ -1,4 +1,4 @@
-#include "sync/none_policy.hpp"
+#include "sync/policy/none_policy.hpp"
 
 #include <string>
 

@@ -12,7 +12,7 @@
 
 #include <caf/expected.hpp>
 
-#include "sync/collective_plan.hpp"
+#include "sync/collectives/collective_plan.hpp"
 #include "varsync/step.hpp"
 
 namespace varsync {

@@ -1,4 +1,4 @@
-#include "sync/on_write_policy.hpp"
+#include "sync/policy/on_write_policy.hpp"
 
 #include <string>
 

@@ -9,8 +9,8 @@
 #include <caf/error.hpp>
 
 #include "devices/host_kernels.hpp"
-#include "sync/collective_buffers.hpp"
-#include "sync/collective_plan.hpp"
+#include "sync/collectives/collective_buffers.hpp"
+#include "sync/collectives/collective_plan.hpp"
 
 namespace varsync {
 

@@ -1,6 +1,6 @@
-#include "sync/collective_plan.hpp"
+#include "sync/collectives/collective_plan.hpp"
 
-#include "sync/collective_buffers.hpp"
+#include "sync/collectives/collective_buffers.hpp"
 
 namespace varsync {
 

@@ -2,7 +2,7 @@
 // Rules of collectives inside a coroutine step (X3, X4): what a replica may ask
 // for, when the replicas' requests match, and the in-process results of the
 // collectives that reduce nothing (all_gather, broadcast). all_reduce runs
-// as a collective plan (sync/collective_plan.hpp).
+// as a collective plan (sync/collectives/collective_plan.hpp).
 
 #include <cstdint>
 #include <string>

@@ -1,8 +1,8 @@
 #pragma once
 // The processes of a strategy that spans several, as its collectives see
 // them: a group joined once when the strategy starts, composed of a data
-// plane (sync/data_transport.hpp: the collectives, over the transport
-// chosen at the join) and a control plane (sync/control_plane.hpp:
+// plane (sync/transport/data_transport.hpp: the collectives, over the transport
+// chosen at the join) and a control plane (sync/transport/control_plane.hpp:
 // departures, services mode's sequencer, health), plus the figures of its
 // agreement rounds. The transport behind it (Gloo over TCP, or shared
 // memory on one host) registers a joiner when it is linked
@@ -19,9 +19,9 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
-#include "sync/control_plane.hpp"
-#include "sync/data_transport.hpp"
-#include "sync/process_rounds.hpp"
+#include "sync/transport/control_plane.hpp"
+#include "sync/transport/data_transport.hpp"
+#include "sync/transport/process_rounds.hpp"
 #include "varsync/cluster_spec.hpp"
 
 namespace varsync {

@@ -1,4 +1,4 @@
-#include "sync/data_transport.hpp"
+#include "sync/transport/data_transport.hpp"
 
 #include "varsync/error.hpp"
 

@@ -1,4 +1,4 @@
-#include "sync/collective_checks.hpp"
+#include "sync/collectives/collective_checks.hpp"
 
 #include <algorithm>
 #include <string>

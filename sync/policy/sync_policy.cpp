@@ -1,13 +1,13 @@
-#include "sync/sync_policy.hpp"
+#include "sync/policy/sync_policy.hpp"
 
 #include <cmath>
 #include <limits>
 #include <string>
 
 #include "varsync/error.hpp"
-#include "sync/none_policy.hpp"
-#include "sync/on_read_policy.hpp"
-#include "sync/on_write_policy.hpp"
+#include "sync/policy/none_policy.hpp"
+#include "sync/policy/on_read_policy.hpp"
+#include "sync/policy/on_write_policy.hpp"
 
 namespace varsync {
 

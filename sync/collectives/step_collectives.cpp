@@ -1,4 +1,4 @@
-#include "sync/step_collectives.hpp"
+#include "sync/collectives/step_collectives.hpp"
 
 #include <span>
 

@@ -2,7 +2,7 @@
 // The data plane of the processes of a strategy: blocking collectives over
 // host memory between the ranks of a group, and nothing else (who belongs,
 // who orders what and who is still alive is the control plane's,
-// sync/control_plane.hpp). Two transports implement it: a shared memory
+// sync/transport/control_plane.hpp). Two transports implement it: a shared memory
 // segment when every process runs on one host (sync/shm) and Gloo over TCP
 // (sync/gloo); the joiner chooses one once, when the group is joined
 // (actors/cluster/gloo_process_group.cpp), and every collective then goes to

@@ -1,4 +1,4 @@
-#include "sync/device_collective_registry.hpp"
+#include "sync/collectives/device_collective_registry.hpp"
 
 #include <algorithm>
 #include <atomic>

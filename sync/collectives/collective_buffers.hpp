@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/bounded_wait.hpp"
-#include "sync/collective_plan.hpp"
+#include "sync/collectives/collective_plan.hpp"
 
 namespace varsync {
 

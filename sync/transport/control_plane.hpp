@@ -2,7 +2,7 @@
 // The control plane of the processes of a strategy: membership beyond the
 // join (who left, in order or not), services mode's sequencer, and the
 // health that fails every later collective once a process is lost. The
-// data moves elsewhere (sync/data_transport.hpp). The Gloo joiner
+// data moves elsewhere (sync/transport/data_transport.hpp). The Gloo joiner
 // implements it over CAF's network layer (actors/cluster); a group without one
 // (a test's, a transport alone) gets the one below, which does nothing.
 // Thread-safe, non-blocking unless said otherwise.

@@ -1,4 +1,4 @@
-#include "sync/process_rounds.hpp"
+#include "sync/transport/process_rounds.hpp"
 
 #include <algorithm>
 #include <limits>

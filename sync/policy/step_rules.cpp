@@ -1,4 +1,4 @@
-#include "sync/step_rules.hpp"
+#include "sync/policy/step_rules.hpp"
 
 #include <algorithm>
 

@@ -15,7 +15,7 @@
 //
 // The transports sit below the algorithms (process_group, nccl::clique).
 // An algorithm runs a plan (what to reduce and where the result goes, by
-// name) over the buffers a run bound (sync/collective_buffers.hpp).
+// name) over the buffers a run bound (sync/collectives/collective_buffers.hpp).
 
 #include <cstdint>
 #include <memory>
@@ -23,8 +23,8 @@
 
 #include <caf/error.hpp>
 
-#include "sync/collective_buffers.hpp"
-#include "sync/collective_plan.hpp"
+#include "sync/collectives/collective_buffers.hpp"
+#include "sync/collectives/collective_plan.hpp"
 
 namespace varsync {
 
