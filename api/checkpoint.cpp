@@ -343,69 +343,73 @@ std::string join_indices(const std::vector<int>& xs) {
   return out;
 }
 
-// The entries of one variable: `survivors` set when saving what survives a
-// replica failure (save_survivors), empty for a plain save.
-caf::error add_variable(const strategy& s, const variable& v,
-                        const survivor_options* survivors,
+// The components that survive, by global replica id: across processes
+// this process holds first_local_replica() on, and the others' replicas
+// count as missing.
+caf::error live_components(const strategy& s, const variable& v,
+                           std::vector<std::optional<tensor>>& live,
+                           std::vector<int>& missing) {
+  auto values = s.survivor_values(v);
+  if (!values)
+    return values.error();
+  live.resize(static_cast<size_t>(s.num_replicas()));
+  const auto first = static_cast<size_t>(s.first_local_replica());
+  for (size_t r = 0; r < values->size() && first + r < live.size(); ++r)
+    live[first + r] = std::move((*values)[r]);
+  for (size_t r = 0; r < live.size(); ++r)
+    if (!live[r])
+      missing.push_back(static_cast<int>(r));
+  return {};
+}
+
+// Every component is there: exactly what save writes.
+caf::error add_complete(const strategy& s, const variable& v,
                         std::vector<st::named_tensor>& tensors,
-                        std::map<std::string, std::string>& meta,
-                        std::vector<int>& missing_anywhere) {
+                        std::map<std::string, std::string>& meta) {
   auto& name = v.name();
-  std::vector<std::optional<tensor>> live;
-  std::vector<int> missing;
-  if (survivors != nullptr) {
-    auto values = s.survivor_values(v);
+  if (is_per_component(v)) {
+    // Every replica's, from every process (one process: its own).
+    auto values = s.all_values(v);
     if (!values)
       return values.error();
-    // By global replica id: across processes this process holds
-    // first_local_replica() on, and the others' replicas count as missing.
-    live.resize(static_cast<size_t>(s.num_replicas()));
-    const auto first = static_cast<size_t>(s.first_local_replica());
-    for (size_t r = 0; r < values->size() && first + r < live.size(); ++r)
-      live[first + r] = std::move((*values)[r]);
-    for (size_t r = 0; r < live.size(); ++r)
-      if (!live[r])
-        missing.push_back(static_cast<int>(r));
+    meta[name + ".per_component"] = "true";
+    meta[name + ".replicas"] = std::to_string(values->size());
+    for (size_t r = 0; r < values->size(); ++r)
+      tensors.push_back({component_entry_name(name, static_cast<int>(r)),
+                         std::move((*values)[r])});
+  } else {
+    auto value = s.read(v);
+    if (!value)
+      return value.error();
+    meta[name + ".per_component"] = "false";
+    tensors.push_back({name, std::move(*value)});
   }
-  meta[name + ".synchronization"] = std::string{to_string(v.synchronization())};
-  meta[name + ".aggregation"] = std::string{to_string(v.aggregation())};
-  meta[name + ".trainable"] = v.trainable() ? "true" : "false";
-  if (missing.empty()) {
-    // Every component is there: exactly what save writes.
-    if (is_per_component(v)) {
-      // Every replica's, from every process (one process: its own).
-      auto values = s.all_values(v);
-      if (!values)
-        return values.error();
-      meta[name + ".per_component"] = "true";
-      meta[name + ".replicas"] = std::to_string(values->size());
-      for (size_t r = 0; r < values->size(); ++r)
-        tensors.push_back({component_entry_name(name, static_cast<int>(r)),
-                           std::move((*values)[r])});
-    } else {
-      auto value = s.read(v);
-      if (!value)
-        return value.error();
-      meta[name + ".per_component"] = "false";
-      tensors.push_back({name, std::move(*value)});
-    }
-    return {};
-  }
-  for (auto r : missing)
-    if (std::find(missing_anywhere.begin(), missing_anywhere.end(), r)
-        == missing_anywhere.end())
-      missing_anywhere.push_back(r);
-  auto lost = [&](const std::string& why) {
-    return make_error(errc::replica_failed,
-                      "checkpoint: variable '" + name + "' ("
-                        + std::string{to_string(v.synchronization())} + " / "
-                        + std::string{to_string(v.aggregation())}
-                        + "): replica(s) " + join_indices(missing)
-                        + (s.num_processes() > 1
-                             ? " failed or live in other processes; "
-                             : " failed; ")
-                        + why);
-  };
+  return {};
+}
+
+caf::error lost_error(const strategy& s, const variable& v,
+                      const std::vector<int>& missing,
+                      const std::string& why) {
+  return make_error(errc::replica_failed,
+                    "checkpoint: variable '" + v.name() + "' ("
+                      + std::string{to_string(v.synchronization())} + " / "
+                      + std::string{to_string(v.aggregation())}
+                      + "): replica(s) " + join_indices(missing)
+                      + (s.num_processes() > 1
+                           ? " failed or live in other processes; "
+                           : " failed; ")
+                      + why);
+}
+
+// Some components are missing: the live ones (per component) or the value
+// the variable's survivor rule allows.
+caf::error add_survivors(const strategy& s, const variable& v,
+                         const survivor_options& survivors,
+                         std::vector<std::optional<tensor>>& live,
+                         const std::vector<int>& missing,
+                         std::vector<st::named_tensor>& tensors,
+                         std::map<std::string, std::string>& meta) {
+  auto& name = v.name();
   if (is_per_component(v)) {
     // The live components; the missing ones are named in the metadata and
     // restore refuses the variable.
@@ -427,7 +431,7 @@ caf::error add_variable(const strategy& s, const variable& v,
       present_ids.push_back(static_cast<int>(r));
     }
   if (present.empty())
-    return lost("no component survives");
+    return lost_error(s, v, missing, "no component survives");
   auto rule = policy_for(v.synchronization()).survivors(v.info());
   if (rule.kind == survivor_rule::any_component) {
     tensors.push_back({name, std::move(present.front())});
@@ -435,16 +439,18 @@ caf::error add_variable(const strategy& s, const variable& v,
   }
   if (rule.kind == survivor_rule::component_0) {
     if (!live[0])
-      return lost(std::string{to_string(v.aggregation())}
-                  + " reads replica 0, which is lost");
+      return lost_error(s, v, missing,
+                        std::string{to_string(v.aggregation())}
+                          + " reads replica 0, which is lost");
     tensors.push_back({name, std::move(*live[0])});
     return {};
   }
   // An aggregation: the value depends on the lost components.
-  if (!survivors->aggregate_survivors)
-    return lost("its value is unknown; set "
-                "survivor_options::aggregate_survivors to store the "
-                "aggregation of the surviving components only");
+  if (!survivors.aggregate_survivors)
+    return lost_error(s, v, missing,
+                      "its value is unknown; set "
+                      "survivor_options::aggregate_survivors to store the "
+                      "aggregation of the surviving components only");
   auto value = reduce_values(rule.op, present);
   if (!value)
     return value.error();
@@ -452,6 +458,31 @@ caf::error add_variable(const strategy& s, const variable& v,
   meta[name + ".aggregated_replicas"] = join_indices(present_ids);
   tensors.push_back({name, std::move(*value)});
   return {};
+}
+
+// The entries of one variable: `survivors` set when saving what survives a
+// replica failure (save_survivors), empty for a plain save.
+caf::error add_variable(const strategy& s, const variable& v,
+                        const survivor_options* survivors,
+                        std::vector<st::named_tensor>& tensors,
+                        std::map<std::string, std::string>& meta,
+                        std::vector<int>& missing_anywhere) {
+  auto& name = v.name();
+  std::vector<std::optional<tensor>> live;
+  std::vector<int> missing;
+  if (survivors != nullptr)
+    if (auto err = live_components(s, v, live, missing))
+      return err;
+  meta[name + ".synchronization"] = std::string{to_string(v.synchronization())};
+  meta[name + ".aggregation"] = std::string{to_string(v.aggregation())};
+  meta[name + ".trainable"] = v.trainable() ? "true" : "false";
+  if (missing.empty())
+    return add_complete(s, v, tensors, meta);
+  for (auto r : missing)
+    if (std::find(missing_anywhere.begin(), missing_anywhere.end(), r)
+        == missing_anywhere.end())
+      missing_anywhere.push_back(r);
+  return add_survivors(s, v, *survivors, live, missing, tensors, meta);
 }
 
 } // namespace

@@ -81,6 +81,81 @@ std::string nonfinite_cause(const std::vector<tensor>& combined,
   return "the sum of the squared gradients overflows double";
 }
 
+/// Checks every gradient against the variables build() prepared (the
+/// same on every replica, before the collective); collects each one's
+/// built entry and tensor. Built: optimizer's map of built variables.
+template <class Built, class Entry>
+caf::error check_gradients(const std::string& who,
+                           const std::vector<gradient>& grads,
+                           const Built& built_vars,
+                           std::vector<const Entry*>& entries,
+                           std::vector<tensor>& mine) {
+  std::unordered_set<uint64_t> seen;
+  for (size_t k = 0; k < grads.size(); ++k) {
+    auto& [v, g] = grads[k];
+    auto i = v.valid() ? built_vars.find(v.info().id) : built_vars.end();
+    if (i == built_vars.end())
+      return make_error(errc::invalid_argument,
+                        who + ": gradient " + std::to_string(k) + " is for "
+                          + (v.valid() ? "variable " + quoted(v)
+                                       : std::string{"an empty handle"})
+                          + ", which build() did not prepare");
+    if (!seen.insert(v.info().id).second)
+      return make_error(errc::invalid_argument,
+                        who + ": variable " + quoted(v)
+                          + " has two gradients");
+    if (g.type() != v.type())
+      return make_error(errc::dtype_mismatch,
+                        who + ": the gradient of " + quoted(v) + " is "
+                          + std::string{to_string(g.type())}
+                          + " but the variable is "
+                          + std::string{to_string(v.type())});
+    if (g.shape() != v.shape())
+      return make_error(errc::shape_mismatch,
+                        who + ": the gradient of " + quoted(v)
+                          + " has shape " + to_string(g.shape())
+                          + " but the variable has "
+                          + to_string(v.shape()));
+    entries.push_back(&i->second);
+    mine.push_back(g);
+  }
+  return caf::none;
+}
+
+/// The global norm of the combined gradients, read in chunks through buf.
+double global_norm(const std::vector<tensor>& combined, double* buf) {
+  double squares = 0;
+  for (auto& g : combined)
+    for (int64_t at = 0; at < g.size(); at += chunk) {
+      const auto len = std::min(chunk, g.size() - at);
+      load_chunk(g.type(), g.raw(), at, len, buf);
+      for (int64_t i = 0; i < len; ++i)
+        squares += buf[static_cast<size_t>(i)] * buf[static_cast<size_t>(i)];
+    }
+  return std::sqrt(squares);
+}
+
+/// The factor clipping applies to every gradient (1: none).
+double clip_scale(bool clip, double norm, double clip_global_norm) {
+  if (clip && !std::isfinite(norm))
+    return std::numeric_limits<double>::quiet_NaN(); // TensorFlow's
+  if (clip && norm > clip_global_norm)
+    return clip_global_norm / norm;
+  return 1.0;
+}
+
+/// The data of each slot's view in ctx.
+caf::error read_slots(replica_context& ctx, const std::vector<variable>& slots,
+                      std::vector<const void*>& out) {
+  for (auto& sv : slots) {
+    auto view = ctx.read(sv);
+    if (!view)
+      return std::move(view.error());
+    out.push_back(view->data);
+  }
+  return caf::none;
+}
+
 } // namespace
 
 std::string_view to_string(nonfinite_gradients x) {
@@ -192,51 +267,15 @@ caf::expected<variable> optimizer::slot(const variable& var,
 step_task<caf::expected<double>>
 optimizer::apply_gradients(replica_context& ctx, std::vector<gradient> grads) {
   const std::string who = "optimizer '" + name_ + "': apply_gradients";
-  // Checked alike on every replica, before the collective.
-  std::unordered_set<uint64_t> seen;
   std::vector<const built*> entries;
   std::vector<tensor> mine;
-  for (size_t k = 0; k < grads.size(); ++k) {
-    auto& [v, g] = grads[k];
-    auto i = v.valid() ? built_.find(v.info().id) : built_.end();
-    if (i == built_.end())
-      co_return make_error(errc::invalid_argument,
-                           who + ": gradient " + std::to_string(k) + " is for "
-                             + (v.valid() ? "variable " + quoted(v)
-                                          : std::string{"an empty handle"})
-                             + ", which build() did not prepare");
-    if (!seen.insert(v.info().id).second)
-      co_return make_error(errc::invalid_argument,
-                           who + ": variable " + quoted(v)
-                             + " has two gradients");
-    if (g.type() != v.type())
-      co_return make_error(errc::dtype_mismatch,
-                           who + ": the gradient of " + quoted(v) + " is "
-                             + std::string{to_string(g.type())}
-                             + " but the variable is "
-                             + std::string{to_string(v.type())});
-    if (g.shape() != v.shape())
-      co_return make_error(errc::shape_mismatch,
-                           who + ": the gradient of " + quoted(v)
-                             + " has shape " + to_string(g.shape())
-                             + " but the variable has "
-                             + to_string(v.shape()));
-    entries.push_back(&i->second);
-    mine.push_back(g);
-  }
+  if (auto err = check_gradients(who, grads, built_, entries, mine))
+    co_return err;
   // Every gradient of the step in one collective. `grads` keeps the
   // variables for the messages below.
   auto combined = co_await ctx.all_reduce(options_.reduction, std::move(mine));
   std::vector<double> buf(static_cast<size_t>(chunk) * (2 + slot_names_.size()));
-  double squares = 0;
-  for (auto& g : combined)
-    for (int64_t at = 0; at < g.size(); at += chunk) {
-      const auto len = std::min(chunk, g.size() - at);
-      load_chunk(g.type(), g.raw(), at, len, buf.data());
-      for (int64_t i = 0; i < len; ++i)
-        squares += buf[static_cast<size_t>(i)] * buf[static_cast<size_t>(i)];
-    }
-  const double norm = std::sqrt(squares);
+  const double norm = global_norm(combined, buf.data());
   const bool clip = options_.clip_global_norm > 0;
   // O5: NaN > c is false, so without this a NaN would switch clipping off.
   // Every replica combined the same gradients: all decide alike.
@@ -250,11 +289,7 @@ optimizer::apply_gradients(replica_context& ctx, std::vector<gradient> grads) {
         + "), so clip_global_norm cannot bound the step; the optimizer "
           "recorded nothing (optimizer_options::nonfinite = as_tensorflow "
           "makes every gradient NaN instead, as tf.clip_by_global_norm)");
-  double scale = 1.0;
-  if (clip && !std::isfinite(norm))
-    scale = std::numeric_limits<double>::quiet_NaN(); // TensorFlow's
-  else if (clip && norm > options_.clip_global_norm)
-    scale = options_.clip_global_norm / norm;
+  const double scale = clip_scale(clip, norm, options_.clip_global_norm);
   auto count = ctx.read(iterations_);
   if (!count)
     co_return std::move(count.error());
@@ -275,12 +310,8 @@ optimizer::apply_gradients(replica_context& ctx, std::vector<gradient> grads) {
     if (!w_view)
       co_return std::move(w_view.error());
     std::vector<const void*> slot_in;
-    for (auto& sv : e.slots) {
-      auto view = ctx.read(sv);
-      if (!view)
-        co_return std::move(view.error());
-      slot_in.push_back(view->data);
-    }
+    if (auto err = read_slots(ctx, e.slots, slot_in))
+      co_return err;
     auto w_out = tensor::empty(type, shape);
     std::vector<tensor> slot_out;
     for (size_t j = 0; j < e.slots.size(); ++j)

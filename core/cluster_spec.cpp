@@ -137,45 +137,41 @@ const char* to_string(host_transport transport) {
   }
 }
 
-caf::expected<std::optional<cluster_spec>>
-cluster_from_environment(const environment_reader& reader) {
-  auto get = [&](const std::string& name) -> std::optional<std::string> {
-    if (reader)
-      return reader(name);
-    if (auto* v = std::getenv(name.c_str()))
-      return std::string{v};
-    return std::nullopt;
-  };
-  const launcher_vars* found = nullptr;
-  for (auto& l : launchers)
-    if (get(l.rank)) {
-      found = &l;
-      break;
-    }
-  if (!found)
-    return std::optional<cluster_spec>{};
-  cluster_spec spec;
+namespace {
+
+// Get: std::optional<std::string>(const std::string&), the environment.
+
+// World size, rank and local rank from the launcher's variables.
+template <class Get>
+caf::error read_ranks(const launcher_vars& found, Get& get,
+                      cluster_spec& spec) {
   constexpr long long max_int = std::numeric_limits<int>::max();
-  auto size_text = get(found->world_size);
+  auto size_text = get(found.world_size);
   if (!size_text)
     return make_error(errc::invalid_argument,
-                      std::string{found->launcher} + ": " + found->rank
-                        + " is set but " + found->world_size + " is not");
-  auto size = parse_integer(found->world_size, *size_text, 1, max_int);
+                      std::string{found.launcher} + ": " + found.rank
+                        + " is set but " + found.world_size + " is not");
+  auto size = parse_integer(found.world_size, *size_text, 1, max_int);
   if (!size)
     return std::move(size.error());
-  auto rank = parse_integer(found->rank, *get(found->rank), 0, *size - 1);
+  auto rank = parse_integer(found.rank, *get(found.rank), 0, *size - 1);
   if (!rank)
     return std::move(rank.error());
   spec.world_size = static_cast<int>(*size);
   spec.rank = static_cast<int>(*rank);
-  if (auto text = get(found->local_rank)) {
-    auto local = parse_integer(found->local_rank, *text, 0, max_int);
+  if (auto text = get(found.local_rank)) {
+    auto local = parse_integer(found.local_rank, *text, 0, max_int);
     if (!local)
       return std::move(local.error());
     spec.local_rank = static_cast<int>(*local);
   }
-  // The rendezvous: varsync's own variable first, then torchrun's pair.
+  return caf::none;
+}
+
+// The rendezvous: varsync's own variable first, then torchrun's pair.
+template <class Get>
+caf::error read_rendezvous(const launcher_vars& found, Get& get,
+                           cluster_spec& spec) {
   if (auto addr = get("VARSYNC_RENDEZVOUS")) {
     if (auto err = parse_address("VARSYNC_RENDEZVOUS", *addr, spec))
       return err;
@@ -188,13 +184,19 @@ cluster_from_environment(const environment_reader& reader) {
       spec.rendezvous_host = *host;
   } else if (spec.world_size > 1) {
     return make_error(errc::invalid_argument,
-                      std::string{found->launcher} + " gives rank "
+                      std::string{found.launcher} + " gives rank "
                         + std::to_string(spec.rank) + " of "
                         + std::to_string(spec.world_size)
                         + " but no rendezvous address: set "
                           "VARSYNC_RENDEZVOUS=host:port (or MASTER_ADDR and "
                           "MASTER_PORT)");
   }
+  return caf::none;
+}
+
+// The bind host and the timeouts.
+template <class Get>
+caf::error read_bind_and_timeouts(Get& get, cluster_spec& spec) {
   if (auto bind = get("VARSYNC_BIND"); bind && !bind->empty())
     spec.bind_host = *bind;
   if (auto t = get("VARSYNC_TIMEOUT_MS")) {
@@ -214,6 +216,12 @@ cluster_from_environment(const environment_reader& reader) {
                             "ms");
     spec.peer_timeout = std::chrono::milliseconds{*ms};
   }
+  return caf::none;
+}
+
+// The mode, the host transport and the cluster token.
+template <class Get>
+caf::error read_mode_transport_token(Get& get, cluster_spec& spec) {
   if (auto mode = get("VARSYNC_MODE")) {
     if (*mode == "training")
       spec.mode = cluster_mode::training;
@@ -247,6 +255,37 @@ cluster_from_environment(const environment_reader& reader) {
                         "environment variable VARSYNC_CLUSTER_TOKEN " + why);
     spec.cluster_token = *token;
   }
+  return caf::none;
+}
+
+} // namespace
+
+caf::expected<std::optional<cluster_spec>>
+cluster_from_environment(const environment_reader& reader) {
+  auto get = [&](const std::string& name) -> std::optional<std::string> {
+    if (reader)
+      return reader(name);
+    if (auto* v = std::getenv(name.c_str()))
+      return std::string{v};
+    return std::nullopt;
+  };
+  const launcher_vars* found = nullptr;
+  for (auto& l : launchers)
+    if (get(l.rank)) {
+      found = &l;
+      break;
+    }
+  if (!found)
+    return std::optional<cluster_spec>{};
+  cluster_spec spec;
+  if (auto err = read_ranks(*found, get, spec))
+    return err;
+  if (auto err = read_rendezvous(*found, get, spec))
+    return err;
+  if (auto err = read_bind_and_timeouts(get, spec))
+    return err;
+  if (auto err = read_mode_transport_token(get, spec))
+    return err;
   // Every variable is checked where it is read; what validate() still
   // finds comes from their combination, so say where the values came from.
   if (auto err = validate(spec))

@@ -311,6 +311,69 @@ caf::expected<tensor> reduce_values(reduce_op op,
   return out;
 }
 
+namespace {
+
+// No element along the axis: sum and prod have their identity; the others
+// have no value.
+caf::expected<tensor> empty_axis_result(const char* fn, reduce_op op,
+                                        int64_t axis, size_t replicas,
+                                        dtype out_type,
+                                        const tensor_shape& out_shape) {
+  switch (op) {
+    case reduce_op::sum: return tensor::zeros(out_type, out_shape);
+    case reduce_op::prod: return tensor::filled(out_type, out_shape, 1.0);
+    default:
+      return make_error(errc::invalid_argument,
+                        std::string{fn} + ": " + std::string{to_string(op)}
+                          + " along axis " + std::to_string(axis)
+                          + " needs at least one element, but the total "
+                            "count along the axis over all "
+                          + std::to_string(replicas)
+                          + " replicas is 0");
+  }
+}
+
+// int32 / int64 along the axis into dst; returns the first element that
+// overflows the dtype, or -1.
+template <class S>
+int64_t reduce_int_axis(reduce_op op, std::span<const tensor> values,
+                        int64_t a, int64_t outer, int64_t inner,
+                        size_t out_size, S* dst) {
+  int64_t overflow_at = -1;
+  if (op == reduce_op::sum || op == reduce_op::prod) {
+    // Exact in int64; a result outside the dtype fails (V4).
+    std::vector<int64_t> acc(out_size);
+    auto widen = [](S x) { return static_cast<int64_t>(x); };
+    bool over = false;
+    auto checked = [&over, op](int64_t x, int64_t y) {
+      int64_t r = 0;
+      over |= op == reduce_op::sum ? __builtin_add_overflow(x, y, &r)
+                                   : __builtin_mul_overflow(x, y, &r);
+      return r;
+    };
+    accumulate_axis<S>(values, a, outer, inner, widen, checked, acc.data());
+    for (size_t i = 0; i < out_size && !over; ++i) {
+      over = acc[i] < std::numeric_limits<S>::min()
+             || acc[i] > std::numeric_limits<S>::max();
+      if (over)
+        overflow_at = static_cast<int64_t>(i);
+    }
+    if (over && overflow_at < 0)
+      overflow_at = 0;
+    for (size_t i = 0; i < out_size; ++i)
+      dst[i] = static_cast<S>(acc[i]);
+  } else {
+    std::vector<int64_t> acc(out_size);
+    auto widen = [](S x) { return static_cast<int64_t>(x); };
+    accumulate_axis<S>(op, values, a, outer, inner, widen, acc.data());
+    for (size_t i = 0; i < out_size; ++i)
+      dst[i] = static_cast<S>(acc[i]);
+  }
+  return overflow_at;
+}
+
+} // namespace
+
 caf::expected<tensor> reduce_values(reduce_op op,
                                     std::span<const tensor> values,
                                     int64_t axis) {
@@ -335,20 +398,9 @@ caf::expected<tensor> reduce_values(reduce_op op,
     count += v.shape()[ua];
   const bool int_mean = op == reduce_op::mean && !is_floating(type);
   const auto out_type = int_mean ? dtype::float64 : type;
-  if (count == 0) {
-    switch (op) {
-      case reduce_op::sum: return tensor::zeros(out_type, out_shape);
-      case reduce_op::prod: return tensor::filled(out_type, out_shape, 1.0);
-      default:
-        return make_error(errc::invalid_argument,
-                          std::string{fn} + ": " + std::string{to_string(op)}
-                            + " along axis " + std::to_string(axis)
-                            + " needs at least one element, but the total "
-                              "count along the axis over all "
-                            + std::to_string(values.size())
-                            + " replicas is 0");
-    }
-  }
+  if (count == 0)
+    return empty_axis_result(fn, op, axis, values.size(), out_type,
+                             out_shape);
   const auto out_size = static_cast<size_t>(outer * inner);
   auto out = tensor::empty(out_type, out_shape);
   int64_t overflow_at = -1;
@@ -367,37 +419,8 @@ caf::expected<tensor> reduce_values(reduce_op op,
         store_double(out_type, dst, static_cast<int64_t>(i), acc[i]);
     } else if constexpr (std::is_same_v<S, int32_t>
                          || std::is_same_v<S, int64_t>) {
-      S* dst = out.mutable_data<S>();
-      if (op == reduce_op::sum || op == reduce_op::prod) {
-        // Exact in int64; a result outside the dtype fails (V4).
-        std::vector<int64_t> acc(out_size);
-        auto widen = [](S x) { return static_cast<int64_t>(x); };
-        bool over = false;
-        auto checked = [&over, op](int64_t x, int64_t y) {
-          int64_t r = 0;
-          over |= op == reduce_op::sum ? __builtin_add_overflow(x, y, &r)
-                                       : __builtin_mul_overflow(x, y, &r);
-          return r;
-        };
-        accumulate_axis<S>(values, a, outer, inner, widen, checked,
-                           acc.data());
-        for (size_t i = 0; i < out_size && !over; ++i) {
-          over = acc[i] < std::numeric_limits<S>::min()
-                 || acc[i] > std::numeric_limits<S>::max();
-          if (over)
-            overflow_at = static_cast<int64_t>(i);
-        }
-        if (over && overflow_at < 0)
-          overflow_at = 0;
-        for (size_t i = 0; i < out_size; ++i)
-          dst[i] = static_cast<S>(acc[i]);
-      } else {
-        std::vector<int64_t> acc(out_size);
-        auto widen = [](S x) { return static_cast<int64_t>(x); };
-        accumulate_axis<S>(op, values, a, outer, inner, widen, acc.data());
-        for (size_t i = 0; i < out_size; ++i)
-          dst[i] = static_cast<S>(acc[i]);
-      }
+      overflow_at = reduce_int_axis<S>(op, values, a, outer, inner, out_size,
+                                       out.mutable_data<S>());
     }
   });
   if (overflow_at >= 0)

@@ -156,122 +156,166 @@ encode(const std::vector<named_tensor>& tensors,
   }
 }
 
+namespace {
+
+// The 8-byte length and the JSON object it bounds; data is what follows.
+caf::error read_header(std::span<const std::byte> bytes, json& header,
+                       std::span<const std::byte>& data) {
+  if (bytes.size() < 8)
+    return corrupt("file of " + std::to_string(bytes.size())
+                   + " bytes is shorter than the 8-byte header length");
+  uint64_t n = 0;
+  for (int b = 0; b < 8; ++b)
+    n |= static_cast<uint64_t>(std::to_integer<unsigned>(bytes[b]))
+         << (8 * b);
+  if (n > max_header_bytes)
+    return corrupt("header length " + std::to_string(n)
+                   + " exceeds the limit of "
+                   + std::to_string(max_header_bytes) + " bytes");
+  if (n > bytes.size() - 8)
+    return corrupt("header length " + std::to_string(n)
+                   + " is larger than the " + std::to_string(bytes.size() - 8)
+                   + " bytes after the length field (truncated file?)");
+  auto header_bytes = bytes.subspan(8, static_cast<size_t>(n));
+  data = bytes.subspan(8 + static_cast<size_t>(n));
+  auto* hb = reinterpret_cast<const char*>(header_bytes.data());
+  header = json::parse(hb, hb + header_bytes.size(), nullptr, false);
+  if (header.is_discarded())
+    return corrupt("the header is not valid JSON");
+  if (!header.is_object())
+    return corrupt("the header is not a JSON object");
+  return caf::none;
+}
+
+caf::error read_metadata(const json& value,
+                         std::map<std::string, std::string>& metadata) {
+  if (value.is_null())
+    return caf::none;
+  if (!value.is_object())
+    return corrupt("__metadata__ is not an object");
+  for (auto& [k, v] : value.items()) {
+    if (!v.is_string())
+      return corrupt("__metadata__ value of '" + k + "' is not a string");
+    metadata.emplace(k, v.get<std::string>());
+  }
+  return caf::none;
+}
+
+// The extents into e.shape and their product into count; the product must
+// fit int64 (checked before any multiplication overflows), whatever the
+// order of the extents.
+caf::error read_shape(const std::string& what, const json& sh, entry& e,
+                      uint64_t& count) {
+  if (!sh.is_array())
+    return corrupt(what + "shape is not an array");
+  constexpr uint64_t max_count =
+    static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  count = 1;
+  bool empty = false;
+  for (auto& d : sh) {
+    uint64_t extent = 0;
+    if (!as_u64(d, extent) || extent > max_count)
+      // Name the offending value's type only: dumping a value nested
+      // 100,000 levels deep recurses once per level (a fuzz finding).
+      return corrupt(what + "shape has an extent of type "
+                     + std::string{d.type_name()}
+                     + " that is not a non-negative integer");
+    e.shape.push_back(static_cast<int64_t>(extent));
+    if (extent == 0) {
+      empty = true;
+      continue;
+    }
+    if (count > max_count / extent)
+      return corrupt(what + "the element count of shape " + sh.dump()
+                     + " overflows");
+    count *= extent;
+  }
+  if (empty)
+    count = 0;
+  return caf::none;
+}
+
+// One tensor's header entry, checked against the data section's size.
+caf::error read_entry(const std::string& name, const json& value,
+                      size_t data_size, entry& e) {
+  auto what = "tensor '" + name + "': ";
+  if (!value.is_object())
+    return corrupt(what + "entry is not an object");
+  auto dt = value.find("dtype");
+  auto sh = value.find("shape");
+  auto off = value.find("data_offsets");
+  if (dt == value.end() || sh == value.end() || off == value.end())
+    return corrupt(what + "needs dtype, shape and data_offsets");
+  e = entry{name, dtype::float32, {}, 0, 0};
+  if (!dt->is_string())
+    return corrupt(what + "dtype is not a string");
+  if (!parse_dtype_tag(dt->get<std::string>(), e.type))
+    return corrupt(what + "unsupported dtype '" + dt->get<std::string>()
+                   + "'");
+  uint64_t count = 0;
+  if (auto err = read_shape(what, *sh, e, count))
+    return err;
+  if (!off->is_array() || off->size() != 2 || !as_u64((*off)[0], e.begin)
+      || !as_u64((*off)[1], e.end))
+    return corrupt(what + "data_offsets is not [begin, end]");
+  if (e.begin > e.end || e.end > data_size)
+    return corrupt(what + "data_offsets " + off->dump()
+                   + " out of range of the "
+                   + std::to_string(data_size) + "-byte data section");
+  auto width = size_of(e.type);
+  if (count > data_size / width || count * width != e.end - e.begin)
+    return corrupt(what + std::string{dtype_tag(e.type)} + " shape "
+                   + sh->dump() + " does not match the "
+                   + std::to_string(e.end - e.begin)
+                   + " bytes of data_offsets " + off->dump());
+  return caf::none;
+}
+
+// Sorts the entries by offset; they must tile the data section exactly.
+caf::error check_tiling(std::vector<entry>& entries, size_t data_size) {
+  std::sort(entries.begin(), entries.end(),
+            [](const entry& a, const entry& b) {
+              return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+            });
+  uint64_t expected_begin = 0;
+  for (auto& e : entries) {
+    if (e.begin != expected_begin)
+      return corrupt("tensor '" + e.name + "': data_offsets begin at "
+                     + std::to_string(e.begin) + ", expected "
+                     + std::to_string(expected_begin)
+                     + " (overlapping or non-contiguous tensors)");
+    expected_begin = e.end;
+  }
+  if (expected_begin != data_size)
+    return corrupt("the tensors cover " + std::to_string(expected_begin)
+                   + " bytes but the data section has "
+                   + std::to_string(data_size));
+  return caf::none;
+}
+
+} // namespace
+
 caf::expected<decoded_file> decode(std::span<const std::byte> bytes) {
   try {
-    if (bytes.size() < 8)
-      return corrupt("file of " + std::to_string(bytes.size())
-                     + " bytes is shorter than the 8-byte header length");
-    uint64_t n = 0;
-    for (int b = 0; b < 8; ++b)
-      n |= static_cast<uint64_t>(std::to_integer<unsigned>(bytes[b]))
-           << (8 * b);
-    if (n > max_header_bytes)
-      return corrupt("header length " + std::to_string(n)
-                     + " exceeds the limit of "
-                     + std::to_string(max_header_bytes) + " bytes");
-    if (n > bytes.size() - 8)
-      return corrupt("header length " + std::to_string(n)
-                     + " is larger than the " + std::to_string(bytes.size() - 8)
-                     + " bytes after the length field (truncated file?)");
-    auto header_bytes = bytes.subspan(8, static_cast<size_t>(n));
-    auto data = bytes.subspan(8 + static_cast<size_t>(n));
-    auto* hb = reinterpret_cast<const char*>(header_bytes.data());
-    json header = json::parse(hb, hb + header_bytes.size(), nullptr, false);
-    if (header.is_discarded())
-      return corrupt("the header is not valid JSON");
-    if (!header.is_object())
-      return corrupt("the header is not a JSON object");
+    json header;
+    std::span<const std::byte> data;
+    if (auto err = read_header(bytes, header, data))
+      return err;
     decoded_file out;
     std::vector<entry> entries;
     for (auto& [name, value] : header.items()) {
       if (name == metadata_key) {
-        if (value.is_null())
-          continue;
-        if (!value.is_object())
-          return corrupt("__metadata__ is not an object");
-        for (auto& [k, v] : value.items()) {
-          if (!v.is_string())
-            return corrupt("__metadata__ value of '" + k
-                           + "' is not a string");
-          out.metadata.emplace(k, v.get<std::string>());
-        }
+        if (auto err = read_metadata(value, out.metadata))
+          return err;
         continue;
       }
-      auto what = "tensor '" + name + "': ";
-      if (!value.is_object())
-        return corrupt(what + "entry is not an object");
-      auto dt = value.find("dtype");
-      auto sh = value.find("shape");
-      auto off = value.find("data_offsets");
-      if (dt == value.end() || sh == value.end() || off == value.end())
-        return corrupt(what + "needs dtype, shape and data_offsets");
-      entry e{name, dtype::float32, {}, 0, 0};
-      if (!dt->is_string())
-        return corrupt(what + "dtype is not a string");
-      if (!parse_dtype_tag(dt->get<std::string>(), e.type))
-        return corrupt(what + "unsupported dtype '" + dt->get<std::string>()
-                       + "'");
-      if (!sh->is_array())
-        return corrupt(what + "shape is not an array");
-      // The product of the extents must fit int64 (checked before any
-      // multiplication overflows), whatever the order of the extents.
-      constexpr uint64_t max_count =
-        static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-      uint64_t count = 1;
-      bool empty = false;
-      for (auto& d : *sh) {
-        uint64_t extent = 0;
-        if (!as_u64(d, extent) || extent > max_count)
-          // Name the offending value's type only: dumping a value nested
-          // 100,000 levels deep recurses once per level (a fuzz finding).
-          return corrupt(what + "shape has an extent of type "
-                         + std::string{d.type_name()}
-                         + " that is not a non-negative integer");
-        e.shape.push_back(static_cast<int64_t>(extent));
-        if (extent == 0) {
-          empty = true;
-          continue;
-        }
-        if (count > max_count / extent)
-          return corrupt(what + "the element count of shape " + sh->dump()
-                         + " overflows");
-        count *= extent;
-      }
-      if (empty)
-        count = 0;
-      if (!off->is_array() || off->size() != 2 || !as_u64((*off)[0], e.begin)
-          || !as_u64((*off)[1], e.end))
-        return corrupt(what + "data_offsets is not [begin, end]");
-      if (e.begin > e.end || e.end > data.size())
-        return corrupt(what + "data_offsets " + off->dump()
-                       + " out of range of the "
-                       + std::to_string(data.size()) + "-byte data section");
-      auto width = size_of(e.type);
-      if (count > data.size() / width
-          || count * width != e.end - e.begin)
-        return corrupt(what + std::string{dtype_tag(e.type)} + " shape "
-                       + sh->dump() + " does not match the "
-                       + std::to_string(e.end - e.begin)
-                       + " bytes of data_offsets " + off->dump());
+      entry e;
+      if (auto err = read_entry(name, value, data.size(), e))
+        return err;
       entries.push_back(std::move(e));
     }
-    std::sort(entries.begin(), entries.end(),
-              [](const entry& a, const entry& b) {
-                return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-              });
-    uint64_t expected_begin = 0;
-    for (auto& e : entries) {
-      if (e.begin != expected_begin)
-        return corrupt("tensor '" + e.name + "': data_offsets begin at "
-                       + std::to_string(e.begin) + ", expected "
-                       + std::to_string(expected_begin)
-                       + " (overlapping or non-contiguous tensors)");
-      expected_begin = e.end;
-    }
-    if (expected_begin != data.size())
-      return corrupt("the tensors cover " + std::to_string(expected_begin)
-                     + " bytes but the data section has "
-                     + std::to_string(data.size()));
+    if (auto err = check_tiling(entries, data.size()))
+      return err;
     out.tensors.reserve(entries.size());
     for (auto& e : entries) {
       auto t = tensor::empty(e.type, e.shape);

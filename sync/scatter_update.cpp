@@ -181,53 +181,33 @@ combine_duplicate_rows(const variable_info& info, scatter_op op,
   return sort_rows(info, op, indices, values, !keeps_repeated_rows(op));
 }
 
-caf::expected<scatter_rows>
-combine_scatter_contributions(const variable_info& info, scatter_op op,
-                              const contribution_rule& rule,
-                              const std::vector<scatter_rows>& parts,
-                              const std::string& name) {
-  const size_t n = parts.size();
-  if (n == 0)
-    return make_error(errc::invalid_argument,
-                      "variable " + name + ": a scatter without contributions");
-  if (rule.require_equal)
-    for (size_t r = 1; r < n; ++r)
-      if (parts[r].rows != parts[0].rows
-          || !host::bitwise_equal(parts[r].values.raw(),
-                                  parts[0].values.raw(),
-                                  parts[0].values.nbytes()))
-        return unequal_contributions_error(name, static_cast<int>(r));
-  if (rule.first_only || rule.require_equal || n == 1)
-    return parts[0];
-  // Summed, a contribution is one value per row: a scatter_mul /
-  // scatter_div's repeated rows combine into their product first (S5).
+namespace {
+
+// Summed, a contribution is one value per row: a scatter_mul /
+// scatter_div's repeated rows combine into their product first (S5).
+caf::expected<std::vector<scatter_rows>>
+fold_repeated_rows(const variable_info& info, scatter_op op,
+                   const std::vector<scatter_rows>& parts) {
   std::vector<scatter_rows> folded;
-  if (keeps_repeated_rows(op)
-      && std::any_of(parts.begin(), parts.end(), [](const scatter_rows& p) {
-           return host::rows_repeat(p.rows);
-         })) {
-    folded.reserve(n);
-    for (auto& p : parts) {
-      if (!host::rows_repeat(p.rows)) {
-        folded.push_back(p);
-        continue;
-      }
-      auto f = sort_rows(info, op, p.rows, p.values, true);
-      if (!f)
-        return std::move(f.error());
-      folded.push_back(std::move(*f));
+  folded.reserve(parts.size());
+  for (auto& p : parts) {
+    if (!host::rows_repeat(p.rows)) {
+      folded.push_back(p);
+      continue;
     }
-    return combine_scatter_contributions(info, op, rule, folded, name);
+    auto f = sort_rows(info, op, p.rows, p.values, true);
+    if (!f)
+      return std::move(f.error());
+    folded.push_back(std::move(*f));
   }
-  // The union of the rows, ascending; each row reduces the contributions
-  // that name it (mean: every replica, the others as zeros, so that the
-  // division is by N as in W4).
-  const int64_t re = row_elements(info);
-  const auto row_bytes = static_cast<size_t>(re) * size_of(info.type);
-  const bool mean = rule.op == reduce_op::mean;
-  auto zeros = tensor::zeros(info.type, {re});
-  // The union of the rows first, so that the values are written in place.
-  scatter_rows out;
+  return folded;
+}
+
+// The union of the parts' rows (each ascending), ascending; computed first
+// so that the values are written in place.
+std::vector<int64_t> union_of_rows(const std::vector<scatter_rows>& parts) {
+  const size_t n = parts.size();
+  std::vector<int64_t> rows;
   std::vector<size_t> next(n, 0);
   for (;;) {
     int64_t row = -1;
@@ -237,15 +217,29 @@ combine_scatter_contributions(const variable_info& info, scatter_op op,
         row = parts[r].rows[next[r]];
     if (row < 0)
       break;
-    out.rows.push_back(row);
+    rows.push_back(row);
     for (size_t r = 0; r < n; ++r)
       if (next[r] < parts[r].rows.size() && parts[r].rows[next[r]] == row)
         ++next[r];
   }
+  return rows;
+}
+
+// Each of out's rows reduces the contributions that name it (mean: every
+// replica, the others as zeros, so that the division is by N as in W4).
+caf::error reduce_union_rows(const variable_info& info, scatter_op op,
+                             const contribution_rule& rule,
+                             const std::vector<scatter_rows>& parts,
+                             const std::string& name, scatter_rows& out) {
+  const size_t n = parts.size();
+  const int64_t re = row_elements(info);
+  const auto row_bytes = static_cast<size_t>(re) * size_of(info.type);
+  const bool mean = rule.op == reduce_op::mean;
+  auto zeros = tensor::zeros(info.type, {re});
   out.values = tensor::empty(
     info.type, rows_shape(info, static_cast<int64_t>(out.rows.size())));
   auto* packed = static_cast<char*>(out.values.mutable_raw());
-  std::fill(next.begin(), next.end(), size_t{0});
+  std::vector<size_t> next(n, 0);
   std::vector<const void*> inputs;
   for (size_t j = 0; j < out.rows.size(); ++j) {
     const int64_t row = out.rows[j];
@@ -273,6 +267,42 @@ combine_scatter_contributions(const variable_info& info, scatter_op op,
                           + std::to_string(row)
                           + " sum to zero; nothing was changed");
   }
+  return caf::none;
+}
+
+} // namespace
+
+caf::expected<scatter_rows>
+combine_scatter_contributions(const variable_info& info, scatter_op op,
+                              const contribution_rule& rule,
+                              const std::vector<scatter_rows>& parts,
+                              const std::string& name) {
+  const size_t n = parts.size();
+  if (n == 0)
+    return make_error(errc::invalid_argument,
+                      "variable " + name + ": a scatter without contributions");
+  if (rule.require_equal)
+    for (size_t r = 1; r < n; ++r)
+      if (parts[r].rows != parts[0].rows
+          || !host::bitwise_equal(parts[r].values.raw(),
+                                  parts[0].values.raw(),
+                                  parts[0].values.nbytes()))
+        return unequal_contributions_error(name, static_cast<int>(r));
+  if (rule.first_only || rule.require_equal || n == 1)
+    return parts[0];
+  if (keeps_repeated_rows(op)
+      && std::any_of(parts.begin(), parts.end(), [](const scatter_rows& p) {
+           return host::rows_repeat(p.rows);
+         })) {
+    auto folded = fold_repeated_rows(info, op, parts);
+    if (!folded)
+      return std::move(folded.error());
+    return combine_scatter_contributions(info, op, rule, *folded, name);
+  }
+  scatter_rows out;
+  out.rows = union_of_rows(parts);
+  if (auto err = reduce_union_rows(info, op, rule, parts, name, out))
+    return err;
   return out;
 }
 

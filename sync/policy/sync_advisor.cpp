@@ -37,6 +37,88 @@ sync_advice advice_for(const variable_metrics& v, uint64_t steps) {
   return a;
 }
 
+// ON_WRITE (or AUTO) updated often but rarely read: suggest ON_READ.
+void advise_on_write(const variable_metrics& v, const strategy_metrics& m,
+                     const advisor_options& options, double replicas,
+                     std::vector<sync_advice>& out) {
+  if (v.steps_updated < options.min_observations)
+    return;
+  // A replica reads its own copy; per replica it is one read.
+  const double reads = static_cast<double>(v.cross_replica_reads)
+                       + static_cast<double>(v.replica_reads) / replicas;
+  if (reads > options.rare_reads_per_update
+                * static_cast<double>(v.steps_updated))
+    return;
+  auto a = advice_for(v, m.steps);
+  a.suggested = synchronization::on_read;
+  // ON_READ with none has no cross-replica value (R3).
+  if (a.agg == aggregation::none)
+    a.agg = aggregation::sum;
+  a.reason = "ON_WRITE " + quoted(v.name) + " was updated in "
+             + std::to_string(v.steps_updated) + " steps but read "
+             + std::to_string(v.cross_replica_reads)
+             + " times in cross-replica context and "
+             + std::to_string(v.replica_reads)
+             + " times in replica context: its "
+             + std::to_string(v.collectives) + " collectives moved "
+             + std::to_string(v.bytes_moved) + " bytes in "
+             + seconds(v.collective_seconds)
+             + "; ON_READ (aggregation "
+             + std::string{to_string(a.agg)}
+             + ") keeps updates local and aggregates only when read"
+             // C4: the suggestion is only valid for one that is not.
+             + (v.trainable ? "; ON_READ variables cannot be "
+                              "trainable (C4): create it with "
+                              "trainable = false, unless it is a "
+                              "weight an optimizer trains"
+                            : "");
+  out.push_back(std::move(a));
+}
+
+// ON_READ read in cross-replica context every step: suggest ON_WRITE.
+void advise_on_read(const variable_metrics& v, const strategy_metrics& m,
+                    const advisor_options& options,
+                    std::vector<sync_advice>& out) {
+  if (m.steps < options.min_observations
+      || v.cross_replica_reads < options.min_observations
+      || static_cast<double>(v.cross_replica_reads)
+           < options.cross_reads_per_step * static_cast<double>(m.steps))
+    return;
+  auto a = advice_for(v, m.steps);
+  a.suggested = synchronization::on_write;
+  if (a.agg == aggregation::none)
+    a.agg = aggregation::sum;
+  a.reason = "ON_READ " + quoted(v.name) + " was read "
+             + std::to_string(v.cross_replica_reads)
+             + " times in cross-replica context over "
+             + std::to_string(m.steps)
+             + " steps: each read aggregates every replica's "
+               "component; ON_WRITE (aggregation "
+             + std::string{to_string(a.agg)}
+             + ") aggregates once per step that updates it and reads "
+               "one copy";
+  out.push_back(std::move(a));
+}
+
+// NONE read in cross-replica context: suggest ON_READ.
+void advise_none(const variable_metrics& v, const strategy_metrics& m,
+                 const advisor_options& options,
+                 std::vector<sync_advice>& out) {
+  if (v.cross_replica_reads < options.min_observations)
+    return;
+  auto a = advice_for(v, m.steps);
+  a.suggested = synchronization::on_read;
+  a.agg = v.agg == aggregation::none ? aggregation::sum : v.agg;
+  a.reason = "NONE " + quoted(v.name) + " was read "
+             + std::to_string(v.cross_replica_reads)
+             + " times in cross-replica context, where it has no "
+               "value of its own (each read fails or takes every "
+               "component); ON_READ with the aggregation wanted ("
+             + std::string{to_string(a.agg)}
+             + "?) gives one value";
+  out.push_back(std::move(a));
+}
+
 } // namespace
 
 std::vector<sync_advice> advise(const strategy_metrics& m,
@@ -47,80 +129,15 @@ std::vector<sync_advice> advise(const strategy_metrics& m,
   for (auto& v : m.variables) {
     switch (v.sync) {
       case synchronization::on_write:
-      case synchronization::auto_: {
-        if (v.steps_updated < options.min_observations)
-          break;
-        // A replica reads its own copy; per replica it is one read.
-        const double reads = static_cast<double>(v.cross_replica_reads)
-                             + static_cast<double>(v.replica_reads) / replicas;
-        if (reads > options.rare_reads_per_update
-                      * static_cast<double>(v.steps_updated))
-          break;
-        auto a = advice_for(v, m.steps);
-        a.suggested = synchronization::on_read;
-        // ON_READ with none has no cross-replica value (R3).
-        if (a.agg == aggregation::none)
-          a.agg = aggregation::sum;
-        a.reason = "ON_WRITE " + quoted(v.name) + " was updated in "
-                   + std::to_string(v.steps_updated) + " steps but read "
-                   + std::to_string(v.cross_replica_reads)
-                   + " times in cross-replica context and "
-                   + std::to_string(v.replica_reads)
-                   + " times in replica context: its "
-                   + std::to_string(v.collectives) + " collectives moved "
-                   + std::to_string(v.bytes_moved) + " bytes in "
-                   + seconds(v.collective_seconds)
-                   + "; ON_READ (aggregation "
-                   + std::string{to_string(a.agg)}
-                   + ") keeps updates local and aggregates only when read"
-                   // C4: the suggestion is only valid for one that is not.
-                   + (v.trainable ? "; ON_READ variables cannot be "
-                                    "trainable (C4): create it with "
-                                    "trainable = false, unless it is a "
-                                    "weight an optimizer trains"
-                                  : "");
-        out.push_back(std::move(a));
+      case synchronization::auto_:
+        advise_on_write(v, m, options, replicas, out);
         break;
-      }
-      case synchronization::on_read: {
-        if (m.steps < options.min_observations
-            || v.cross_replica_reads < options.min_observations
-            || static_cast<double>(v.cross_replica_reads)
-                 < options.cross_reads_per_step
-                     * static_cast<double>(m.steps))
-          break;
-        auto a = advice_for(v, m.steps);
-        a.suggested = synchronization::on_write;
-        if (a.agg == aggregation::none)
-          a.agg = aggregation::sum;
-        a.reason = "ON_READ " + quoted(v.name) + " was read "
-                   + std::to_string(v.cross_replica_reads)
-                   + " times in cross-replica context over "
-                   + std::to_string(m.steps)
-                   + " steps: each read aggregates every replica's "
-                     "component; ON_WRITE (aggregation "
-                   + std::string{to_string(a.agg)}
-                   + ") aggregates once per step that updates it and reads "
-                     "one copy";
-        out.push_back(std::move(a));
+      case synchronization::on_read:
+        advise_on_read(v, m, options, out);
         break;
-      }
-      case synchronization::none: {
-        if (v.cross_replica_reads < options.min_observations)
-          break;
-        auto a = advice_for(v, m.steps);
-        a.suggested = synchronization::on_read;
-        a.agg = v.agg == aggregation::none ? aggregation::sum : v.agg;
-        a.reason = "NONE " + quoted(v.name) + " was read "
-                   + std::to_string(v.cross_replica_reads)
-                   + " times in cross-replica context, where it has no "
-                     "value of its own (each read fails or takes every "
-                     "component); ON_READ with the aggregation wanted ("
-                   + std::string{to_string(a.agg)}
-                   + "?) gives one value";
-        out.push_back(std::move(a));
+      case synchronization::none:
+        advise_none(v, m, options, out);
         break;
-      }
     }
   }
   return out;
