@@ -164,6 +164,97 @@ caf::expected<strategy> strategy::create(caf::actor_system& sys,
 
 namespace {
 
+/// The coordinator's configuration: the options, else the actor system's
+/// config (`settings`).
+coordinator_config coordinator_config_of(const strategy_options& options,
+                                         const config_settings& settings,
+                                         std::vector<device_id> devices,
+                                         std::vector<replica_fault> faults,
+                                         bool hidden) {
+  coordinator_config cc;
+  cc.devices = std::move(devices);
+  cc.hidden = hidden;
+  cc.default_timeout = to_timespan(options.timeout);
+  cc.faults = std::move(faults);
+  cc.step_exception = options.step_exception;
+  cc.memory_budget_bytes = options.memory_budget_bytes.value_or(0) > 0
+                             ? *options.memory_budget_bytes
+                             : settings.memory_budget_bytes;
+  cc.max_queued_operations
+    = options.max_queued_operations.value_or(settings.max_queued_operations);
+  cc.max_queued_bytes
+    = options.max_queued_bytes.value_or(settings.max_queued_bytes);
+  cc.small_step_bytes = options.small_step_bytes;
+  cc.collect_metrics = options.collect_metrics;
+  cc.stall_threshold = to_timespan(options.stall_warning);
+  return cc;
+}
+
+/// Joins the other processes if the options name a cluster of several
+/// (blocks until every process has joined, or the join timeout): where
+/// this process stands, and the membership for the coordinator (`cc`).
+caf::expected<detail::strategy_core::process_place>
+join_cluster(const strategy_options& options, coordinator_config& cc) {
+  detail::strategy_core::process_place place;
+  if (!options.cluster)
+    return place;
+  if (options.cluster->world_size <= 1) {
+    if (auto err = validate(*options.cluster))
+      return err;
+    return place;
+  }
+  // Whether NCCL can span the processes (the joiner combines every
+  // process's answer).
+  auto m = join_process_group(*options.cluster,
+                              static_cast<int>(cc.devices.size()),
+                              one_gpu_per_replica(cc.devices));
+  if (!m)
+    return std::move(m.error());
+  // The shutdown leaves the group in order; process 0 of services mode
+  // waits for the others first (their last operations need it).
+  place = {m->group->rank(), m->group->size(), m->first_replica,
+           m->total_replicas, m->mode, m->group,
+           m->mode == cluster_mode::services && m->group->rank() == 0,
+           options.cluster->operation_timeout};
+  cc.processes = std::move(*m);
+  return place;
+}
+
+std::string describe_strategy(const strategy_options& options,
+                              const detail::strategy_core::process_place& place,
+                              size_t replicas_here) {
+  std::string description = "mirrored strategy over";
+  for (auto& d : options.devices)
+    description += " " + d;
+  if (place.processes > 1)
+    description += std::string{"; "} + to_string(place.mode)
+                   + " mode, process " + std::to_string(place.rank) + " of "
+                   + std::to_string(place.processes) + ", replicas "
+                   + std::to_string(place.first_replica) + ".."
+                   + std::to_string(place.first_replica + replicas_here - 1)
+                   + " of " + std::to_string(place.total_replicas);
+  return description;
+}
+
+/// The replicas, for actors bound to them, and the collective the
+/// coordinator was given (blocking round trips at creation; never on the
+/// hot path).
+std::pair<std::vector<replica_actor>, std::string>
+ask_coordinator(caf::actor_system& sys,
+                const coordinator_internal_actor& coordinator) {
+  std::vector<replica_actor> replicas;
+  std::string collective = "unknown";
+  caf::scoped_actor self{sys};
+  self->request(coordinator, std::chrono::seconds(10), replicas_atom::value)
+    .receive([&](std::vector<replica_actor>& xs) { replicas = std::move(xs); },
+             [&](caf::error&) {});
+  self->request(coordinator, std::chrono::seconds(10), describe_atom::value)
+    .receive(
+      [&](strategy_description& d) { collective = std::move(d.collective); },
+      [&](caf::error&) {});
+  return {std::move(replicas), std::move(collective)};
+}
+
 caf::expected<strategy>
 make_strategy(std::shared_ptr<detail::system_host> owned,
               caf::actor_system& sys, strategy_options options,
@@ -184,23 +275,9 @@ make_strategy(std::shared_ptr<detail::system_host> owned,
   auto devices = parse_devices(options.devices);
   if (!devices)
     return fail(std::move(devices.error()));
-  coordinator_config cc;
-  cc.devices = *devices;
   auto lifetime = detail::system_lifetime::of(sys);
-  cc.hidden = lifetime != nullptr;
-  cc.default_timeout = to_timespan(options.timeout);
-  cc.faults = std::move(faults);
-  cc.step_exception = options.step_exception;
-  cc.memory_budget_bytes = options.memory_budget_bytes.value_or(0) > 0
-                             ? *options.memory_budget_bytes
-                             : settings->memory_budget_bytes;
-  cc.max_queued_operations
-    = options.max_queued_operations.value_or(settings->max_queued_operations);
-  cc.max_queued_bytes
-    = options.max_queued_bytes.value_or(settings->max_queued_bytes);
-  cc.small_step_bytes = options.small_step_bytes;
-  cc.collect_metrics = options.collect_metrics;
-  cc.stall_threshold = to_timespan(options.stall_warning);
+  auto cc = coordinator_config_of(options, *settings, *devices,
+                                  std::move(faults), lifetime != nullptr);
   // The port first: a port in use fails before anything is spawned.
   std::unique_ptr<detail::metrics_server> metrics_server;
   if (options.metrics_port) {
@@ -209,65 +286,23 @@ make_strategy(std::shared_ptr<detail::system_host> owned,
       return fail(std::move(server.error()));
     metrics_server = std::move(*server);
   }
-  detail::strategy_core::process_place place;
-  if (options.cluster && options.cluster->world_size > 1) {
-    // Blocks until every process has joined (or the join timeout).
-    // Whether NCCL can span the processes (the joiner combines every
-    // process's answer).
-    auto m = join_process_group(*options.cluster,
-                                static_cast<int>(devices->size()),
-                                one_gpu_per_replica(*devices));
-    if (!m)
-      return fail(std::move(m.error()));
-    // The shutdown leaves the group in order; process 0 of services mode
-    // waits for the others first (their last operations need it).
-    place = {m->group->rank(), m->group->size(), m->first_replica,
-             m->total_replicas, m->mode, m->group,
-             m->mode == cluster_mode::services && m->group->rank() == 0,
-             options.cluster->operation_timeout};
-    cc.processes = std::move(*m);
-  } else if (options.cluster) {
-    if (auto err = validate(*options.cluster))
-      return fail(std::move(err));
-  }
+  auto place = join_cluster(options, cc);
+  if (!place)
+    return fail(std::move(place.error()));
   auto coordinator = spawn_coordinator(sys, cc);
   if (!coordinator)
     return fail(std::move(coordinator.error()));
-  std::string description = "mirrored strategy over";
-  for (auto& d : options.devices)
-    description += " " + d;
-  if (place.processes > 1)
-    description += std::string{"; "} + to_string(place.mode)
-                   + " mode, process " + std::to_string(place.rank) + " of "
-                   + std::to_string(place.processes) + ", replicas "
-                   + std::to_string(place.first_replica) + ".."
-                   + std::to_string(place.first_replica + devices->size() - 1)
-                   + " of " + std::to_string(place.total_replicas);
-  // The replicas, for actors bound to them, and the collective the
-  // coordinator was given (blocking round trips at creation; never on the
-  // hot path).
-  std::vector<replica_actor> replicas;
-  std::string collective = "unknown";
-  {
-    caf::scoped_actor self{sys};
-    self->request(*coordinator, std::chrono::seconds(10), replicas_atom::value)
-      .receive([&](std::vector<replica_actor>& xs) { replicas = std::move(xs); },
-               [&](caf::error&) {});
-    self->request(*coordinator, std::chrono::seconds(10), describe_atom::value)
-      .receive(
-        [&](strategy_description& d) { collective = std::move(d.collective); },
-        [&](caf::error&) {});
-  }
+  auto description = describe_strategy(options, *place, devices->size());
+  auto [replicas, collective] = ask_coordinator(sys, *coordinator);
   description += "; bulk data: " + collective;
   log()->info("{}", description);
   if (owned)
     detail::forget_thread_logger(sys);
   auto core = std::make_shared<detail::strategy_core>(
-    std::move(owned), sys, std::move(*coordinator),
-    std::move(replicas), options.devices, description,
-    memory_budget{cc.memory_budget_bytes}, cc.max_queued_operations,
-    cc.max_queued_bytes);
-  core->place = place;
+    std::move(owned), sys, std::move(*coordinator), std::move(replicas),
+    options.devices, description, memory_budget{cc.memory_budget_bytes},
+    cc.max_queued_operations, cc.max_queued_bytes);
+  core->place = *place;
   if (metrics_server)
     core->serve_metrics(std::move(metrics_server));
   if (lifetime)
