@@ -13,8 +13,7 @@
 
 namespace varsync {
 
-struct write_batcher::run final
-  : expirable, std::enable_shared_from_this<run> {
+struct write_batcher::run final : expirable {
   using clock = operation_deadlines::clock;
 
   /// A caller waiting for its write.
@@ -69,13 +68,14 @@ write_batcher::~write_batcher() = default;
 void write_batcher::queue(component_write w, caf::timespan timeout,
                           reply_fn<ok_atom> done) {
   if (!filling_) {
-    // The last confirmed run is reused once nothing refers to it (its reply
-    // handlers are gone): no allocations per write for the run itself.
-    if (spare_ && spare_.use_count() == 1) {
-      filling_ = std::move(spare_);
+    // A confirmed run is reused: no allocations per write for the run.
+    if (!idle_.empty()) {
+      filling_ = idle_.back();
+      idle_.pop_back();
       filling_->reset();
     } else {
-      filling_ = std::make_shared<run>();
+      runs_.push_back(std::make_unique<run>());
+      filling_ = runs_.back().get();
       filling_->owner = this;
     }
   }
@@ -128,8 +128,7 @@ void write_batcher::watch(run& r) {
 void write_batcher::flush() {
   if (!filling_)
     return;
-  auto r = std::move(filling_);
-  filling_.reset();
+  run* r = std::exchange(filling_, nullptr);
   r->sent = true;
   ++groups_sent_;
   writes_sent_ += r->writes.size();
@@ -164,7 +163,7 @@ void write_batcher::flush() {
         });
 }
 
-void write_batcher::send_alone(const std::shared_ptr<run>& r, size_t count) {
+void write_batcher::send_alone(run* r, size_t count) {
   // Alone: the write's own message, whose reply is a bare ok (the lone
   // caller's latency).
   auto w = std::move(r->writes.front());
@@ -223,8 +222,8 @@ void write_batcher::confirm(run& r) {
       if (!r.waiters[k].answered)
         answer(r, k, std::move(r.waiters[k].error));
   }
-  if (r.unanswered == 0)
-    spare_ = r.shared_from_this();
+  if (r.unanswered == 0) // every reply is in: nothing refers to it
+    idle_.push_back(&r);
   if (counted)
     confirmed();
 }

@@ -82,7 +82,7 @@ private:
 
   void flush();
   /// Sends a run of one write as the write's own message.
-  void send_alone(const std::shared_ptr<run>& r, size_t count);
+  void send_alone(run* r, size_t count);
   void watch(run& r);
   void answer(run& r, size_t k, caf::error err);
   void confirm(run& r);
@@ -96,9 +96,12 @@ private:
   /// A write that finds nothing in flight but messages waiting in the
   /// mailbox leaves after them (a message to self), with their writes.
   bool flush_scheduled_ = false;
-  std::shared_ptr<run> filling_;
-  /// The last confirmed run, reused by the next write (queue()).
-  std::shared_ptr<run> spare_;
+  /// Every run, owned here: the reply handlers hold plain pointers (no
+  /// reference count touched per replica on the write path).
+  std::vector<std::unique_ptr<run>> runs_;
+  /// Runs whose replies are all in, reused by the next writes (queue()).
+  std::vector<run*> idle_;
+  run* filling_ = nullptr;
   /// Sent runs with writes not yet answered.
   size_t runs_unconfirmed_ = 0;
   uint64_t writes_sent_ = 0;
