@@ -3,30 +3,46 @@
 # unit's include root) and the check (cmake/check_layers.cmake, CTest
 # `layering`) read. Plain set() commands: it is included in script mode too.
 #
-# A unit is a set of folders compiled as one CMake target. Every folder of
-# the product belongs to exactly one unit (a folder in no unit fails the
-# check and is reachable from no include root). A unit may include its own
-# headers and those of the units in VARSYNC_UNIT_USES_<unit>, nothing else:
+# A unit is a folder (a few: a set of folders) compiled as one CMake
+# target. Every folder of the product belongs to exactly one unit (a folder
+# in no unit fails the check and is reachable from no include root). A unit
+# may include its own headers and those of the units in
+# VARSYNC_UNIT_USES_<unit>, nothing else (the list is closed: a header a
+# used unit's header includes is in the list too):
 #
-#   host library varsync::varsync:  core <- devices, messages <- sync <- actors <- api
-#                                   <- input (distributed input: samplers)
+#   host library varsync::varsync, by layer; within a layer the folders'
+#   units form a chain:
+#     core <- devices, messages
+#          <- sync: sync_policy (the policy per mode, the step rule, the
+#             advisor) <- sync (the rules of values: distributed reductions,
+#             sparse rows, the checkpoint format); sync_transport (the
+#             process group, its data and control planes); both <-
+#             sync_collectives (the collective seam and its algorithms)
+#          <- actors: actors (helpers) <- actors_replica <- actors_coordinator
+#          <- api <- input (distributed input: samplers)
 #   CUDA backend varsync::cuda:     cuda_devices (devices layer) <- cuda_sync (sync layer)
 #                                   <- cuda_actors (actors layer)
-#   varsync::distributed:           shm, gloo_sync (sync layer: the data plane)
-#                                   <- cluster (actors layer: the control plane,
-#                                   the joiner)
+#   varsync::distributed:           shm, gloo_sync (the data plane: over the
+#                                   transport interface only) <- cluster (the
+#                                   control plane, the joiner)
 #
 # A backend unit sits on the host layers at and below its own layer, never
 # above it, and never sees another backend; the host library sees no backend.
 
-set(VARSYNC_UNITS core devices messages sync actors api input
+set(VARSYNC_UNITS core devices messages sync_policy sync sync_transport
+    sync_collectives actors actors_replica actors_coordinator api input
     cuda_devices cuda_sync cuda_actors shm gloo_sync cluster)
 
 set(VARSYNC_UNIT_FOLDERS_core core)
 set(VARSYNC_UNIT_FOLDERS_devices devices)
 set(VARSYNC_UNIT_FOLDERS_messages messages)
-set(VARSYNC_UNIT_FOLDERS_sync sync sync/collectives sync/policy sync/transport)
-set(VARSYNC_UNIT_FOLDERS_actors actors actors/coordinator actors/replica)
+set(VARSYNC_UNIT_FOLDERS_sync_policy sync/policy)
+set(VARSYNC_UNIT_FOLDERS_sync sync)
+set(VARSYNC_UNIT_FOLDERS_sync_transport sync/transport)
+set(VARSYNC_UNIT_FOLDERS_sync_collectives sync/collectives)
+set(VARSYNC_UNIT_FOLDERS_actors actors)
+set(VARSYNC_UNIT_FOLDERS_actors_replica actors/replica)
+set(VARSYNC_UNIT_FOLDERS_actors_coordinator actors/coordinator)
 set(VARSYNC_UNIT_FOLDERS_api api)
 set(VARSYNC_UNIT_FOLDERS_input input)
 set(VARSYNC_UNIT_FOLDERS_cuda_devices devices/cuda)
@@ -39,18 +55,30 @@ set(VARSYNC_UNIT_FOLDERS_cluster actors/cluster)
 set(VARSYNC_UNIT_USES_core "")
 set(VARSYNC_UNIT_USES_devices core)
 set(VARSYNC_UNIT_USES_messages core)
-set(VARSYNC_UNIT_USES_sync core devices messages)
-set(VARSYNC_UNIT_USES_actors core devices messages sync)
-set(VARSYNC_UNIT_USES_api core devices messages sync actors)
-set(VARSYNC_UNIT_USES_input core devices messages sync actors api)
+set(VARSYNC_UNIT_USES_sync_policy core devices messages)
+set(VARSYNC_UNIT_USES_sync core devices messages sync_policy)
+set(VARSYNC_UNIT_USES_sync_transport core devices messages)
+set(VARSYNC_UNIT_USES_sync_collectives core devices messages sync_policy sync
+    sync_transport)
+set(VARSYNC_SYNC_UNITS sync_policy sync sync_transport sync_collectives)
+set(VARSYNC_UNIT_USES_actors core devices messages ${VARSYNC_SYNC_UNITS})
+set(VARSYNC_UNIT_USES_actors_replica core devices messages
+    ${VARSYNC_SYNC_UNITS} actors)
+set(VARSYNC_UNIT_USES_actors_coordinator core devices messages
+    ${VARSYNC_SYNC_UNITS} actors actors_replica)
+set(VARSYNC_UNIT_USES_api core devices messages ${VARSYNC_SYNC_UNITS}
+    actors actors_replica actors_coordinator)
+set(VARSYNC_UNIT_USES_input core devices messages ${VARSYNC_SYNC_UNITS}
+    actors actors_replica actors_coordinator api)
 set(VARSYNC_UNIT_USES_cuda_devices core devices)
-set(VARSYNC_UNIT_USES_cuda_sync core devices messages sync cuda_devices)
-set(VARSYNC_UNIT_USES_cuda_actors core devices messages sync actors
-    cuda_devices cuda_sync)
-set(VARSYNC_UNIT_USES_shm core devices messages sync)
-set(VARSYNC_UNIT_USES_gloo_sync core devices messages sync)
-set(VARSYNC_UNIT_USES_cluster core devices messages sync actors
-    shm gloo_sync)
+set(VARSYNC_UNIT_USES_cuda_sync core devices messages ${VARSYNC_SYNC_UNITS}
+    cuda_devices)
+set(VARSYNC_UNIT_USES_cuda_actors core devices messages ${VARSYNC_SYNC_UNITS}
+    actors actors_replica cuda_devices cuda_sync)
+set(VARSYNC_UNIT_USES_shm core devices messages sync_transport)
+set(VARSYNC_UNIT_USES_gloo_sync core devices messages sync_transport)
+set(VARSYNC_UNIT_USES_cluster core devices messages ${VARSYNC_SYNC_UNITS}
+    actors shm gloo_sync)
 
 # The unit that implements each public header (include/varsync/, keyed by
 # its path there without .hpp: "strategy", "ext/optim", "internal/by_value";
@@ -63,8 +91,8 @@ set(VARSYNC_PUBLIC_OWNER_actor_protocol messages)
 set(VARSYNC_PUBLIC_OWNER_step messages)
 set(VARSYNC_PUBLIC_OWNER_internal/step_report messages)
 set(VARSYNC_PUBLIC_OWNER_config messages)
-set(VARSYNC_PUBLIC_OWNER_replica_context actors)
-set(VARSYNC_PUBLIC_OWNER_ext/sync_advice sync)
+set(VARSYNC_PUBLIC_OWNER_replica_context actors_replica)
+set(VARSYNC_PUBLIC_OWNER_ext/sync_advice sync_policy)
 foreach(h strategy actor_api checkpoint varsync function_step
           ext/checkpoint_actor ext/testing ext/optim ext/service_main)
   set(VARSYNC_PUBLIC_OWNER_${h} api)

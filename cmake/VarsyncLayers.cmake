@@ -1,7 +1,9 @@
 # One target per unit of cmake/VarsyncLayerTable.cmake, so that the compiler,
 # not the README, enforces the direction of the dependencies:
 #
-#   core <- devices, messages <- sync <- actors <- api <- input (varsync::varsync)
+#   core <- devices, messages <- sync/policy, sync, sync/transport
+#   <- sync/collectives <- actors <- actors/replica <- actors/coordinator
+#   <- api <- input (varsync::varsync)
 #   and the backends beside their layers: devices/cuda, sync/nccl, actors/cuda
 #   (varsync::cuda); sync/shm, sync/gloo, actors/cluster (varsync::distributed)
 #
@@ -21,7 +23,9 @@
 include(GNUInstallDirs)
 
 include("${CMAKE_CURRENT_LIST_DIR}/VarsyncLayerTable.cmake")
-set(VARSYNC_LAYERS core devices messages sync actors api input)
+# The host library's units, in the order of the table.
+set(VARSYNC_LAYERS core devices messages ${VARSYNC_SYNC_UNITS} actors
+    actors_replica actors_coordinator api input)
 
 set(VARSYNC_GENERATED_INCLUDE "${PROJECT_BINARY_DIR}/generated/include")
 configure_file("${PROJECT_SOURCE_DIR}/cmake/version.hpp.in"
@@ -99,7 +103,6 @@ include(VarsyncPrecompiledHeaders)
 
 set(VARSYNC_LAYER_OBJECTS "")
 foreach(layer ${VARSYNC_LAYERS})
-  # The files of the layer's folders (sync/ and sync/collectives/ for sync).
   varsync_unit_sources(${layer} sources)
   set(target varsync_${layer})
   add_library(${target} OBJECT ${sources})
@@ -111,7 +114,13 @@ foreach(layer ${VARSYNC_LAYERS})
     POSITION_INDEPENDENT_CODE "${BUILD_SHARED_LIBS}")
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic>)
-  varsync_precompile(${target})
+  # One precompiled header for all the host units (same flags): the first
+  # builds it, the others reuse it.
+  if(VARSYNC_LAYER_OBJECTS)
+    varsync_precompile_reuse(${target} varsync_core)
+  else()
+    varsync_precompile(${target})
+  endif()
   list(APPEND VARSYNC_LAYER_OBJECTS $<TARGET_OBJECTS:${target}>)
 endforeach()
 # GCC's -O2 "very cheap" vectorizer cost model leaves the fused no-alias loops

@@ -18,3 +18,11 @@ function(varsync_precompile target)
     target_precompile_headers(${target} PRIVATE ${VARSYNC_PCH_HEADERS} ${ARGN})
   endif()
 endfunction()
+
+# varsync_precompile_reuse(target from): the precompiled header of `from`
+# (a target compiled with the same flags), not one of its own.
+function(varsync_precompile_reuse target from)
+  if(VARSYNC_PRECOMPILED_HEADERS)
+    set_target_properties(${target} PROPERTIES PRECOMPILE_HEADERS_REUSE_FROM ${from})
+  endif()
+endfunction()

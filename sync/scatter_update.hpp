@@ -14,9 +14,7 @@
 #include <caf/expected.hpp>
 
 #include "devices/row_update.hpp"
-#include "sync/collectives/collective_plan.hpp"
 #include "sync/policy/sync_policy.hpp"
-#include "varsync/variable.hpp"
 #include "varsync/tensor.hpp"
 #include "varsync/variable.hpp"
 
@@ -30,11 +28,6 @@ struct scatter_rows {
   std::vector<int64_t> rows;
   tensor values;
 };
-
-/// Scatter item `item`'s rows `rows` (its input 0) into one replica's
-/// `component`, as devices/row_update applies them.
-row_update item_row_update(const collective_item& item, void* component,
-                           const void* rows);
 
 /// Elements per row of `info` (the product of its shape after the first
 /// axis).
@@ -87,11 +80,5 @@ combine_scatter_contributions(const variable_info& info, scatter_op op,
                               const contribution_rule& rule,
                               const std::vector<scatter_rows>& parts,
                               const std::string& name);
-
-/// Makes `item` (from collective_plan::add_item) the scatter of `rows` into
-/// every component of `info`: `rows.values` is every replica's input.
-void fill_scatter_item(collective_item& item, const variable_info& info,
-                       scatter_op op, scatter_rows rows, bool mirrored,
-                       int num_replicas);
 
 } // namespace varsync

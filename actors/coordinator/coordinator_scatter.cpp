@@ -8,6 +8,7 @@
 
 #include "actors/coordinator/coordinator_gather.hpp"
 #include "sync/collectives/across_processes.hpp"
+#include "sync/collectives/scatter_items.hpp"
 #include "sync/scatter_update.hpp"
 #include "varsync/error.hpp"
 

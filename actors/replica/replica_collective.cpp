@@ -10,6 +10,7 @@
 #include "devices/host_kernels.hpp"
 #include "devices/row_update.hpp"
 #include "sync/collectives/collective_checks.hpp"
+#include "sync/collectives/scatter_items.hpp"
 #include "sync/scatter_update.hpp"
 #include "varsync/error.hpp"
 

@@ -13,6 +13,7 @@
 #include "devices/host_kernels.hpp"
 #include "sync/collectives/collective_checks.hpp"
 #include "sync/nccl/nccl_clique.hpp"
+#include "sync/collectives/scatter_items.hpp"
 #include "sync/scatter_update.hpp"
 #include "sync/policy/step_rules.hpp"
 

@@ -17,6 +17,7 @@
 #include "devices/host_kernels.hpp"
 #include "sync/collectives/collective_buffers.hpp"
 #include "sync/collectives/one_pass_shared_memory.hpp"
+#include "sync/collectives/scatter_items.hpp"
 #include "sync/scatter_update.hpp"
 #include "varsync/error.hpp"
 #include "varsync/dtype.hpp"
