@@ -12,6 +12,7 @@
 #include "actors/actor_thread.hpp"
 #include "actors/collective_selection.hpp"
 #include "actors/coordinator/coordinator_state.hpp"
+#include "actors/coordinator/actor_adapter.hpp"
 #include "actors/replica/replica_actor.hpp"
 #include "actors/spawn_hidden.hpp"
 #include "varsync/error.hpp"
@@ -28,16 +29,12 @@ using namespace coordinator_helpers;
 
 strategy_description coordinator_state::describe() const {
   strategy_description out;
-  for (auto& d : devices_)
+  for (auto& d : replicas_.devices())
     out.devices.push_back(to_string(d));
   out.collective = collective_.description;
   out.collectives_run = collectives_.completed();
   out.local_adds_dropped = local_adds_dropped_->load();
-  for (size_t i = 0; i < replica_failures_.size(); ++i)
-    if (replica_failures_[i])
-      out.failures.push_back("replica " + std::to_string(i) + " ("
-                             + to_string(devices_[i]) + "): "
-                             + varsync::describe(replica_failures_[i]));
+  out.failures = replicas_.describe_failures();
   return out;
 }
 
@@ -65,31 +62,14 @@ void stop_replicas_after_driver(const std::vector<replica_actor>& replicas,
 } // namespace
 
 void coordinator_state::shutdown() {
-  stop_replicas_after_driver(replicas_, collective_.driver
+  stop_replicas_after_driver(replicas_.handles(), collective_.driver
                                           ? *collective_.driver
                                           : collective_driver_actor{});
   self_->quit(caf::exit_reason::user_shutdown);
 }
 
 void coordinator_state::bind_replicas() {
-  for (auto& replica : replicas_) {
-    self_->monitor(replica);
-    // First message to each replica: from now on it takes component, step
-    // and collective messages from this coordinator only.
-    self_->send(replica, bind_atom::value);
-  }
-  self_->set_down_handler([this](caf::down_msg& msg) {
-    for (size_t i = 0; i < replicas_.size(); ++i) {
-      if (replicas_[i].address() != msg.source)
-        continue;
-      replica_failures_[i] = msg.reason
-                               ? msg.reason
-                               : make_error(errc::replica_failed,
-                                            "the replica exited");
-      log()->error("replica {} ({}) is down: {}", i, to_string(devices_[i]),
-                   self_->system().render(replica_failures_[i]));
-    }
-  });
+  replicas_.bind();
 }
 
 caf::result<strategy_metrics> coordinator_state::metrics_now() {
@@ -109,44 +89,44 @@ coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
   // delivers its response: accept() adapts a request to an operation.
   return {
     [this](create_atom, variable_spec& spec) -> caf::result<variable_info> {
-      return accept(ops::create{std::move(spec)});
+      return accept(*this, ops::create{std::move(spec)});
     },
     [this](lookup_atom, std::string& name) -> caf::result<variable_info> {
-      return accept(ops::lookup{std::move(name)});
+      return accept(*this, ops::lookup{std::move(name)});
     },
     [this](list_atom) -> caf::result<std::vector<variable_info>> {
-      return accept(ops::list{});
+      return accept(*this, ops::list{});
     },
     [this](destroy_atom, uint64_t id) -> caf::result<ok_atom> {
-      return accept(ops::destroy{id});
+      return accept(*this, ops::destroy{id});
     },
     [this](read_atom, uint64_t id) -> caf::result<tensor> {
-      return accept(ops::read{id});
+      return accept(*this, ops::read{id});
     },
     [this](update_atom, uint64_t id, update_op op,
            tensor& value) -> caf::result<ok_atom> {
-      return accept(ops::update{id, op, std::move(value)});
+      return accept(*this, ops::update{id, op, std::move(value)});
     },
     [this](scatter_atom, uint64_t id, scatter_op op,
            indexed_slices& slices) -> caf::result<ok_atom> {
-      return accept(ops::scatter{id, op, std::move(slices)});
+      return accept(*this, ops::scatter{id, op, std::move(slices)});
     },
     [this](values_atom, uint64_t id) -> caf::result<std::vector<tensor>> {
-      return accept(ops::local_values{id});
+      return accept(*this, ops::local_values{id});
     },
     [this](run_atom, const replica_step_ptr& step) -> caf::result<ok_atom> {
-      return accept(ops::run{step});
+      return accept(*this, ops::run{step});
     },
     [this](allreduce_atom, reduce_op op,
            std::vector<std::vector<tensor>>& values)
       -> caf::result<std::vector<tensor>> {
-      return accept(ops::all_reduce{op, std::move(values)});
+      return accept(*this, ops::all_reduce{op, std::move(values)});
     },
     [this](wait_for_atom, std::string& name) -> caf::result<variable_info> {
-      return accept(ops::wait_for{std::move(name)});
+      return accept(*this, ops::wait_for{std::move(name)});
     },
     [this](barrier_atom) -> caf::result<ok_atom> {
-      return accept(ops::barrier{});
+      return accept(*this, ops::barrier{});
     },
     [this](describe_atom) -> caf::result<strategy_description> {
       return describe();
@@ -160,7 +140,7 @@ coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
       start_call(call, false);
     },
     [this](replicas_atom) -> caf::result<std::vector<replica_actor>> {
-      return replicas_;
+      return replicas_.handles();
     },
     [this](client_atom, const client_call_ptr& call) {
       // Waiting for a variable holds no slot (see accept).

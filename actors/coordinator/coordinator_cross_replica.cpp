@@ -62,7 +62,7 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
     case read_source::primary:
       if (processes && !(*e)->policy()->mirrored())
         break; // replica 0 lives in process 0: a broadcast
-      gather<tensor>(
+      replicas_.gather<tensor>(
         1, timeout,
         [this, id](size_t) {
           return self_->request(replicas_[0], caf::infinite,
@@ -80,7 +80,7 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
   if (!processes && small_enough_to_gather(info)) {
     // Small values: one round of copies and a reduction bounded by the
     // threshold beats the three phases of a collective.
-    gather<tensor>(
+    replicas_.gather<tensor>(
       replicas_.size(), timeout,
       [this, id](size_t i) {
         return self_->request(replicas_[i], caf::infinite,
@@ -231,7 +231,7 @@ void coordinator_state::dispatch_update(caf::timespan timeout, uint64_t id,
       if (checked_collective)
         return update_checked(timeout, info, op, std::move(value),
                               std::move(done));
-      return gather_ok(
+      return replicas_.gather_ok(
         replicas_.size(), timeout,
         [this, id, op, value](size_t i) {
           return self_->request(replicas_[i], caf::infinite,
@@ -253,7 +253,7 @@ void coordinator_state::dispatch_update(caf::timespan timeout, uint64_t id,
           return agreed(ok_atom::value);
         done = std::move(agreed);
       }
-      return gather_ok(
+      return replicas_.gather_ok(
          1, timeout,
         [this, id, op, value](size_t) {
           return self_->request(replicas_[0], caf::infinite,
@@ -261,7 +261,7 @@ void coordinator_state::dispatch_update(caf::timespan timeout, uint64_t id,
         },
         std::move(done), on_deadline::committed);
     case update_target::split:
-      return gather_ok(
+      return replicas_.gather_ok(
         replicas_.size(), timeout,
         [this, id, value](size_t i) {
           return self_->request(replicas_[i], caf::infinite,
@@ -321,7 +321,7 @@ void coordinator_state::local_values(caf::timespan timeout, uint64_t id,
                        replicas_.size()),
         "local_values of variable " + quote_name(info.name)))
     return done(std::move(err));
-  gather<tensor>(
+  replicas_.gather<tensor>(
     replicas_.size(), timeout,
     [this, id](size_t i) {
       return self_->request(replicas_[i], caf::infinite, component_read_atom::value,
@@ -395,10 +395,10 @@ void coordinator_state::survivor_values(
       done);
   std::vector<size_t> live;
   for (size_t i = 0; i < replicas_.size(); ++i)
-    if (!replica_failures_[i])
+    if (!replicas_.failed(i))
       live.push_back(i);
   auto n = replicas_.size();
-  gather<tensor>(
+  replicas_.gather<tensor>(
     live.size(), timeout,
     [this, id, live](size_t k) {
       return self_->request(replicas_[live[k]], caf::infinite,

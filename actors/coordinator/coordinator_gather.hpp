@@ -39,16 +39,11 @@ inline uint64_t next_variable_id() {
   return next.fetch_add(1, std::memory_order_relaxed);
 }
 
-inline bool is_timeout(const caf::error& err) {
-  return err.category() == caf::atom("system")
-         && err.code() == static_cast<uint8_t>(caf::sec::request_timeout);
-}
-
 } // namespace coordinator_helpers
 
 template <class T>
-struct coordinator_state::gather_state final : expirable {
-  coordinator_state* owner = nullptr;
+struct replica_set::gather_state final : expirable {
+  replica_set::link* owner = nullptr;
   on_deadline late = on_deadline::abandoned;
   std::vector<T> values;
   size_t pending = 0;
@@ -98,24 +93,24 @@ struct coordinator_state::gather_state final : expirable {
 };
 
 template <class T, class Send>
-void coordinator_state::gather(size_t count, caf::timespan timeout, Send send,
+void replica_set::gather(size_t count, caf::timespan timeout, Send send,
                                reply_fn<std::vector<T>> done,
                                on_deadline late, fan_out how,
                                std::shared_ptr<reply_times> times) {
   // Queued writes reach the replicas before this request (W8).
-  writes_.flush_queued();
+  owner_.flush_writes();
   if (count == 0) {
     done(std::vector<T>{});
     return;
   }
   auto st = std::make_shared<gather_state<T>>();
-  st->owner = this;
+  st->owner = &owner_;
   st->late = late;
   st->values.resize(count);
   st->pending = count;
   st->done = std::move(done);
   if (timeout != caf::timespan::max()) { // max: no deadline
-    st->deadline = watch(timeout, st.get());
+    st->deadline = owner_.watch(timeout, st.get());
     st->watched = true;
   }
   std::optional<spread_sends<std::remove_pointer_t<self_pointer>>> spread;
@@ -138,7 +133,7 @@ void coordinator_state::gather(size_t count, caf::timespan timeout, Send send,
 }
 
 template <class Send>
-void coordinator_state::gather_ok(size_t count, caf::timespan timeout,
+void replica_set::gather_ok(size_t count, caf::timespan timeout,
                                   Send send, reply_fn<ok_atom> done,
                                   on_deadline late, fan_out how) {
   gather<ok_atom>(count, timeout, std::move(send),

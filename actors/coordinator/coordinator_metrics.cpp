@@ -88,7 +88,7 @@ caf::timespan coordinator_record::step_round(
 void coordinator_state::note_step_round(const reply_times& times,
                                         caf::timespan& waited, uint64_t seq) {
   waited += record_.step_round(
-    times, devices_, processes ? processes->first_replica : 0, seq);
+    times, replicas_.devices(), processes ? processes->first_replica : 0, seq);
 }
 
 void coordinator_state::count_step_updates(
@@ -196,8 +196,8 @@ void coordinator_state::add_replica_metrics(
   for (size_t i = 0; i < replicas_.size(); ++i) {
     replica_metrics r;
     r.replica = first + static_cast<int>(i);
-    r.device = to_string(devices_[i]);
-    r.failed = static_cast<bool>(replica_failures_[i]);
+    r.device = to_string(replicas_.devices()[i]);
+    r.failed = replicas_.failed(i);
     if (i < record_.replicas().size()) {
       auto& t = record_.replicas()[i];
       r.step_rounds = t.rounds;
@@ -244,12 +244,12 @@ void coordinator_state::metrics(caf::timespan timeout,
   const auto wait = std::min<caf::timespan>(
     timeout, std::chrono::duration_cast<caf::timespan>(usage_wait));
   for (size_t i = 0; i < replicas_.size(); ++i)
-    if (!replica_failures_[i])
+    if (!replicas_.failed(i))
       ++st->left;
   if (st->left == 0)
     return finish();
   for (size_t i = 0; i < replicas_.size(); ++i) {
-    if (replica_failures_[i])
+    if (replicas_.failed(i))
       continue;
     self_->request(replicas_[i], wait, usage_atom::value)
       .then(

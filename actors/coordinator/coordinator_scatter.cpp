@@ -196,7 +196,7 @@ void coordinator_state::dispatch_scatter(caf::timespan timeout, uint64_t id,
   const bool split = target == update_target::split;
   const size_t n
     = target == update_target::first_component ? 1 : replicas_.size();
-  gather_ok(
+  replicas_.gather_ok(
     n, timeout,
     [this, u = std::move(u), split](size_t i) {
       return self_->request(replicas_[i], caf::infinite,

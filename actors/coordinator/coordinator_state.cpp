@@ -34,11 +34,9 @@ coordinator_state::coordinator_state(self_pointer self,
                                      std::shared_ptr<std::atomic<uint64_t>>
                                        local_adds_dropped)
   : self_(self),
-    devices_(std::move(devices)),
-    replicas_(std::move(replicas)),
+    replicas_(self, std::move(devices), std::move(replicas), *this),
     collective_(std::move(collective)),
     budget_(std::move(budget)),
-    replica_failures_(replicas_.size()),
     default_timeout_(default_timeout),
     admission_(max_queued_operations, max_queued_bytes),
     local_adds_dropped_(std::move(local_adds_dropped)) {
@@ -80,37 +78,17 @@ shared_variable_info coordinator_state::shared_info(uint64_t id) const {
 }
 
 caf::error coordinator_state::check_replicas() const {
-  const size_t first = processes ? static_cast<size_t>(processes->first_replica)
-                                 : 0;
-  for (size_t i = 0; i < replica_failures_.size(); ++i)
-    if (replica_failures_[i])
-      return make_error(errc::replica_failed,
-                        "replica " + std::to_string(first + i) + " ("
-                          + to_string(devices_[i])
-                          + ") has failed: " + varsync::describe(replica_failures_[i]));
-  return {};
+  return replicas_.check(
+    processes ? static_cast<size_t>(processes->first_replica) : 0);
 }
 
 std::string coordinator_state::quoted_name_of(uint64_t id) const {
   return variables_.quoted_name_of(id);
 }
 
-caf::error coordinator_state::translate(const caf::error& err,
-                                        size_t replica) const {
-  if (err.category() == error_category)
-    return err;
-  auto who = "replica " + std::to_string(replica) + " ("
-             + to_string(devices_[replica]) + ")";
-  if (is_timeout(err))
-    return make_error(errc::timeout,
-                      who + " did not answer within the call's deadline");
-  return make_error(errc::replica_failed,
-                    who + " failed: " + self_->system().render(err));
-}
-
 uint64_t coordinator_state::host_copies_bytes(uint64_t nbytes) const {
   uint64_t out = 0;
-  for (auto& d : devices_)
+  for (auto& d : replicas_.devices())
     if (d.kind == device_kind::host)
       out = saturating_add(out, host_component_footprint(nbytes));
   return out;

@@ -34,6 +34,7 @@
 #include "actors/coordinator/operation_deadlines.hpp"
 #include "actors/coordinator/ordering.hpp"
 #include "actors/coordinator/read_barrier.hpp"
+#include "actors/coordinator/replica_set.hpp"
 #include "actors/coordinator/variable_registry.hpp"
 #include "actors/coordinator/write_batcher.hpp"
 #include "core/small_object_pool.hpp"
@@ -54,22 +55,8 @@
 
 namespace varsync {
 
-/// What the actor API answers for an operation's result: a copy where the
-/// coordinator shares its description with the handles of this process.
-template <class T>
-struct actor_result {
-  using type = T;
-  static T unwrap(T x) { return x; }
-};
-template <>
-struct actor_result<shared_variable_info> {
-  using type = variable_info;
-  static variable_info unwrap(const shared_variable_info& x) { return *x; }
-};
-template <class T>
-using actor_result_t = typename actor_result<T>::type;
-
 class coordinator_state final : private write_batcher::link,
+                                private replica_set::link,
                                 private collective_runner::link,
                                 private step_driver::link {
 public:
@@ -167,6 +154,16 @@ public:
       done(std::move(r));
     };
   }
+  /// Wraps `done` of an operation that holds no slot: its outcome is
+  /// counted (M1).
+  template <class T>
+  reply_fn<T> recording(reply_fn<T> done) {
+    return [this, done = std::move(done)](caf::expected<T> r) {
+      record_.outcome(r);
+      done(std::move(r));
+    };
+  }
+  self_pointer self() const { return self_; }
 
   static constexpr size_t max_in_flight = 64;
   /// The ordering's (training mode: 1, P4).
@@ -183,47 +180,6 @@ public:
   /// unless its blocking caller abandoned it. `admitted`: it holds an
   /// admission slot, released when it completes.
   void start_call(const client_call_ptr& call, bool admitted);
-  /// The actor API's adapter: admits `op` (or refuses it, V3) and answers
-  /// the request with its outcome.
-  template <class Op>
-  caf::result<actor_result_t<result_of<Op>>> accept(Op op) {
-    if constexpr (std::is_same_v<Op, ops::wait_for>) {
-      // Waits outside admission: its slot would hold up the operations
-      // it waits for (across processes in training mode, one at a time).
-      auto rp = self_->make_response_promise<actor_result_t<result_of<Op>>>();
-      execute(default_timeout_, std::move(op),
-              make_completion(delivering<result_of<Op>>(std::move(rp), false)));
-      return rp;
-    }
-    operation value{std::move(op)};
-    const auto bytes = tensor_bytes(value);
-    if (auto err = refuse_if_full(bytes))
-      return err;
-    auto rp = self_->make_response_promise<actor_result_t<result_of<Op>>>();
-    admit(
-      [this, value = std::move(value), rp]() mutable {
-        execute(default_timeout_, std::move(value),
-                make_completion(delivering<result_of<Op>>(std::move(rp))));
-      },
-      bytes);
-    return rp;
-  }
-  /// Answers `rp` with an admitted operation's outcome (its slot released
-  /// first).
-  template <class T>
-  reply_fn<T> delivering(caf::typed_response_promise<actor_result_t<T>> rp,
-                         bool admitted = true) {
-    return [this, rp, admitted](caf::expected<T> r) mutable {
-      if (admitted)
-        release_slot();
-      record_.outcome(r);
-      if (r)
-        rp.deliver(actor_result<T>::unwrap(std::move(*r)));
-      else
-        rp.deliver(std::move(r.error()));
-    };
-  }
-
   /// C10: answers when a variable named `name` exists in this process.
   void wait_for(caf::timespan timeout, std::string name,
                 reply_fn<shared_variable_info> done);
@@ -289,7 +245,9 @@ public:
   void add_replica_metrics(strategy_metrics& m,
                            std::vector<std::optional<replica_usage>>& got);
   void describe(reply_fn<strategy_description> done) { done(describe()); }
-  const std::vector<replica_actor>& replicas() const { return replicas_; }
+  const std::vector<replica_actor>& replicas() const {
+    return replicas_.handles();
+  }
   /// Stops the replicas and the coordinator.
   void shutdown();
 
@@ -392,45 +350,18 @@ private:
   caf::expected<entry*> find(uint64_t id);
   caf::error check_replicas() const override;
   caf::error translate(const caf::error& err,
-                       size_t replica) const override;
+                       size_t replica) const override {
+    return replicas_.translate(err, replica);
+  }
   /// Host bytes of one copy of `nbytes` on every host replica.
   uint64_t host_copies_bytes(uint64_t nbytes) const;
 
-  /// What a passed deadline means for a gather: `abandoned`, nothing was
-  /// changed (reads) or what was changed is undone (create); `committed`,
-  /// the requests change state and were all sent, so they will be applied
-  /// to every live component: a late confirmation is `committed_late` (V2).
-  enum class on_deadline { abandoned, committed };
+  using on_deadline = replica_set::on_deadline;
+  using fan_out = replica_set::fan_out;
 
-  /// Sends a request to replicas 0..count-1 (`send(i)` makes it) and
-  /// gathers the replies in replica order; the first error wins, and the
-  /// operation fails with `timeout` (or `committed_late`) if it has not
-  /// completed within `timeout`.
-  /// How a gather's requests reach the replicas: `local` queues the woken
-  /// replicas behind the coordinator on its scheduler thread (cheapest for
-  /// small work: no thread hand-off); `spread` hands them to round-robin
-  /// threads, woken if asleep (actors/spread_sends.hpp), so that work that
-  /// takes a while (a step, a collective's slices) runs in parallel.
-  enum class fan_out { local, spread };
-
-  /// A gather's replies so far, and its deadline.
-  template <class T>
-  struct gather_state;
-  /// `times`: records when each reply arrived (step rounds, M4).
-  template <class T, class Send>
-  void gather(size_t count, caf::timespan timeout, Send send,
-              reply_fn<std::vector<T>> done,
-              on_deadline late = on_deadline::abandoned,
-              fan_out how = fan_out::local,
-              std::shared_ptr<reply_times> times = nullptr);
-
-  template <class Send>
-  void gather_ok(size_t count, caf::timespan timeout, Send send,
-                 reply_fn<ok_atom> done,
-                 on_deadline late = on_deadline::abandoned,
-                 fan_out how = fan_out::local);
-
-  operation_deadlines::handle watch(caf::timespan timeout, expirable* op);
+  operation_deadlines::handle watch(caf::timespan timeout,
+                                    expirable* op) override;
+  void flush_writes() override { writes_.flush_queued(); }
   operation_deadlines::handle watch_until(
     operation_deadlines::clock::time_point deadline,
     expirable* op) override;
@@ -498,11 +429,10 @@ private:
                           reply_fn<std::vector<tensor>> done);
 
   self_pointer self_;
-  std::vector<device_id> devices_;
-  std::vector<replica_actor> replicas_;
+  /// The replicas in this process, their failures, and the fan-out.
+  replica_set replicas_;
   selected_collective collective_;
   memory_budget budget_;
-  std::vector<caf::error> replica_failures_;
   caf::timespan default_timeout_;
   /// The variables of the strategy, by id and by name.
   variable_registry variables_;
@@ -518,9 +448,10 @@ private:
   std::shared_ptr<std::atomic<uint64_t>> local_adds_dropped_;
   operation_deadlines deadlines_;
   /// The group commit of cross-replica writes in one process.
-  write_batcher writes_{self_, replicas_, *this};
+  write_batcher writes_{self_, replicas_.handles(), *this};
   /// Host collectives, one at a time.
-  collective_runner collectives_{self_, replicas_, collective_, *this};
+  collective_runner collectives_{self_, replicas_.handles(), collective_,
+                                 *this};
   /// Callers waiting for a variable to exist or for a barrier.
   coordinator_waits waits_{
     [this](caf::timespan t, expirable* w) { return watch(t, w); },

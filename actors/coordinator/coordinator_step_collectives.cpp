@@ -20,7 +20,7 @@ void coordinator_state::resume_in_replicas(
   uint64_t seq, std::vector<tensor> result, caf::timespan timeout,
   std::shared_ptr<reply_times> times,
   reply_fn<std::vector<step_report>> done) {
-  gather<step_report>(
+  replicas_.gather<step_report>(
     replicas_.size(), timeout,
     [this, seq, result = std::move(result)](size_t i) {
       return self_->request(replicas_[i], caf::infinite,

@@ -69,7 +69,7 @@ void coordinator_state::start_in_replicas(
   uint64_t seq, const replica_step_ptr& step, caf::timespan timeout,
   bool spread, std::shared_ptr<reply_times> times,
   reply_fn<std::vector<step_report>> done) {
-  gather<step_report>(
+  replicas_.gather<step_report>(
     replicas_.size(), timeout,
     [this, seq, step](size_t i) {
       return self_->request(replicas_[i], caf::infinite, step_atom::value, seq,
@@ -225,7 +225,7 @@ void coordinator_state::all_reduce(caf::timespan timeout, reduce_op op,
 void coordinator_state::enter_replicas(caf::timespan timeout,
                                        const collective_run_ptr& run,
                                        reply_fn<std::vector<int64_t>> done) {
-  gather<int64_t>(
+  replicas_.gather<int64_t>(
     replicas_.size(), timeout,
     [this, run](size_t i) {
       return self_->request(replicas_[i], caf::infinite,
@@ -236,7 +236,7 @@ void coordinator_state::enter_replicas(caf::timespan timeout,
 
 void coordinator_state::work_in_replicas(const collective_run_ptr& run,
                                          reply_fn<ok_atom> done) {
-  gather_ok(
+  replicas_.gather_ok(
     replicas_.size(), caf::timespan::max(),
     [this, run](size_t i) {
       return self_->request(replicas_[i], caf::infinite,
@@ -251,7 +251,7 @@ void coordinator_state::apply_small_step(caf::timespan timeout,
                                          reply_fn<ok_atom> done) {
   // Dispatch is the commit point, as for a cross-replica update: from here
   // every live replica applies the step (or all refuse it alike).
-  gather_ok(
+  replicas_.gather_ok(
     replicas_.size(), timeout,
     [this, ys = std::move(ys)](size_t i) {
       return self_->request(replicas_[i], caf::infinite,

@@ -97,7 +97,7 @@ void coordinator_state::create_here(caf::timespan timeout, variable_spec spec,
   auto shared = make_shared_variable_info(std::move(*info));
   variables_.add(shared);
   auto initial = std::move(spec.initial_value);
-  gather_ok(
+  replicas_.gather_ok(
     replicas_.size(), timeout,
     [this, shared, initial](size_t i) {
       return self_->request(replicas_[i], caf::infinite, component_create_atom::value,
@@ -168,7 +168,7 @@ void coordinator_state::destroy(caf::timespan timeout, uint64_t id,
   auto waiting = std::move((*e)->waiting_reads);
   variables_.erase(id);
   reads_.release(std::move(waiting));
-  gather_ok(
+  replicas_.gather_ok(
     replicas_.size(), timeout,
     [this, id](size_t i) {
       return self_->request(replicas_[i], caf::infinite,
