@@ -69,7 +69,12 @@ void collective_runner::start_small_step(caf::timespan timeout,
   auto ys = combine_small_step(*plan, name_of);
   if (!ys)
     return finish(std::move(ys.error()));
-  owner_.apply_small_step(timeout, std::move(*ys), std::move(finish));
+  // Dispatch is the commit point, as for a cross-replica update: from here
+  // every live replica applies the step (or all refuse it alike).
+  replicas_.ask_all<ok_atom>(timeout,
+                             {replica_set::on_deadline::committed},
+                             all_ok(std::move(finish)), step_apply_atom::value,
+                             std::move(*ys));
 }
 
 void collective_runner::start_collective(caf::timespan timeout,
@@ -79,8 +84,7 @@ void collective_runner::start_collective(caf::timespan timeout,
   auto finish = finishing(plan, std::move(done));
   reply_fn<ok_atom> leave_and_finish
     = [this, finish](caf::expected<ok_atom> r) {
-        for (auto& replica : replicas_)
-          self_->send(replica, collective_leave_atom::value);
+        replicas_.tell_all(collective_leave_atom::value);
         finish(std::move(r));
       };
   auto run = std::make_shared<collective_run>();
@@ -102,14 +106,15 @@ void collective_runner::start_collective(caf::timespan timeout,
   run->buffers.deadline = deadline_after(timeout);
   if (collective_.driver) // the replicas publish their step-done events
     run->buffers.ready_events.assign(replicas_.size(), nullptr);
-  owner_.enter_replicas(
-    timeout, run,
+  replicas_.ask_all<int64_t>(
+    timeout, {},
     [this, run, leave_and_finish](caf::expected<std::vector<int64_t>> votes) {
       voted(run,
             votes ? owner_.unequal_vote(*votes, *run->plan)
                   : std::move(votes.error()),
             leave_and_finish);
-    });
+    },
+    collective_enter_atom::value, run);
 }
 
 void collective_runner::voted(const collective_run_ptr& run,
@@ -128,7 +133,12 @@ void collective_runner::voted(const collective_run_ptr& run,
   // runs to completion (a dead replica still fails it at once).
   if (collective_.driver)
     return drive(run, leave_and_finish);
-  owner_.work_in_replicas(run, leave_and_finish);
+  // The slices in parallel, with no deadline.
+  replicas_.ask_all<ok_atom>(caf::timespan::max(),
+                             {replica_set::on_deadline::abandoned,
+                              replica_set::fan_out::spread},
+                             all_ok(leave_and_finish),
+                             collective_work_atom::value, run);
 }
 
 void collective_runner::drive(const collective_run_ptr& run,

@@ -20,6 +20,7 @@
 
 #include "actors/collective_selection.hpp"
 #include "actors/coordinator/coordinator_metrics.hpp"
+#include "actors/coordinator/replica_set.hpp"
 #include "messages/collective.hpp"
 #include "messages/completion.hpp"
 #include "messages/coordinator_interface.hpp"
@@ -31,29 +32,11 @@ class collective_runner {
 public:
   using self_pointer = coordinator_internal_actor::pointer;
 
-  /// What the runner needs from the coordinator: its requests to the
-  /// replicas (with their deadlines) and its checks and counts.
+  /// What the runner needs from the coordinator: its checks and counts.
   class link {
   public:
     /// A failed replica's error, if one has failed.
     virtual caf::error check_replicas() const = 0;
-    /// Every replica enters `run` and votes: -1, or the index of an item
-    /// whose contributions differ from the others'.
-    virtual void enter_replicas(caf::timespan timeout,
-                                const collective_run_ptr& run,
-                                reply_fn<std::vector<int64_t>> done)
-      = 0;
-    /// Every replica runs its slice of `run`'s work, in parallel, to the
-    /// end (memory work that cannot be interrupted halfway).
-    virtual void work_in_replicas(const collective_run_ptr& run,
-                                  reply_fn<ok_atom> done)
-      = 0;
-    /// Every replica applies a small step's combined updates (dispatch is
-    /// the commit point).
-    virtual void apply_small_step(caf::timespan timeout,
-                                  std::vector<recorded_update> ys,
-                                  reply_fn<ok_atom> done)
-      = 0;
     /// W4: the error of the first unequal vote, or none.
     virtual caf::error unequal_vote(const std::vector<int64_t>& votes,
                                     const collective_plan& plan)
@@ -71,8 +54,7 @@ public:
     ~link() = default;
   };
 
-  collective_runner(self_pointer self,
-                    const std::vector<replica_actor>& replicas,
+  collective_runner(self_pointer self, replica_set& replicas,
                     const selected_collective& collective, link& owner)
     : self_(self), replicas_(replicas), collective_(collective),
       owner_(owner) {
@@ -110,7 +92,7 @@ private:
   void finish();
 
   self_pointer self_;
-  const std::vector<replica_actor>& replicas_;
+  replica_set& replicas_;
   const selected_collective& collective_;
   link& owner_;
   bool running_ = false;

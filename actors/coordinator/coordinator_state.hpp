@@ -5,20 +5,14 @@
 // touches tensor data itself: work proportional to a tensor's size happens on
 // the replicas.
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
-#include <memory_resource>
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
-#include <unordered_map>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include <caf/expected.hpp>
@@ -37,14 +31,12 @@
 #include "actors/coordinator/replica_set.hpp"
 #include "actors/coordinator/variable_registry.hpp"
 #include "actors/coordinator/write_batcher.hpp"
-#include "core/small_object_pool.hpp"
 #include "devices/memory_budget.hpp"
 #include "sync/scatter_update.hpp"
 #include "varsync/device_id.hpp"
 #include "varsync/error.hpp"
 #include "actors/collective_selection.hpp"
 #include "messages/completion.hpp"
-#include "messages/component_writes.hpp"
 #include "messages/coordinator_interface.hpp"
 #include "messages/sequenced_operation.hpp"
 #include "sync/collectives/collective_plan.hpp"
@@ -381,13 +373,6 @@ private:
                       reply_fn<ok_atom> done, bool small = false) {
     collectives_.run(timeout, std::move(plan), std::move(done), small);
   }
-  // The runner's requests to the replicas (collective_runner::link).
-  void enter_replicas(caf::timespan timeout, const collective_run_ptr& run,
-                      reply_fn<std::vector<int64_t>> done) override;
-  void work_in_replicas(const collective_run_ptr& run,
-                        reply_fn<ok_atom> done) override;
-  void apply_small_step(caf::timespan timeout, std::vector<recorded_update> ys,
-                        reply_fn<ok_atom> done) override;
   /// W4: the error of the first replica that voted an item's contributions
   /// unequal at enter (its vote: the item's index; -1: all equal).
   caf::error unequal_vote(const std::vector<int64_t>& votes,
@@ -399,17 +384,6 @@ private:
                               std::vector<step_report>& reports);
   // -- steps (actors/coordinator/step_driver.hpp) ---------------------------
 
-  // The driver's requests to the replicas (step_driver::link).
-  void start_in_replicas(uint64_t seq, const replica_step_ptr& step,
-                         caf::timespan timeout, bool spread,
-                         std::shared_ptr<reply_times> times,
-                         reply_fn<std::vector<step_report>> done) override;
-  void resume_in_replicas(uint64_t seq, std::vector<tensor> result,
-                          caf::timespan timeout,
-                          std::shared_ptr<reply_times> times,
-                          reply_fn<std::vector<step_report>> done) override;
-  void release_step(uint64_t seq) override;
-  void abandon_step(uint64_t seq) override;
   caf::error check_step_collectives(
     const std::vector<step_report>& reports) const override;
   /// Every replica ended step `seq`: one fused collective applies its
@@ -450,15 +424,14 @@ private:
   /// The group commit of cross-replica writes in one process.
   write_batcher writes_{self_, replicas_.handles(), *this};
   /// Host collectives, one at a time.
-  collective_runner collectives_{self_, replicas_.handles(), collective_,
-                                 *this};
+  collective_runner collectives_{self_, replicas_, collective_, *this};
   /// Callers waiting for a variable to exist or for a barrier.
   coordinator_waits waits_{
     [this](caf::timespan t, expirable* w) { return watch(t, w); },
     [this](operation_deadlines::handle h) { unwatch(h); }};
   std::optional<operation_deadlines::clock::time_point> tick_at_;
   /// Replica steps, round by round.
-  step_driver steps_{*this, replicas_.size(),
+  step_driver steps_{*this, replicas_,
                      collective_.uses_staging_buffers};
   /// Metrics (actors/coordinator/coordinator_metrics.hpp); refusals are counted by
   /// const checks.

@@ -16,20 +16,6 @@ namespace varsync {
 
 using namespace coordinator_helpers;
 
-void coordinator_state::resume_in_replicas(
-  uint64_t seq, std::vector<tensor> result, caf::timespan timeout,
-  std::shared_ptr<reply_times> times,
-  reply_fn<std::vector<step_report>> done) {
-  replicas_.gather<step_report>(
-    replicas_.size(), timeout,
-    [this, seq, result = std::move(result)](size_t i) {
-      return self_->request(replicas_[i], caf::infinite,
-                            step_resume_atom::value, seq, result);
-    },
-    std::move(done), on_deadline::abandoned, fan_out::spread,
-    std::move(times));
-}
-
 caf::error coordinator_state::check_step_collectives(
   const std::vector<step_report>& reports) const {
   return varsync::check_step_collectives(
@@ -138,11 +124,6 @@ void coordinator_state::gather_step_values(
       }
       done(combine_step_values(request, parts));
     });
-}
-
-void coordinator_state::abandon_step(uint64_t seq) {
-  for (auto& replica : replicas_)
-    self_->send(replica, step_abort_atom::value, seq);
 }
 
 } // namespace varsync

@@ -65,25 +65,6 @@ caf::error check_reduce_values(size_t k, const std::vector<tensor>& group,
 
 // -- replica steps ----------------------------------------------------------------
 
-void coordinator_state::start_in_replicas(
-  uint64_t seq, const replica_step_ptr& step, caf::timespan timeout,
-  bool spread, std::shared_ptr<reply_times> times,
-  reply_fn<std::vector<step_report>> done) {
-  replicas_.gather<step_report>(
-    replicas_.size(), timeout,
-    [this, seq, step](size_t i) {
-      return self_->request(replicas_[i], caf::infinite, step_atom::value, seq,
-                            step);
-    },
-    std::move(done), on_deadline::abandoned,
-    spread ? fan_out::spread : fan_out::local, std::move(times));
-}
-
-void coordinator_state::release_step(uint64_t seq) {
-  for (auto& replica : replicas_)
-    self_->send(replica, step_release_atom::value, seq);
-}
-
 void coordinator_state::finish_step(caf::timespan timeout,
                                     std::vector<step_report>& reports,
                                     uint64_t seq, caf::timespan waited,
@@ -220,45 +201,7 @@ void coordinator_state::all_reduce(caf::timespan timeout, reduce_op op,
   });
 }
 
-// -- the collective runner's requests to the replicas ---------------------------
-
-void coordinator_state::enter_replicas(caf::timespan timeout,
-                                       const collective_run_ptr& run,
-                                       reply_fn<std::vector<int64_t>> done) {
-  replicas_.gather<int64_t>(
-    replicas_.size(), timeout,
-    [this, run](size_t i) {
-      return self_->request(replicas_[i], caf::infinite,
-                            collective_enter_atom::value, run);
-    },
-    std::move(done));
-}
-
-void coordinator_state::work_in_replicas(const collective_run_ptr& run,
-                                         reply_fn<ok_atom> done) {
-  replicas_.gather_ok(
-    replicas_.size(), caf::timespan::max(),
-    [this, run](size_t i) {
-      return self_->request(replicas_[i], caf::infinite,
-                            collective_work_atom::value, run);
-    },
-    std::move(done), on_deadline::abandoned,
-    fan_out::spread); // the slices in parallel
-}
-
-void coordinator_state::apply_small_step(caf::timespan timeout,
-                                         std::vector<recorded_update> ys,
-                                         reply_fn<ok_atom> done) {
-  // Dispatch is the commit point, as for a cross-replica update: from here
-  // every live replica applies the step (or all refuse it alike).
-  replicas_.gather_ok(
-    replicas_.size(), timeout,
-    [this, ys = std::move(ys)](size_t i) {
-      return self_->request(replicas_[i], caf::infinite,
-                            step_apply_atom::value, ys);
-    },
-    std::move(done), on_deadline::committed);
-}
+// -- the collective runner's checks ---------------------------------------------
 
 caf::error coordinator_state::unequal_vote(const std::vector<int64_t>& votes,
                                            const collective_plan& plan) {

@@ -15,7 +15,7 @@ caf::timespan step_driver::round::left() const {
 }
 
 std::shared_ptr<reply_times> step_driver::new_times() const {
-  return owner_.timing() ? std::make_shared<reply_times>(replicas_) : nullptr;
+  return owner_.timing() ? std::make_shared<reply_times>(replicas_.size()) : nullptr;
 }
 
 void step_driver::run(caf::timespan timeout, replica_step_ptr step,
@@ -39,7 +39,7 @@ void step_driver::run(caf::timespan timeout, replica_step_ptr step,
     // Device replicas may keep contributions in staging buffers until the
     // step is over, whatever its outcome (host replicas never do).
     done = [this, seq, done = std::move(done)](caf::expected<ok_atom> r) {
-      owner_.release_step(seq);
+      replicas_.tell_all(step_release_atom::value, seq);
       done(std::move(r));
     };
   }
@@ -48,8 +48,10 @@ void step_driver::run(caf::timespan timeout, replica_step_ptr step,
   // User code runs in parallel on the scheduler's threads, unless the last
   // round showed it to be cheaper than waking a thread for it (a few to
   // tens of microseconds): then the replicas run in turn on this one.
-  owner_.start_in_replicas(
-    seq, step, timeout, !(last_round_ < spread_above), times,
+  const auto how = last_round_ < spread_above ? replica_set::fan_out::local
+                                               : replica_set::fan_out::spread;
+  replicas_.ask_all<step_report>(
+    timeout, {replica_set::on_deadline::abandoned, how, times},
     [this, r, times, done = std::move(done)](
       caf::expected<std::vector<step_report>> reports) mutable {
       if (reports)
@@ -58,14 +60,15 @@ void step_driver::run(caf::timespan timeout, replica_step_ptr step,
       if (times && reports)
         owner_.note_step_round(*times, r.waited, r.seq);
       answered(r, std::move(reports), std::move(done));
-    });
+    },
+    step_atom::value, seq, step);
 }
 
 void step_driver::answered(round r,
                            caf::expected<std::vector<step_report>> reports,
                            reply_fn<ok_atom> done) {
   auto fail = [this, &r, &done](caf::error err) {
-    owner_.abandon_step(r.seq);
+    replicas_.tell_all(step_abort_atom::value, r.seq);
     owner_.agree_outcome(r.timeout, "step", std::move(err), std::move(done));
   };
   if (!reports)
@@ -90,7 +93,7 @@ void step_driver::answered(round r,
     [this, r, done = std::move(done)](
       caf::expected<std::vector<tensor>> result) mutable {
       if (!result) { // agreed already: the round ends the step everywhere
-        owner_.abandon_step(r.seq);
+        replicas_.tell_all(step_abort_atom::value, r.seq);
         return done(std::move(result.error()));
       }
       resume(r, std::move(*result), std::move(done));
@@ -100,14 +103,16 @@ void step_driver::answered(round r,
 void step_driver::resume(round r, std::vector<tensor> result,
                          reply_fn<ok_atom> done) {
   auto times = new_times();
-  owner_.resume_in_replicas(
-    r.seq, std::move(result), std::max(r.left(), caf::timespan{1}), times,
+  replicas_.ask_all<step_report>(
+    std::max(r.left(), caf::timespan{1}),
+    {replica_set::on_deadline::abandoned, replica_set::fan_out::spread, times},
     [this, r, times, done = std::move(done)](
       caf::expected<std::vector<step_report>> reports) mutable {
       if (times && reports)
         owner_.note_step_round(*times, r.waited, r.seq);
       answered(r, std::move(reports), std::move(done));
-    });
+    },
+    step_resume_atom::value, r.seq, std::move(result));
 }
 
 } // namespace varsync

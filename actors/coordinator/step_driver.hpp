@@ -18,6 +18,7 @@
 
 #include "actors/coordinator/coordinator_metrics.hpp"
 #include "actors/coordinator/operation_deadlines.hpp"
+#include "actors/coordinator/replica_set.hpp"
 #include "messages/completion.hpp"
 #include "messages/coordinator_interface.hpp"
 #include "varsync/tensor.hpp"
@@ -26,28 +27,10 @@ namespace varsync {
 
 class step_driver {
 public:
-  /// What the driver needs from the coordinator: the requests to the
-  /// replicas, the checks every operation makes, and the stages after the
-  /// replicas answered.
+  /// What the driver needs from the coordinator: the checks every
+  /// operation makes, and the stages after the replicas answered.
   class link {
   public:
-    /// The replicas run step `seq`, each on its own thread (`spread`) or in
-    /// turn on the coordinator's; `times` records their replies.
-    virtual void start_in_replicas(uint64_t seq, const replica_step_ptr& step,
-                                   caf::timespan timeout, bool spread,
-                                   std::shared_ptr<reply_times> times,
-                                   reply_fn<std::vector<step_report>> done)
-      = 0;
-    /// The replicas resume step `seq` with its collective's `result`.
-    virtual void resume_in_replicas(uint64_t seq, std::vector<tensor> result,
-                                    caf::timespan timeout,
-                                    std::shared_ptr<reply_times> times,
-                                    reply_fn<std::vector<step_report>> done)
-      = 0;
-    /// The replicas release the staging buffers of step `seq`.
-    virtual void release_step(uint64_t seq) = 0;
-    /// The replicas waiting in step `seq` abandon it.
-    virtual void abandon_step(uint64_t seq) = 0;
     virtual caf::expected<caf::timespan> remaining(caf::timespan timeout,
                                                    const char* what) const
       = 0;
@@ -83,9 +66,9 @@ public:
     ~link() = default;
   };
 
-  /// `replicas`: how many replicas answer each round; `staging`: whether
-  /// they keep contributions in staging buffers until a step is released.
-  step_driver(link& owner, size_t replicas, bool staging)
+  /// `replicas`: those that run each step; `staging`: whether they keep
+  /// contributions in staging buffers until a step is released.
+  step_driver(link& owner, replica_set& replicas, bool staging)
     : owner_(owner), replicas_(replicas), staging_(staging) {
     // nop
   }
@@ -123,7 +106,7 @@ private:
   std::shared_ptr<reply_times> new_times() const;
 
   link& owner_;
-  const size_t replicas_;
+  replica_set& replicas_;
   const bool staging_;
   /// The number of the last step sent to the replicas.
   uint64_t started_ = 0;
