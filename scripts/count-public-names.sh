@@ -10,11 +10,16 @@
 # name). What remains is counted once per distinct unqualified name:
 # overloads and the same name in two classes count once.
 #
-# Usage: scripts/count-public-names.sh [--list]   (--list prints the names)
+# Usage: scripts/count-public-names.sh [--list] [--core]
+#   --list prints the names; --core leaves out the add-ons (include/varsync/ext/)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+skip_ext=()
+for arg in "$@"; do
+  [[ "$arg" == --core ]] && skip_ext=(-not -path "$root/include/varsync/ext/*")
+done
 mapfile -t headers < <(find "$root/include/varsync" -name '*.hpp' \
-  -not -path "$root/include/varsync/internal/*" | sort)
+  -not -path "$root/include/varsync/internal/*" "${skip_ext[@]}" | sort)
 ctags --languages=C++ --language-force=C++ --kinds-C++=fp \
   --fields=+aKZs --extras=-q --sort=no -o - "${headers[@]}" |
 python3 -c '
