@@ -31,10 +31,17 @@ struct actor_result<shared_variable_info> {
 template <class T>
 using actor_result_t = typename actor_result<T>::type;
 
-/// A reply_fn that answers `rp`.
+/// A reply_fn that answers `rp` with an operation's outcome, counted (M1),
+/// after releasing its admission slot where it holds one. One function
+/// object: it is made for every request.
 template <class T>
-reply_fn<T> answering(caf::typed_response_promise<actor_result_t<T>> rp) {
-  return [rp](caf::expected<T> r) mutable {
+reply_fn<T> delivering(coordinator_state& c,
+                       caf::typed_response_promise<actor_result_t<T>> rp,
+                       bool admitted) {
+  return [&c, rp, admitted](caf::expected<T> r) mutable {
+    if (admitted)
+      c.release_slot();
+    c.count_outcome(r);
     if (r)
       rp.deliver(actor_result<T>::unwrap(std::move(*r)));
     else
@@ -56,7 +63,7 @@ caf::result<actor_result_t<result_of<Op>>> accept(coordinator_state& c,
     // waits for (across processes in training mode, one at a time).
     auto rp = promise();
     c.execute(c.default_timeout(), std::move(op),
-              make_completion(c.recording<T>(answering<T>(std::move(rp)))));
+              make_completion(delivering<T>(c, std::move(rp), false)));
     return rp;
   }
   operation value{std::move(op)};
@@ -67,7 +74,7 @@ caf::result<actor_result_t<result_of<Op>>> accept(coordinator_state& c,
   c.admit(
     [&c, value = std::move(value), rp]() mutable {
       c.execute(c.default_timeout(), std::move(value),
-                make_completion(c.releasing<T>(answering<T>(std::move(rp)))));
+                make_completion(delivering<T>(c, std::move(rp), true)));
     },
     bytes);
   return rp;

@@ -146,14 +146,10 @@ public:
       done(std::move(r));
     };
   }
-  /// Wraps `done` of an operation that holds no slot: its outcome is
-  /// counted (M1).
+  /// Counts an operation's outcome (M1).
   template <class T>
-  reply_fn<T> recording(reply_fn<T> done) {
-    return [this, done = std::move(done)](caf::expected<T> r) {
-      record_.outcome(r);
-      done(std::move(r));
-    };
+  void count_outcome(const caf::expected<T>& r) {
+    record_.outcome(r);
   }
   self_pointer self() const { return self_; }
 
