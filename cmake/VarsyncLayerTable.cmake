@@ -20,6 +20,12 @@
 #             sync_collectives (the collective seam and its algorithms)
 #          <- actors: actors (helpers) <- actors_replica <- actors_coordinator
 #          <- api <- input (distributed input: samplers)
+#   add-ons, written over the public headers only (the check refuses any
+#   other include of theirs, and their include root holds their own folder
+#   alone): advisor (sync/advisor: the synchronization advisor, over a
+#   metrics snapshot, which api's metrics endpoint serves) and addons
+#   (api/ext: optimizers, the service main); a unit may use their public
+#   headers like any other's.
 #   CUDA backend varsync::cuda:     cuda_devices (devices layer) <- cuda_sync (sync layer)
 #                                   <- cuda_actors (actors layer)
 #   varsync::distributed:           shm, gloo_sync (the data plane: over the
@@ -29,8 +35,8 @@
 # A backend unit sits on the host layers at and below its own layer, never
 # above it, and never sees another backend; the host library sees no backend.
 
-set(VARSYNC_UNITS core devices messages sync_policy sync sync_transport
-    sync_collectives actors actors_replica actors_coordinator api input
+set(VARSYNC_UNITS core devices messages advisor sync_policy sync sync_transport
+    sync_collectives actors actors_replica actors_coordinator api input addons
     cuda_devices cuda_sync cuda_actors shm gloo_sync cluster)
 
 set(VARSYNC_UNIT_FOLDERS_core core)
@@ -45,6 +51,8 @@ set(VARSYNC_UNIT_FOLDERS_actors_replica actors/replica)
 set(VARSYNC_UNIT_FOLDERS_actors_coordinator actors/coordinator)
 set(VARSYNC_UNIT_FOLDERS_api api)
 set(VARSYNC_UNIT_FOLDERS_input input)
+set(VARSYNC_UNIT_FOLDERS_advisor sync/advisor)
+set(VARSYNC_UNIT_FOLDERS_addons api/ext)
 set(VARSYNC_UNIT_FOLDERS_cuda_devices devices/cuda)
 set(VARSYNC_UNIT_FOLDERS_cuda_sync sync/nccl)
 set(VARSYNC_UNIT_FOLDERS_cuda_actors actors/cuda)
@@ -67,9 +75,14 @@ set(VARSYNC_UNIT_USES_actors_replica core devices messages
 set(VARSYNC_UNIT_USES_actors_coordinator core devices messages
     ${VARSYNC_SYNC_UNITS} actors actors_replica)
 set(VARSYNC_UNIT_USES_api core devices messages ${VARSYNC_SYNC_UNITS}
-    actors actors_replica actors_coordinator)
+    actors actors_replica actors_coordinator advisor)
 set(VARSYNC_UNIT_USES_input core devices messages ${VARSYNC_SYNC_UNITS}
-    actors actors_replica actors_coordinator api)
+    actors actors_replica actors_coordinator api advisor)
+set(VARSYNC_UNIT_USES_advisor core)
+set(VARSYNC_UNIT_USES_addons core devices messages ${VARSYNC_SYNC_UNITS}
+    actors actors_replica actors_coordinator api input advisor)
+# Units whose files include public headers only.
+set(VARSYNC_PUBLIC_ONLY_UNITS advisor addons)
 set(VARSYNC_UNIT_USES_cuda_devices core devices)
 set(VARSYNC_UNIT_USES_cuda_sync core devices messages ${VARSYNC_SYNC_UNITS}
     cuda_devices)
@@ -92,10 +105,14 @@ set(VARSYNC_PUBLIC_OWNER_step messages)
 set(VARSYNC_PUBLIC_OWNER_internal/step_report messages)
 set(VARSYNC_PUBLIC_OWNER_config messages)
 set(VARSYNC_PUBLIC_OWNER_replica_context actors_replica)
-set(VARSYNC_PUBLIC_OWNER_ext/sync_advice sync_policy)
-foreach(h strategy actor_api checkpoint varsync function_step
-          ext/checkpoint_actor ext/testing ext/optim ext/service_main)
+set(VARSYNC_PUBLIC_OWNER_ext/sync_advice advisor)
+foreach(h strategy actor_api checkpoint function_step ext/checkpoint_actor
+          ext/testing)
   set(VARSYNC_PUBLIC_OWNER_${h} api)
+endforeach()
+# The umbrella header includes the add-ons' headers too.
+foreach(h varsync ext/optim ext/service_main)
+  set(VARSYNC_PUBLIC_OWNER_${h} addons)
 endforeach()
 foreach(h ext/sampler ext/input_batches ext/sampler_checkpoint)
   set(VARSYNC_PUBLIC_OWNER_${h} input)

@@ -24,8 +24,8 @@ include(GNUInstallDirs)
 
 include("${CMAKE_CURRENT_LIST_DIR}/VarsyncLayerTable.cmake")
 # The host library's units, in the order of the table.
-set(VARSYNC_LAYERS core devices messages ${VARSYNC_SYNC_UNITS} actors
-    actors_replica actors_coordinator api input)
+set(VARSYNC_LAYERS core devices messages advisor ${VARSYNC_SYNC_UNITS} actors
+    actors_replica actors_coordinator api input addons)
 
 set(VARSYNC_GENERATED_INCLUDE "${PROJECT_BINARY_DIR}/generated/include")
 configure_file("${PROJECT_SOURCE_DIR}/cmake/version.hpp.in"
@@ -106,7 +106,12 @@ foreach(layer ${VARSYNC_LAYERS})
   varsync_unit_sources(${layer} sources)
   set(target varsync_${layer})
   add_library(${target} OBJECT ${sources})
-  varsync_unit_include_root(${layer} root ${VARSYNC_UNIT_USES_${layer}} ${layer})
+  if(layer IN_LIST VARSYNC_PUBLIC_ONLY_UNITS)
+    # An add-on sees the public headers and its own folder, nothing else.
+    varsync_unit_include_root(${layer} root ${layer})
+  else()
+    varsync_unit_include_root(${layer} root ${VARSYNC_UNIT_USES_${layer}} ${layer})
+  endif()
   target_include_directories(${target} PRIVATE "${root}")
   target_link_libraries(${target} PUBLIC varsync_public_headers
                         PRIVATE spdlog::spdlog Threads::Threads)

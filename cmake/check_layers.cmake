@@ -10,7 +10,8 @@
 # - every public header (varsync/...) it includes belongs to its own unit or
 #   to one it uses (the include roots cannot fence these: include/ is on
 #   every unit's path);
-# - a public header includes no implementation header;
+# - a public header includes no implementation header, nor does a file of
+#   an add-on unit (VARSYNC_PUBLIC_ONLY_UNITS);
 # - include/varsync/ has no folder but ext/ and internal/.
 #
 # The build fences the implementation headers as well (each unit's include
@@ -83,6 +84,10 @@ function(check_file file unit public)
       endif()
     elseif(public AND (quoted OR first IN_LIST VARSYNC_PRODUCT_ROOTS))
       list(APPEND violations "${rel}: public header includes non-public \"${inc}\"")
+    elseif(unit IN_LIST VARSYNC_PUBLIC_ONLY_UNITS
+           AND (quoted OR first IN_LIST VARSYNC_PRODUCT_ROOTS))
+      list(APPEND violations
+           "${rel}: includes \"${inc}\"; unit ${unit} is written over the public headers only")
     elseif(first IN_LIST VARSYNC_PRODUCT_ROOTS AND NOT inc MATCHES "(^|/)\\.\\.?/")
       get_filename_component(folder "${inc}" DIRECTORY)
       if(NOT DEFINED unit_of_${folder})
