@@ -101,7 +101,6 @@ set(VARSYNC_UNIT_USES_cluster core devices messages ${VARSYNC_SYNC_UNITS}
 # optimizers, the advisor, CUDA streams, input, services, testing) and
 # internal/ what public headers must include but users must not use.
 set(VARSYNC_PUBLIC_OWNER_actor_protocol messages)
-set(VARSYNC_PUBLIC_OWNER_step messages)
 set(VARSYNC_PUBLIC_OWNER_internal/step_report messages)
 set(VARSYNC_PUBLIC_OWNER_config messages)
 set(VARSYNC_PUBLIC_OWNER_replica_context actors_replica)

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "core/op_checks.hpp"
 #include "varsync/error.hpp"
 
 namespace varsync {

@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "core/op_checks.hpp"
 #include "varsync/error.hpp"
 
 namespace varsync {

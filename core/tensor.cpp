@@ -18,6 +18,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "core/half.hpp"
 #include "varsync/error.hpp"
 #include "varsync/dtype.hpp"
 #include "core/host_buffer_pool.hpp"
@@ -219,7 +220,8 @@ size_t host_buffer_cache_bytes() {
   return large_buffer_pool::instance().cached_bytes();
 }
 
-std::shared_ptr<void> allocate_host_bytes(size_t nbytes) {
+// Aligned host allocation behind every tensor.
+static std::shared_ptr<void> allocate_host_bytes(size_t nbytes) {
   if (nbytes == 0) {
     // Nothing to hold: every empty buffer is one static block without an
     // owner, so that a default tensor (a message field, a write's slot

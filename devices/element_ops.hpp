@@ -103,7 +103,7 @@ VARSYNC_HD double fdiv(double a, double b) {
 }
 
 // -- the 16-bit formats --------------------------------------------------------
-// Bit for bit the results of varsync/dtype.hpp (checked exhaustively over
+// Bit for bit the results of core/half.hpp (checked exhaustively over
 // every input by the host tests), written with selects instead of branches
 // so that the host loops vectorize.
 

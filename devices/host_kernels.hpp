@@ -1,6 +1,6 @@
 #pragma once
 // Elementwise CPU kernels on raw host buffers, for every dtype. float16 and
-// bfloat16 are computed in float32 and rounded back (varsync/dtype.hpp); integer
+// bfloat16 are computed in float32 and rounded back (core/half.hpp); integer
 // arithmetic wraps like unsigned arithmetic (never undefined behavior);
 // callers that must not wrap check first_overflow() before writing.
 //

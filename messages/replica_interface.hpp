@@ -16,6 +16,7 @@
 #include "messages/replica_usage.hpp"
 #include "messages/shared_variable_info.hpp"
 #include "varsync/actor_protocol.hpp"
+#include "varsync/internal/step_report.hpp"
 
 namespace varsync {
 

@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/half.hpp"
 #include "varsync/error.hpp"
 #include "varsync/dtype.hpp"
 #include "devices/host_kernels.hpp"

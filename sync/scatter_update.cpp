@@ -5,6 +5,7 @@
 #include <numeric>
 #include <span>
 
+#include "core/op_checks.hpp"
 #include "devices/host_kernels.hpp"
 #include "sync/policy/step_rules.hpp"
 #include "varsync/error.hpp"

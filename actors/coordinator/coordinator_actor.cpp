@@ -19,7 +19,7 @@
 #include "core/logging.hpp"
 #include "sync/distributed_reduce.hpp"
 
-#include "actors/coordinator/coordinator_gather.hpp"
+#include "actors/coordinator/coordinator_helpers.hpp"
 
 namespace varsync {
 

@@ -14,7 +14,8 @@
 #include "varsync/internal/by_value.hpp"
 #include "varsync/device_id.hpp"
 #include "messages/coordinator_interface.hpp"
-#include "varsync/step.hpp"
+#include "varsync/internal/step_report.hpp"
+#include "varsync/step_task.hpp"
 
 namespace varsync {
 

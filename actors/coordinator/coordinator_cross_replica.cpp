@@ -12,13 +12,14 @@
 #include <caf/exit_reason.hpp>
 #include <caf/send.hpp>
 
+#include "core/op_checks.hpp"
 #include "actors/actor_thread.hpp"
 #include "actors/replica/replica_actor.hpp"
 #include "varsync/error.hpp"
 #include "core/logging.hpp"
 #include "sync/collectives/across_processes.hpp"
 #include "sync/distributed_reduce.hpp"
-#include "actors/coordinator/coordinator_gather.hpp"
+#include "actors/coordinator/coordinator_helpers.hpp"
 
 namespace varsync {
 

@@ -6,7 +6,7 @@
 
 #include <cstdio>
 
-#include "actors/coordinator/coordinator_gather.hpp"
+#include "actors/coordinator/coordinator_helpers.hpp"
 #include "sync/collectives/across_processes.hpp"
 #include "sync/collectives/scatter_items.hpp"
 #include "sync/scatter_update.hpp"

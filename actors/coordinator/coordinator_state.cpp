@@ -17,7 +17,7 @@
 #include "varsync/error.hpp"
 #include "core/logging.hpp"
 #include "sync/distributed_reduce.hpp"
-#include "actors/coordinator/coordinator_gather.hpp"
+#include "actors/coordinator/coordinator_helpers.hpp"
 
 namespace varsync {
 

@@ -8,7 +8,7 @@
 
 #include "actors/coordinator/coordinator_state.hpp"
 
-#include "actors/coordinator/coordinator_gather.hpp"
+#include "actors/coordinator/coordinator_helpers.hpp"
 #include "varsync/error.hpp"
 #include "sync/collectives/step_collectives.hpp"
 

@@ -12,12 +12,13 @@
 #include <caf/exit_reason.hpp>
 #include <caf/send.hpp>
 
+#include "core/op_checks.hpp"
 #include "actors/actor_thread.hpp"
 #include "actors/replica/replica_actor.hpp"
 #include "varsync/error.hpp"
 #include "core/logging.hpp"
 #include "sync/distributed_reduce.hpp"
-#include "actors/coordinator/coordinator_gather.hpp"
+#include "actors/coordinator/coordinator_helpers.hpp"
 #include "sync/collectives/collective_checks.hpp"
 #include "sync/collectives/small_step.hpp"
 #include "sync/policy/step_rules.hpp"

@@ -16,7 +16,8 @@
 #include "varsync/ext/replica_fault.hpp"
 #include "varsync/device_id.hpp"
 #include "messages/replica_interface.hpp"
-#include "varsync/step.hpp"
+#include "varsync/internal/step_report.hpp"
+#include "varsync/step_task.hpp"
 
 namespace varsync {
 

@@ -3,6 +3,7 @@
 
 #include "actors/replica/replica_components.hpp"
 
+#include "core/op_checks.hpp"
 #include "devices/host_kernels.hpp"
 #include "varsync/error.hpp"
 

@@ -9,6 +9,7 @@
 
 #include <caf/scheduled_actor.hpp>
 
+#include "core/op_checks.hpp"
 #include "core/logging.hpp"
 #include "devices/host_kernels.hpp"
 #include "sync/collectives/step_collectives.hpp"

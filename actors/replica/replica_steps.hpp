@@ -19,7 +19,8 @@
 #include "actors/replica/replica_staging.hpp"
 #include "varsync/device_id.hpp"
 #include "varsync/replica_context.hpp"
-#include "varsync/step.hpp"
+#include "varsync/internal/step_report.hpp"
+#include "varsync/step_task.hpp"
 
 namespace varsync::replica_internal {
 

@@ -15,7 +15,7 @@
 
 #include "varsync/ext/metrics.hpp"
 #include "varsync/variable.hpp"
-#include "varsync/step.hpp"
+#include "varsync/step_task.hpp"
 #include "varsync/strategy_description.hpp"
 #include "varsync/synchronization.hpp"
 #include "varsync/tensor.hpp"

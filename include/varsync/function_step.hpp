@@ -13,7 +13,6 @@
 
 #include "varsync/distributed_values.hpp"
 #include "varsync/replica_context.hpp"
-#include "varsync/step.hpp"
 #include "varsync/step_task.hpp"
 
 namespace varsync {

@@ -17,8 +17,8 @@
 #include "varsync/device_id.hpp"
 #include "varsync/synchronization.hpp"
 #include "varsync/variable.hpp"
-#include "varsync/step.hpp"
 #include "varsync/step_task.hpp"
+#include "varsync/internal/step_report.hpp"
 #include "varsync/dtype.hpp"
 
 // -- device view -------------------------------------------------------------

@@ -1,4 +1,8 @@
 #pragma once
+// What `run` executes on every replica: a replica_step (a function of the
+// replica's context), what a replica does when one throws, and coroutine
+// steps.
+//
 // Coroutine steps (X1-X5): a replica step that returns step_task<R> may suspend
 // at collectives inside the step (co_await ctx.all_reduce(...)). A suspended
 // step holds no scheduler thread: its replica actor returns to its mailbox
@@ -18,10 +22,47 @@
 // to resume it).
 
 #include <coroutine>
+#include <cstdint>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <type_traits>
 #include <utility>
+
+#include <caf/allowed_unsafe_message_type.hpp>
+
+namespace varsync {
+
+/// What a replica does when a user's replica step throws.
+
+enum class on_step_exception : uint8_t {
+  /// Fail-stop (default): the step fails with replica_failed and the replica
+  /// actor exits with that error. Its local ON_READ/NONE updates made before
+  /// the throw cannot diverge silently from the others: the strategy reports
+  /// the replica as failed (stats().failures), later operations that need it
+  /// fail with replica_failed, and survivor_values reads the others.
+  stop_replica,
+  /// The step fails with replica_failed and the replica keeps serving (as
+  /// TensorFlow's strategy.run does). Local updates made before the throw
+  /// stay applied on that replica only.
+  fail_step,
+};
+
+class replica_context;
+
+/// The user function of `run`, executed once on every replica. `run` is
+/// called on replica r's actor with replica r's context.
+class replica_step {
+public:
+  virtual ~replica_step() = default;
+  virtual void run(replica_context& ctx) = 0;
+};
+
+using replica_step_ptr = std::shared_ptr<replica_step>;
+
+} // namespace varsync
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(varsync::replica_step_ptr)
 
 namespace varsync {
 

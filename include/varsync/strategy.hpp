@@ -23,7 +23,7 @@
 #include "varsync/function_step.hpp"
 #include "varsync/ext/metrics.hpp"
 #include "varsync/tensor.hpp"
-#include "varsync/step.hpp"
+#include "varsync/step_task.hpp"
 #include "varsync/strategy_description.hpp"
 #include "varsync/variable.hpp"
 #include "varsync/distributed_values.hpp"
@@ -42,7 +42,7 @@ struct strategy_options {
   /// system config's "varsync.timeout-ms" if set, else 30 s.
   std::chrono::milliseconds timeout{0};
   /// A replica step that throws stops its replica (fail-stop, default) or
-  /// only fails the step (varsync/step.hpp).
+  /// only fails the step (varsync/step_task.hpp).
   on_step_exception step_exception = on_step_exception::stop_replica;
   /// Scheduler threads of an actor system the strategy creates itself
   /// (0: the number of cores). Ignored when embedding into a user's system.

@@ -77,11 +77,4 @@ constexpr bool is_valid(update_op x) {
   return static_cast<uint8_t>(x) <= static_cast<uint8_t>(update_op::assign_sub);
 }
 
-/// invalid_argument naming `variable` and the value unless `op` is valid.
-caf::error check_update_op(update_op op, std::string_view variable);
-
-/// invalid_argument naming `what` (the call) and the value unless `op` is
-/// valid.
-caf::error check_reduce_op(reduce_op op, std::string_view what);
-
 } // namespace varsync

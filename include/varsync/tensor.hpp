@@ -202,9 +202,6 @@ extern template caf::expected<int32_t> scalar_as<int32_t>(const tensor&,
 extern template caf::expected<int64_t> scalar_as<int64_t>(const tensor&,
                                                           const std::string&);
 
-/// Aligned host allocation used by tensors and host components.
-std::shared_ptr<void> allocate_host_bytes(size_t nbytes);
-
 /// Writes `value`, converted to `type`, to element `i` of `dst`.
 void store_double(dtype type, void* dst, int64_t i, double value);
 /// Reads element `i` of `src` as a double.

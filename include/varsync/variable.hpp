@@ -44,9 +44,6 @@ constexpr bool is_valid(scatter_op x) {
 /// "scatter_update", "scatter_add", ...
 std::string_view to_string(scatter_op x);
 
-/// invalid_argument naming `variable` and the value unless `op` is valid.
-caf::error check_scatter_op(scatter_op op, std::string_view variable);
-
 /// Rows of a variable and their values, as tf.IndexedSlices: `values` has
 /// the variable's dtype and shape [k, d1, ...] for a variable of shape
 /// [d0, d1, ...]; row j of `values` goes to row indices[j] (0 <= index < d0).

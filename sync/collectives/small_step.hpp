@@ -13,7 +13,8 @@
 #include <caf/expected.hpp>
 
 #include "sync/collectives/collective_plan.hpp"
-#include "varsync/step.hpp"
+#include "varsync/internal/step_report.hpp"
+#include "varsync/step_task.hpp"
 
 namespace varsync {
 

@@ -11,7 +11,8 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
-#include "varsync/step.hpp"
+#include "varsync/internal/step_report.hpp"
+#include "varsync/step_task.hpp"
 
 namespace varsync {
 

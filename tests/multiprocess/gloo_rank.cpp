@@ -22,6 +22,7 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
 
+#include "core/half.hpp"
 #include "sync/gloo/gloo_group.hpp"
 #include "varsync/config.hpp"
 #include "varsync/error.hpp"

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/half.hpp"
 #include "varsync/dtype.hpp"
 #include "devices/element_ops.hpp"
 #include "devices/host_kernels.hpp"

@@ -14,6 +14,7 @@
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
 
+#include "core/half.hpp"
 #include "devices/host_kernels.hpp"
 #include "sync/collectives/collective_buffers.hpp"
 #include "sync/collectives/one_pass_shared_memory.hpp"

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "core/half.hpp"
 #include "varsync/error.hpp"
 #include "varsync/dtype.hpp"
 #include "varsync/tensor.hpp"

@@ -12,7 +12,7 @@
 //   small_payload_limit): one round instead of two;
 // - cross-replica reductions of values up to it gather copies on the
 //   coordinator instead of running a collective
-//   (actors/coordinator_gather.hpp, gather_threshold_bytes);
+//   (actors/coordinator/coordinator_helpers.hpp, gather_threshold_bytes);
 // - strategy_options::small_step_bytes, by default: a step's ON_WRITE
 //   contributions travel with the step reports.
 

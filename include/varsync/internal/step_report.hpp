@@ -1,7 +1,8 @@
 #pragma once
 // Internal: what a replica answers a step with, the ON_WRITE updates it
 // recorded in issue order and the collective it waits in (the protocol
-// between replicas and the coordinator; varsync/step.hpp is the user's side).
+// between replicas and the coordinator; varsync/step_task.hpp is the
+// user's side).
 
 #include <cstdint>
 #include <string_view>
