@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -124,13 +125,18 @@ std::string how_it_ended(int status) {
   return out;
 }
 
-} // namespace
-
-int main(int argc, char** argv) {
+// What the command line asked for; `program` indexes argv.
+struct launch {
   long np = 0;
   long port = 0;
   long timeout_ms = 0;
   std::string host = "127.0.0.1";
+  int program = 0;
+};
+
+// Parses the options before PROG; an exit status (usage printed) when
+// they are wrong or ask for help.
+std::optional<int> parse_options(int argc, char** argv, launch& out) {
   int i = 1;
   for (; i < argc; ++i) {
     std::string a = argv[i];
@@ -142,15 +148,15 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "-np" || a == "-n" || a == "--np") {
-      if (!parse_int(value("-np"), 1, 1024, np))
+      if (!parse_int(value("-np"), 1, 1024, out.np))
         return usage("-np needs an integer in [1, 1024]");
     } else if (a == "--port") {
-      if (!parse_int(value("--port"), 1, 65535, port))
+      if (!parse_int(value("--port"), 1, 65535, out.port))
         return usage("--port needs an integer in [1, 65535]");
     } else if (a == "--host") {
-      host = value("--host");
+      out.host = value("--host");
     } else if (a == "--timeout-ms") {
-      if (!parse_int(value("--timeout-ms"), 1, 86'400'000, timeout_ms))
+      if (!parse_int(value("--timeout-ms"), 1, 86'400'000, out.timeout_ms))
         return usage("--timeout-ms needs a positive integer");
     } else if (a == "-h" || a == "--help") {
       usage("starts the processes of one strategy");
@@ -161,20 +167,166 @@ int main(int argc, char** argv) {
       break;
     }
   }
-  if (np == 0)
+  if (out.np == 0)
     return usage("-np N is required");
   if (i >= argc)
     return usage("no program given");
-  if (port == 0)
-    port = free_port(host);
-  if (port == 0)
+  out.program = i;
+  if (out.port == 0)
+    out.port = free_port(out.host);
+  if (out.port == 0)
     return usage("no free port found: give one with --port");
+  return std::nullopt;
+}
+
+// varsync-run's environment without the variables it sets itself (its own
+// replace inherited ones).
+std::vector<std::string> inherited_environment() {
+  std::vector<std::string> out;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry = *e;
+    if (entry.rfind("VARSYNC_RANK=", 0) == 0
+        || entry.rfind("VARSYNC_LOCAL_RANK=", 0) == 0
+        || entry.rfind("VARSYNC_WORLD_SIZE=", 0) == 0
+        || entry.rfind("VARSYNC_RENDEZVOUS=", 0) == 0
+        || entry.rfind("VARSYNC_CLUSTER_TOKEN=", 0) == 0)
+      continue;
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+// Rank `r`'s environment.
+std::vector<std::string> rank_environment(const launch& l,
+                                          std::vector<std::string> env,
+                                          long r, const std::string& token) {
+  env.push_back("VARSYNC_RANK=" + std::to_string(r));
+  env.push_back("VARSYNC_LOCAL_RANK=" + std::to_string(r));
+  env.push_back("VARSYNC_WORLD_SIZE=" + std::to_string(l.np));
+  env.push_back("VARSYNC_RENDEZVOUS=" + l.host + ":" + std::to_string(l.port));
+  env.push_back("VARSYNC_CLUSTER_TOKEN=" + token);
+  if (l.timeout_ms > 0)
+    env.push_back("VARSYNC_TIMEOUT_MS=" + std::to_string(l.timeout_ms));
+  return env;
+}
+
+// The ranks' pids, each leading a process group of its own (stopping it
+// stops whatever it started too); 0 where a rank has ended.
+class ranks {
+public:
+  void signal(int sig) const {
+    for (auto pid : pids_)
+      if (pid != 0)
+        kill(-pid, sig);
+  }
+
+  // Starts every rank; on a failure, stops those started and returns 127.
+  std::optional<int> spawn(const launch& l, char** argv,
+                           const std::string& token) {
+    auto base = inherited_environment();
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+    std::optional<int> failed;
+    for (long r = 0; r < l.np && !failed; ++r) {
+      auto env = rank_environment(l, base, r, token);
+      std::vector<char*> envp;
+      for (auto& e : env)
+        envp.push_back(e.data());
+      envp.push_back(nullptr);
+      pid_t pid = 0;
+      const char* prog = argv[l.program];
+      int rc = posix_spawnp(&pid, prog, nullptr, &attr, argv + l.program,
+                            envp.data());
+      if (rc == 0) {
+        pids_.push_back(pid);
+        continue;
+      }
+      std::fprintf(stderr, "varsync-run: cannot start %s: %s\n", prog,
+                   std::strerror(rc));
+      signal(SIGKILL);
+      for (auto p : pids_)
+        waitpid(p, nullptr, 0);
+      failed = 127;
+    }
+    posix_spawnattr_destroy(&attr);
+    return failed;
+  }
+
+  // Waits for every rank (P11): the first that fails stops the others
+  // (SIGTERM, SIGKILL 5 s later), a forwarded signal likewise; returns
+  // varsync-run's exit status.
+  int supervise() {
+    size_t left = pids_.size();
+    while (left > 0) {
+      if (forwarded_signal != 0 && !stopping_) {
+        std::fprintf(stderr, "varsync-run: got signal %d; passing it on to "
+                             "the ranks\n", static_cast<int>(forwarded_signal));
+        stop(forwarded_signal, 128 + forwarded_signal);
+      }
+      if (stopping_ && std::chrono::steady_clock::now() >= stop_deadline_) {
+        signal(SIGKILL);
+        stop_deadline_ = std::chrono::steady_clock::time_point::max();
+      }
+      int status = 0;
+      pid_t pid = waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        continue;
+      }
+      for (size_t k = 0; k < pids_.size(); ++k)
+        if (pids_[k] == pid) {
+          --left;
+          ended(k, status, left);
+        }
+    }
+    return result_;
+  }
+
+private:
+  void stop(int sig, int result) {
+    result_ = result;
+    stopping_ = true;
+    signal(sig);
+    stop_deadline_ = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  }
+
+  // Rank `k` ended with wait status `status`; `left` ranks still run.
+  void ended(size_t k, int status, size_t left) {
+    pid_t pid = pids_[k];
+    kill(-pid, SIGKILL); // whatever the child left behind
+    pids_[k] = 0;
+    int code = status_code(status);
+    if (code == 0)
+      return;
+    std::fprintf(stderr, "varsync-run: rank %zu (pid %d) %s%s\n", k,
+                 static_cast<int>(pid), how_it_ended(status).c_str(),
+                 stopping_ ? " after varsync-run told the ranks to stop"
+                 : left > 0 ? "; stopping the other ranks"
+                            : "");
+    if (!stopping_)
+      stop(SIGTERM, code);
+  }
+
+  std::vector<pid_t> pids_;
+  int result_ = 0;
+  bool stopping_ = false;
+  std::chrono::steady_clock::time_point stop_deadline_
+    = std::chrono::steady_clock::time_point::max();
+};
+
+} // namespace
+
+int main(int argc, char** argv) {
+  launch l;
+  if (auto status = parse_options(argc, argv, l))
+    return *status;
   struct sigaction sa{};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-
   // A token given to varsync-run is the cluster's (processes started
   // elsewhere may share it); otherwise one for this run.
   const char* given = std::getenv("VARSYNC_CLUSTER_TOKEN");
@@ -185,102 +337,8 @@ int main(int argc, char** argv) {
                  std::strerror(errno));
     return 1;
   }
-  std::vector<std::string> base_env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string entry = *e;
-    // The launcher's own variables replace inherited ones.
-    if (entry.rfind("VARSYNC_RANK=", 0) == 0
-        || entry.rfind("VARSYNC_LOCAL_RANK=", 0) == 0
-        || entry.rfind("VARSYNC_WORLD_SIZE=", 0) == 0
-        || entry.rfind("VARSYNC_RENDEZVOUS=", 0) == 0
-        || entry.rfind("VARSYNC_CLUSTER_TOKEN=", 0) == 0)
-      continue;
-    base_env.push_back(std::move(entry));
-  }
-  std::vector<pid_t> pids;
-  // Each child leads a process group of its own, so that stopping it stops
-  // whatever it started too.
-  auto stop_all = [&pids](int sig) {
-    for (auto pid : pids)
-      if (pid != 0)
-        kill(-pid, sig);
-  };
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);
-  for (long r = 0; r < np; ++r) {
-    auto env = base_env;
-    env.push_back("VARSYNC_RANK=" + std::to_string(r));
-    env.push_back("VARSYNC_LOCAL_RANK=" + std::to_string(r));
-    env.push_back("VARSYNC_WORLD_SIZE=" + std::to_string(np));
-    env.push_back("VARSYNC_RENDEZVOUS=" + host + ":" + std::to_string(port));
-    env.push_back("VARSYNC_CLUSTER_TOKEN=" + token);
-    if (timeout_ms > 0)
-      env.push_back("VARSYNC_TIMEOUT_MS=" + std::to_string(timeout_ms));
-    std::vector<char*> envp;
-    for (auto& e : env)
-      envp.push_back(e.data());
-    envp.push_back(nullptr);
-    pid_t pid = 0;
-    int rc = posix_spawnp(&pid, argv[i], nullptr, &attr, argv + i,
-                          envp.data());
-    if (rc != 0) {
-      std::fprintf(stderr, "varsync-run: cannot start %s: %s\n", argv[i],
-                   std::strerror(rc));
-      stop_all(SIGKILL);
-      for (auto p : pids)
-        waitpid(p, nullptr, 0);
-      return 127;
-    }
-    pids.push_back(pid);
-  }
-  posix_spawnattr_destroy(&attr);
-  int result = 0;
-  size_t left = pids.size();
-  bool stopping = false;
-  auto stop_deadline = std::chrono::steady_clock::time_point::max();
-  while (left > 0) {
-    if (forwarded_signal != 0 && !stopping) {
-      std::fprintf(stderr, "varsync-run: got signal %d; passing it on to the "
-                           "ranks\n", static_cast<int>(forwarded_signal));
-      stop_all(forwarded_signal);
-      result = 128 + forwarded_signal;
-      stopping = true;
-      stop_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    }
-    if (stopping && std::chrono::steady_clock::now() >= stop_deadline) {
-      stop_all(SIGKILL);
-      stop_deadline = std::chrono::steady_clock::time_point::max();
-    }
-    int status = 0;
-    pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid <= 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      continue;
-    }
-    for (size_t k = 0; k < pids.size(); ++k) {
-      if (pids[k] != pid)
-        continue;
-      kill(-pid, SIGKILL); // whatever the child left behind
-      pids[k] = 0;
-      --left;
-      int code = status_code(status);
-      if (code == 0)
-        continue;
-      std::fprintf(stderr, "varsync-run: rank %zu (pid %d) %s%s\n", k,
-                   static_cast<int>(pid), how_it_ended(status).c_str(),
-                   stopping ? " after varsync-run told the ranks to stop"
-                   : left > 0 ? "; stopping the other ranks"
-                              : "");
-      if (!stopping) {
-        result = code;
-        stopping = true;
-        stop_all(SIGTERM);
-        stop_deadline
-          = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-      }
-    }
-  }
-  return result;
+  ranks children;
+  if (auto status = children.spawn(l, argv, token))
+    return *status;
+  return children.supervise();
 }
