@@ -77,19 +77,32 @@ struct runner {
   }
 };
 
-// Calls `fn` once: with the outcome, or with shut_down when the last copy
-// is dropped unanswered (the coordinator stopped with the operation in
-// flight), so that no caller waits for an answer that cannot come.
+// A client call's answer, shared by the copies of its reply function:
+// answered once, its admission slot released and its outcome counted first
+// (`admitted`), so that `fn` may start the next call; if the last copy is
+// dropped unanswered (the coordinator stopped with the operation in
+// flight), `fn` gets shut_down, so that no caller waits for an answer that
+// cannot come. One object, not a chain of wrappers: this runs for every
+// call of the async and blocking APIs.
 template <class T>
-struct reply_once {
+struct call_reply {
+  coordinator_state* c;
+  bool admitted;
   reply_fn<T> fn;
+
   void operator()(caf::expected<T> r) {
     auto f = std::move(fn);
     fn = nullptr;
-    if (f)
-      f(std::move(r));
+    if (!f)
+      return;
+    if (admitted) {
+      c->release_slot();
+      c->count_outcome(r);
+    }
+    f(std::move(r));
   }
-  ~reply_once() {
+
+  ~call_reply() {
     if (fn)
       fn(make_error(errc::shut_down,
                     "the strategy shut down before the operation completed"));
@@ -97,10 +110,13 @@ struct reply_once {
 };
 
 template <class T>
-reply_fn<T> answered_once(reply_fn<T> fn) {
-  auto once = std::make_shared<reply_once<T>>();
-  once->fn = std::move(fn);
-  return [once](caf::expected<T> r) { (*once)(std::move(r)); };
+reply_fn<T> reply_to_call(coordinator_state* c, bool admitted,
+                          reply_fn<T> fn) {
+  auto reply = std::make_shared<call_reply<T>>();
+  reply->c = c;
+  reply->admitted = admitted;
+  reply->fn = std::move(fn);
+  return [reply](caf::expected<T> r) { (*reply)(std::move(r)); };
 }
 
 } // namespace
@@ -134,14 +150,10 @@ void coordinator_state::start_call(const client_call_ptr& call,
       note_abandoned();
       return;
     }
-    done = wrap_completion(std::move(done), [this](auto fn) {
-      return releasing(answered_once(std::move(fn)));
-    });
-  } else {
-    done = wrap_completion(std::move(done), [](auto fn) {
-      return answered_once(std::move(fn));
-    });
   }
+  done = wrap_completion(std::move(done), [this, admitted](auto fn) {
+    return reply_to_call(this, admitted, std::move(fn));
+  });
   // The deadline counts from the request, not from when the coordinator
   // got to it.
   run_requested_at(call->submitted, [&] {

@@ -137,15 +137,6 @@ public:
   void run_requested_at(std::chrono::steady_clock::time_point since, F&& op) {
     admission_.run_requested_at(since, std::forward<F>(op));
   }
-  /// Wraps `done` so that it releases the operation's slot first.
-  template <class T>
-  reply_fn<T> releasing(reply_fn<T> done) {
-    return [this, done = std::move(done)](caf::expected<T> r) {
-      release_slot();
-      record_.outcome(r);
-      done(std::move(r));
-    };
-  }
   /// Counts an operation's outcome (M1).
   template <class T>
   void count_outcome(const caf::expected<T>& r) {
