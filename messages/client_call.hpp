@@ -22,7 +22,7 @@ namespace varsync {
 enum : int { call_pending, call_started, call_abandoned };
 
 struct client_call {
-  client_call(operation o, caf::timespan t, completion d)
+  client_call(operation&& o, caf::timespan t, completion&& d)
     : op(std::move(o)), timeout(t), done(std::move(d)) {
   }
   client_call(const client_call&) = delete;
@@ -41,9 +41,8 @@ struct client_call {
     return out;
   }
   /// Shared with a blocking caller, who may abandon the call before it
-  /// starts.
-  std::shared_ptr<std::atomic<int>> state
-    = std::make_shared<std::atomic<int>>(call_pending);
+  /// starts; null for an async call, which nobody abandons.
+  std::shared_ptr<std::atomic<int>> state;
   std::chrono::steady_clock::time_point submitted
     = std::chrono::steady_clock::now();
   /// The size of the call's tensor arguments, counted while it waits for

@@ -121,8 +121,8 @@ reply_fn<T> reply_to_call(coordinator_state* c, bool admitted,
 
 } // namespace
 
-void coordinator_state::execute(caf::timespan timeout, operation op,
-                                completion done) {
+void coordinator_state::execute(caf::timespan timeout, operation&& op,
+                                completion&& done) {
   if (ordering_->take(timeout, op, done))
     return;
   std::visit(
@@ -142,7 +142,7 @@ void coordinator_state::execute(caf::timespan timeout, operation op,
 void coordinator_state::start_call(const client_call_ptr& call,
                                    bool admitted) {
   auto done = call->take_completion();
-  if (admitted) {
+  if (admitted && call->state) {
     int expected = call_pending;
     if (!call->state->compare_exchange_strong(expected, call_started)) {
       // The blocking caller has its answer (timeout, nothing changed).

@@ -154,7 +154,7 @@ public:
   /// services mode hands it to the sequencer first and runs it when it
   /// comes back in order. `done` must hold a reply_fn of the operation's
   /// result type.
-  void execute(caf::timespan timeout, operation op, completion done);
+  void execute(caf::timespan timeout, operation&& op, completion&& done);
   /// A call of the async or blocking API (or a checkpoint): started here
   /// unless its blocking caller abandoned it. `admitted`: it holds an
   /// admission slot, released when it completes.
