@@ -399,20 +399,27 @@ void coordinator_state::survivor_values(
     if (!replicas_.failed(i))
       live.push_back(i);
   auto n = replicas_.size();
+  // A replica that fails while it is asked is one more missing component,
+  // not a failure of the call: the survivors are what it reads (its
+  // failure may reach the coordinator after the request left).
+  auto lost = std::make_shared<std::vector<bool>>(live.size());
   replicas_.gather<tensor>(
     live.size(), timeout,
     [this, id, live](size_t k) {
       return self_->request(replicas_[live[k]], caf::infinite,
                             component_read_atom::value, id);
     },
-    [n, live, done](caf::expected<std::vector<tensor>> r) {
+    [n, live, lost, done](caf::expected<std::vector<tensor>> r) {
       if (!r)
         return done(std::move(r.error()));
       std::vector<std::optional<tensor>> out(n);
       for (size_t k = 0; k < live.size(); ++k)
-        out[live[k]] = std::move((*r)[k]);
+        if (!(*lost)[k])
+          out[live[k]] = std::move((*r)[k]);
       done(std::move(out));
-    });
+    },
+    replica_set::on_deadline::abandoned, replica_set::fan_out::local, nullptr,
+    lost);
 }
 
 } // namespace varsync

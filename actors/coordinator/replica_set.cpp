@@ -61,6 +61,13 @@ std::vector<std::string> replica_set::describe_failures() const {
   return out;
 }
 
+bool replica_set::gone(const caf::error& err) {
+  if (err.category() == error_category)
+    return err.code() == static_cast<uint8_t>(errc::replica_failed);
+  return err.category() == caf::atom("system")
+         && err.code() == static_cast<uint8_t>(caf::sec::request_receiver_down);
+}
+
 caf::error replica_set::translate(const caf::error& err,
                                   size_t replica) const {
   if (err.category() == error_category)

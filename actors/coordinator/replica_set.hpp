@@ -72,6 +72,8 @@ public:
   std::vector<std::string> describe_failures() const;
   /// A replica's error reply (or a lost reply) as varsync's error.
   caf::error translate(const caf::error& err, size_t replica) const;
+  /// The replica answered that it failed, or exited before answering.
+  static bool gone(const caf::error& err);
 
   /// What a passed deadline means for a gather: `abandoned`, nothing was
   /// changed (reads) or what was changed is undone (create); `committed`,
@@ -89,13 +91,16 @@ public:
   /// gathers the replies in replica order; the first error wins, and the
   /// operation fails with `timeout` (or `committed_late`) if it has not
   /// completed within `timeout`. `times`: records when each reply arrived
-  /// (step rounds, M4).
+  /// (step rounds, M4). `lost`: for reads of the survivors, a replica that
+  /// fails as it is asked (it answers that it failed, or its actor is gone
+  /// before it answers) marks its place here instead of failing the gather.
   template <class T, class Send>
   void gather(size_t count, caf::timespan timeout, Send send,
               reply_fn<std::vector<T>> done,
               on_deadline late = on_deadline::abandoned,
               fan_out how = fan_out::local,
-              std::shared_ptr<reply_times> times = nullptr);
+              std::shared_ptr<reply_times> times = nullptr,
+              std::shared_ptr<std::vector<bool>> lost = nullptr);
   template <class Send>
   void gather_ok(size_t count, caf::timespan timeout, Send send,
                  reply_fn<ok_atom> done,
@@ -191,9 +196,9 @@ struct replica_set::gather_state final : expirable {
 
 template <class T, class Send>
 void replica_set::gather(size_t count, caf::timespan timeout, Send send,
-                               reply_fn<std::vector<T>> done,
-                               on_deadline late, fan_out how,
-                               std::shared_ptr<reply_times> times) {
+                         reply_fn<std::vector<T>> done, on_deadline late,
+                         fan_out how, std::shared_ptr<reply_times> times,
+                         std::shared_ptr<std::vector<bool>> lost) {
   // Queued writes reach the replicas before this request (W8).
   owner_.flush_writes();
   if (count == 0) {
@@ -221,8 +226,10 @@ void replica_set::gather(size_t count, caf::timespan timeout, Send send,
         st->values[i] = std::move(value);
         st->finish_one();
       },
-      [this, st, i](caf::error& err) {
-        if (!st->error)
+      [this, st, i, lost](caf::error& err) {
+        if (lost && gone(err))
+          lost->at(i) = true;
+        else if (!st->error)
           st->error = translate(err, i);
         st->finish_one();
       });

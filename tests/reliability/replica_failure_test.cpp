@@ -54,6 +54,25 @@ TEST_CASE("replica failure: operations that need a failed replica fail with "
   s.shutdown(); // and the handle's destructor must not hang
 }
 
+TEST_CASE("replica failure: survivor_values counts a replica that fails as "
+          "it is asked among the missing (V8), and so does the next call") {
+  // Replica 2's operations: 1 create, 2 the survivors' read, where it fails.
+  auto s = make_faulty(3, {fail_replica_at(2, 2)});
+  auto w = make_var(s, "w", tensor::scalar<float>(4), synchronization::on_write,
+                    aggregation::sum);
+  for (int call = 0; call < 2; ++call) {
+    auto survivors = VS_VALUE(s.survivor_values(w));
+    REQUIRE(survivors.size() == 3);
+    REQUIRE(survivors[0].has_value());
+    REQUIRE(survivors[1].has_value());
+    CHECK(survivors[0]->as_double(0) == 4);
+    CHECK(survivors[1]->bitwise_equal(*survivors[0]));
+    CHECK_FALSE(survivors[2].has_value());
+  }
+  // Operations that need every replica still fail.
+  VS_CHECK_CODE(error_of(s.read(w)), replica_failed);
+}
+
 TEST_CASE("replica failure: a replica failing as it enters a step's "
           "collective fails the step and applies none of its updates") {
   // Replica 2's operations: 1 create, 2 the step, 3 the collective's enter.
