@@ -227,6 +227,29 @@ caf::error check_config(const coordinator_config& cfg) {
   return {};
 }
 
+/// Injected faults (varsync::testing) must name a replica of the strategy
+/// (0 to total - 1, across processes) and a point they can fire at: a
+/// fault that could never fire would let a test pass for the wrong reason.
+caf::error check_faults(const std::vector<replica_fault>& faults, int total) {
+  for (auto& f : faults) {
+    std::string what = "the injected fault for replica "
+                       + std::to_string(f.replica) + " ('" + f.reason + "')";
+    if (f.replica < 0 || f.replica >= total)
+      return make_error(errc::invalid_argument,
+                        what + ": the strategy has replicas 0 to "
+                          + std::to_string(total - 1));
+    if (f.at_operation < 1)
+      return make_error(errc::invalid_argument,
+                        what + ": operations count from 1 (at_operation 0)");
+    if (f.what != replica_fault::kind::fail
+        && (f.what != replica_fault::kind::delay || f.delay.count() <= 0))
+      return make_error(errc::invalid_argument,
+                        what + ": a fault fails the replica, or delays it "
+                               "by a positive time");
+  }
+  return {};
+}
+
 /// Services mode: the group's sequencer hands the ordered operations (and
 /// its failure) to `coordinator`, which it does not keep alive.
 void attach_sequencer(process_group& group,
@@ -290,6 +313,8 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
   const int first = layout ? layout->first_replica : 0;
   const int total = layout ? layout->total_replicas
                            : static_cast<int>(cfg.devices.size());
+  if (auto err = check_faults(cfg.faults, total))
+    return err;
   auto dropped = std::make_shared<std::atomic<uint64_t>>(0);
   // Chosen first: the replicas keep contributions where it reads them.
   auto selected = select_collective(sys, cfg.devices, std::move(cfg.processes),

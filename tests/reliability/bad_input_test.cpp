@@ -1395,6 +1395,27 @@ TEST_CASE("bad input matrix: every invalid call fails with its exact code and "
     {"save after shutdown", errc::shut_down,
      [&] { return save(dead, dir.file("dead.safetensors")); }},
 
+    // -- injected faults (varsync::testing) ------------------------------------------
+    {"an injected fault for a replica the strategy does not have",
+     errc::invalid_argument,
+     [] {
+       auto s = varsync::testing::create_with_faults(
+         options_for({"cpu:0", "cpu:1"}), {fail_replica_at(2, 1)});
+       return s ? caf::error{} : s.error();
+     }},
+    {"an injected fault at operation 0", errc::invalid_argument,
+     [] {
+       auto s = varsync::testing::create_with_faults(
+         options_for({"cpu:0", "cpu:1"}), {fail_replica_at(1, 0)});
+       return s ? caf::error{} : s.error();
+     }},
+    {"an injected delay of 0 ms", errc::invalid_argument,
+     [] {
+       auto s = varsync::testing::create_with_faults(
+         options_for({"cpu:0", "cpu:1"}), {delay_replica(1, 0ms)});
+       return s ? caf::error{} : s.error();
+     }},
+
     // -- overloaded (V3) ---------------------------------------------------------------
     {"a blocking call while max_queued_operations (1) calls are outstanding",
      errc::overloaded,
