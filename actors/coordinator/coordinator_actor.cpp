@@ -241,8 +241,10 @@ caf::error check_faults(const std::vector<replica_fault>& faults, int total) {
     if (f.at_operation < 1)
       return make_error(errc::invalid_argument,
                         what + ": operations count from 1 (at_operation 0)");
-    if (f.what != replica_fault::kind::fail
-        && (f.what != replica_fault::kind::delay || f.delay.count() <= 0))
+    const bool fires = f.what == replica_fault::kind::fail
+                       || (f.what == replica_fault::kind::delay
+                           && f.delay.count() > 0);
+    if (!fires)
       return make_error(errc::invalid_argument,
                         what + ": a fault fails the replica, or delays it "
                                "by a positive time");
