@@ -163,13 +163,13 @@ void collective_runner::drive(const collective_run_ptr& run,
 reply_fn<ok_atom>
 collective_runner::finishing(std::shared_ptr<collective_plan> plan,
                              reply_fn<ok_atom> done) {
-  auto started = owner_.timing() ? reply_times::clock::now()
+  auto started = record_.enabled() ? reply_times::clock::now()
                                  : reply_times::clock::time_point{};
   return [this, plan = std::move(plan), started,
           done = std::move(done)](caf::expected<ok_atom> r) {
     if (r) {
       ++completed_;
-      owner_.collective_completed(*plan, started);
+      record_.collective_completed(*plan, started);
     }
     done(std::move(r));
     finish();

@@ -32,7 +32,7 @@ class collective_runner {
 public:
   using self_pointer = coordinator_internal_actor::pointer;
 
-  /// What the runner needs from the coordinator: its checks and counts.
+  /// What the runner needs from the coordinator: its checks.
   class link {
   public:
     /// A failed replica's error, if one has failed.
@@ -43,21 +43,17 @@ public:
       = 0;
     /// 'name' of variable `id` for error messages.
     virtual std::string quoted_name_of(uint64_t id) const = 0;
-    /// A collective completed, started at `started` (epoch: not timed).
-    virtual void collective_completed(const collective_plan& plan,
-                                      reply_times::clock::time_point started)
-      = 0;
-    /// Whether collectives are timed (metrics on).
-    virtual bool timing() const = 0;
 
   protected:
     ~link() = default;
   };
 
+  /// `record` counts and times the collectives (M1).
   collective_runner(self_pointer self, replica_set& replicas,
-                    const selected_collective& collective, link& owner)
+                    const selected_collective& collective, link& owner,
+                    coordinator_record& record)
     : self_(self), replicas_(replicas), collective_(collective),
-      owner_(owner) {
+      owner_(owner), record_(record) {
     // nop
   }
 
@@ -95,6 +91,7 @@ private:
   replica_set& replicas_;
   const selected_collective& collective_;
   link& owner_;
+  coordinator_record& record_;
   bool running_ = false;
   uint64_t completed_ = 0;
   /// Collectives waiting for the one running.

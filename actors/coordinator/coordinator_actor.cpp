@@ -72,6 +72,55 @@ void coordinator_state::bind_replicas() {
   replicas_.bind();
 }
 
+namespace {
+
+// A replica busy in a long step answers late: its counts are then those of
+// the previous snapshot.
+constexpr auto usage_wait = std::chrono::milliseconds(500);
+
+} // namespace
+
+void coordinator_state::metrics(caf::timespan timeout,
+                                reply_fn<strategy_metrics> done) {
+  struct pending {
+    std::vector<std::optional<replica_usage>> got;
+    size_t left = 0;
+    reply_fn<strategy_metrics> done;
+  };
+  auto st = std::make_shared<pending>();
+  st->got.resize(replicas_.size());
+  st->done = std::move(done);
+  auto finish = [this, st] {
+    st->done(record_.snapshot(metrics_sources{admission_, writes_, steps_,
+                                              collectives_, *ordering_,
+                                              replicas_, processes,
+                                              local_adds_dropped_->load()},
+                              st->got));
+  };
+  const auto wait = std::min<caf::timespan>(
+    timeout, std::chrono::duration_cast<caf::timespan>(usage_wait));
+  for (size_t i = 0; i < replicas_.size(); ++i)
+    if (!replicas_.failed(i))
+      ++st->left;
+  if (st->left == 0)
+    return finish();
+  for (size_t i = 0; i < replicas_.size(); ++i) {
+    if (replicas_.failed(i))
+      continue;
+    self_->request(replicas_[i], wait, usage_atom::value)
+      .then(
+        [st, i, finish](replica_usage& u) {
+          st->got[i] = std::move(u);
+          if (--st->left == 0)
+            finish();
+        },
+        [st, finish](caf::error&) {
+          if (--st->left == 0)
+            finish();
+        });
+  }
+}
+
 caf::result<strategy_metrics> coordinator_state::metrics_now() {
   auto rp = self_->make_response_promise<strategy_metrics>();
   metrics(default_timeout_, [rp](caf::expected<strategy_metrics> r) mutable {
@@ -155,8 +204,8 @@ coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
     [this](sequencer_down_atom, caf::error& reason) {
       ordering_->lost(std::move(reason));
     },
-    [this](deadline_atom) { on_deadline_tick(); },
-    [this](flush_writes_atom) { on_flush_writes(); },
+    [this](deadline_atom) { deadlines_.tick(); },
+    [this](flush_writes_atom) { writes_.on_flush_message(); },
   };
 }
 
@@ -168,23 +217,11 @@ class coordinator_actor_impl : public coordinator_internal_actor::base {
 public:
   coordinator_actor_impl(caf::actor_config& cfg, std::vector<device_id> devices,
                          std::vector<replica_actor> replicas,
-                         caf::timespan timeout,
-                         selected_collective collective, memory_budget budget,
-                         size_t max_queued_operations,
-                         size_t max_queued_bytes,
-                         std::shared_ptr<std::atomic<uint64_t>> dropped,
-                         size_t small_step_bytes,
-                         std::optional<coordinator_state::process_layout>
-                           processes,
-                         bool collect_metrics, caf::timespan stall_threshold)
+                         coordinator_settings settings)
     : coordinator_internal_actor::base(cfg),
-      state_(this, std::move(devices), std::move(replicas), timeout,
-             std::move(collective), std::move(budget),
-             max_queued_operations, max_queued_bytes, std::move(dropped)) {
-    state_.small_step_bytes = small_step_bytes;
-    state_.processes = processes;
-    state_.choose_ordering();
-    state_.configure_metrics(collect_metrics, stall_threshold);
+      state_(this, std::move(devices), std::move(replicas),
+             std::move(settings)) {
+    // nop
   }
 
   behavior_type make_behavior() override { return state_.make_behavior(); }
@@ -273,9 +310,9 @@ void attach_sequencer(process_group& group,
 }
 
 /// The strategy's place among its processes (none in one process).
-caf::expected<std::optional<coordinator_state::process_layout>>
+caf::expected<std::optional<process_layout>>
 layout_of(const coordinator_config& cfg) {
-  std::optional<coordinator_state::process_layout> layout;
+  std::optional<process_layout> layout;
   if (!cfg.processes)
     return layout;
   auto& m = *cfg.processes;
@@ -286,7 +323,7 @@ layout_of(const coordinator_config& cfg) {
     return make_error(errc::invalid_argument,
                       "the process group does not match this process's "
                       "devices");
-  layout = coordinator_state::process_layout{
+  layout = process_layout{
     m.group->rank(), m.group->size(), m.first_replica, m.total_replicas, {},
     {}};
   if (m.mode == cluster_mode::services)
@@ -360,17 +397,26 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
   if (selected->driver)
     driver = *selected->driver;
   auto collective = selected->description;
+  const bool sequenced = layout && layout->submit_sequenced;
+  coordinator_settings settings;
+  settings.default_timeout = cfg.default_timeout;
+  settings.collective = std::move(*selected);
+  settings.budget = memory_budget{cfg.memory_budget_bytes};
+  settings.max_queued_operations = cfg.max_queued_operations;
+  settings.max_queued_bytes = cfg.max_queued_bytes;
+  settings.local_adds_dropped = dropped;
+  settings.small_step_bytes = cfg.small_step_bytes;
+  settings.processes = std::move(layout);
+  settings.collect_metrics = cfg.collect_metrics;
+  settings.stall_threshold = cfg.stall_threshold;
   auto coordinator = spawn_maybe_hidden<coordinator_actor_impl>(
-    sys, cfg.hidden, cfg.devices, replicas, cfg.default_timeout, std::move(*selected),
-    memory_budget{cfg.memory_budget_bytes}, cfg.max_queued_operations,
-    cfg.max_queued_bytes, dropped, cfg.small_step_bytes, layout,
-    cfg.collect_metrics, cfg.stall_threshold);
+    sys, cfg.hidden, cfg.devices, replicas, std::move(settings));
   // The replicas (and the device collective driver) go down with their
   // coordinator.
   coordinator->attach_functor([replicas, driver](const caf::error&) {
     stop_replicas_after_driver(replicas, driver);
   });
-  if (layout && layout->submit_sequenced)
+  if (sequenced)
     attach_sequencer(*sequencing_group, coordinator);
   log()->info("strategy over {} replicas started; collective: {}",
               replicas.size(), collective);

@@ -33,7 +33,7 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
   auto e = find(id);
   if (!e)
     return done(std::move(e.error()));
-  count_cross_read(**e);
+  coordinator_record::cross_read((*e)->counts(), reads_.rerunning());
   auto& info = *(*e)->info;
   auto plan = (*e)->policy()->cross_replica_read(info, total_replicas());
   // Across processes an aggregated read is a collective: once it is known to
@@ -156,7 +156,7 @@ void coordinator_state::update(caf::timespan timeout, uint64_t id,
              : done(std::move(err));
   }
   timeout = *left;
-  count_cross_update(**e);
+  coordinator_record::cross_update((*e)->counts(), reads_.rerunning());
   auto& info = *(*e)->info;
   if (processes) {
     // Every process makes the same update with the same value: the
@@ -304,7 +304,7 @@ void coordinator_state::local_values(caf::timespan timeout, uint64_t id,
   auto e = find(id);
   if (!e)
     return done(std::move(e.error()));
-  count_cross_read(**e);
+  coordinator_record::cross_read((*e)->counts(), reads_.rerunning());
   if (read_barrier::must_wait(**e))
     return reads_.wait<std::vector<tensor>>(
       **e, timeout,
@@ -339,7 +339,7 @@ void coordinator_state::all_values(caf::timespan timeout, uint64_t id,
   if (!e)
     return fail_agreed(timeout, "values of #" + std::to_string(id),
                        std::move(e.error()), std::move(done));
-  count_cross_read(**e);
+  coordinator_record::cross_read((*e)->counts(), reads_.rerunning());
   auto& info = *(*e)->info;
   const auto bytes = static_cast<uint64_t>(element_count(info.shape))
                      * size_of(info.type);
@@ -388,7 +388,7 @@ void coordinator_state::survivor_values(
   auto e = find(id);
   if (!e)
     return done(std::move(e.error()));
-  count_cross_read(**e);
+  coordinator_record::cross_read((*e)->counts(), reads_.rerunning());
   if (read_barrier::must_wait(**e))
     return reads_.wait<std::vector<std::optional<tensor>>>(
       **e, timeout,

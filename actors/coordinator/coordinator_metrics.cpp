@@ -7,8 +7,17 @@
 #include <optional>
 #include <unordered_map>
 
-#include "actors/coordinator/coordinator_state.hpp"
+#include "actors/coordinator/admission.hpp"
+#include "actors/coordinator/collective_runner.hpp"
+#include "actors/coordinator/coordinator_settings.hpp"
+#include "actors/coordinator/ordering.hpp"
+#include "actors/coordinator/replica_set.hpp"
+#include "actors/coordinator/step_driver.hpp"
+#include "actors/coordinator/variable_registry.hpp"
+#include "actors/coordinator/write_batcher.hpp"
 #include "core/logging.hpp"
+#include "sync/collectives/collective_plan.hpp"
+#include "varsync/ext/metrics.hpp"
 #include "varsync/error.hpp"
 
 namespace varsync {
@@ -19,11 +28,17 @@ double seconds_of(caf::timespan t) {
   return std::chrono::duration<double>(t).count();
 }
 
-// A replica busy in a long step answers late: its counts are then those of
-// the previous snapshot.
-constexpr auto usage_wait = std::chrono::milliseconds(500);
-
 } // namespace
+
+void coordinator_record::configure(size_t replicas, int first_replica,
+                                   caf::timespan stall_threshold,
+                                   bool enabled) {
+  replicas_.assign(replicas, replica_timing{});
+  last_usage_.assign(replicas, replica_usage{});
+  first_replica_ = first_replica;
+  stall_threshold_ = stall_threshold;
+  enabled_ = enabled;
+}
 
 void coordinator_record::failed(const caf::error& err) {
   switch (err.category() == error_category ? static_cast<errc>(err.code())
@@ -40,16 +55,16 @@ void coordinator_record::failed(const caf::error& err) {
   }
 }
 
-caf::timespan coordinator_record::step_round(
-  const reply_times& t, const std::vector<device_id>& devices,
-  int first_replica, uint64_t seq) {
+void coordinator_record::step_round(const reply_times& t,
+                                    const std::vector<device_id>& devices,
+                                    uint64_t seq, caf::timespan& waited) {
   const size_t n = t.at.size();
   if (replicas_.size() < n)
     replicas_.resize(n);
   for (size_t i = 0; i < n; ++i)
     ++replicas_[i].rounds;
   if (n < 2)
-    return caf::timespan{0};
+    return;
   size_t last = 0;
   for (size_t i = 1; i < n; ++i)
     if (t.at[i] > t.at[last])
@@ -73,7 +88,7 @@ caf::timespan coordinator_record::step_round(
       log()->warn("stall: replica {} ({}) kept the other replicas waiting "
                   "{:.3f} s in step {} (it answered last; threshold {:.3f} "
                   "s; {} stalls of it since the last warning)",
-                  first_replica + static_cast<int>(last),
+                  first_replica_ + static_cast<int>(last),
                   last < devices.size() ? to_string(devices[last])
                                         : std::string{"?"},
                   seconds_of(lag), seq, seconds_of(stall_threshold_),
@@ -82,16 +97,10 @@ caf::timespan coordinator_record::step_round(
       r.unwarned_stalls = 0;
     }
   }
-  return std::chrono::duration_cast<caf::timespan>(t.at[last] - first);
+  waited += std::chrono::duration_cast<caf::timespan>(t.at[last] - first);
 }
 
-void coordinator_state::note_step_round(const reply_times& times,
-                                        caf::timespan& waited, uint64_t seq) {
-  waited += record_.step_round(
-    times, replicas_.devices(), processes ? processes->first_replica : 0, seq);
-}
-
-void coordinator_state::count_step_updates(
+void coordinator_record::step_updates(
   const std::vector<recorded_update>& ys, uint64_t seq, caf::timespan waited) {
   for (auto& y : ys) {
     auto* e = variables_.any(y.variable_id);
@@ -104,17 +113,17 @@ void coordinator_state::count_step_updates(
   }
 }
 
-void coordinator_state::collective_completed(
-  const collective_plan& plan, reply_times::clock::time_point started) {
+void coordinator_record::collective_completed(const collective_plan& plan,
+                                              clock::time_point started) {
   caf::timespan took{0};
   if (started != reply_times::clock::time_point{})
     took = std::chrono::duration_cast<caf::timespan>(
       reply_times::clock::now() - started);
-  record_.collective_time += took;
+  collective_time_ += took;
   for (auto& item : plan.items) {
     const auto bytes = static_cast<uint64_t>(item.count) * size_of(item.type)
                        * static_cast<uint64_t>(plan.num_replicas);
-    record_.bytes_moved += bytes;
+    bytes_moved_ += bytes;
     auto* e = variables_.any(item.variable_id);
     if (e == nullptr)
       continue;
@@ -152,29 +161,31 @@ variable_metrics metrics_of(uint64_t id, const variable_entry& e) {
 
 } // namespace
 
-strategy_metrics coordinator_state::metrics_here() const {
+strategy_metrics coordinator_record::snapshot(
+  const metrics_sources& parts,
+  std::vector<std::optional<replica_usage>>& got) {
   strategy_metrics m;
+  auto& processes = parts.processes;
   m.process_rank = processes ? processes->rank : 0;
   m.processes = processes ? processes->processes : 1;
-  m.uptime_seconds = std::chrono::duration<double>(
-                       coordinator_record::clock::now() - record_.created)
-                       .count();
-  m.steps = steps_.started();
-  m.collectives = collectives_.completed();
-  m.collective_seconds = seconds_of(record_.collective_time);
-  m.bytes_moved = record_.bytes_moved;
-  m.in_flight = admission_.in_flight();
-  m.queued_operations = admission_.queued();
-  m.queued_bytes = admission_.queued_bytes();
-  m.completed = record_.completed();
-  m.refusals = record_.refusals();
-  m.deadlines_hit = record_.deadlines();
-  m.errors = record_.errors();
-  m.local_adds_dropped = local_adds_dropped_->load();
-  m.writes_sent = writes_.writes_sent();
-  m.write_groups = writes_.groups_sent();
-  ordering_->report(m);
-  m.stall_threshold_seconds = seconds_of(record_.stall_threshold());
+  m.uptime_seconds
+    = std::chrono::duration<double>(clock::now() - created_).count();
+  m.steps = parts.steps.started();
+  m.collectives = parts.collectives.completed();
+  m.collective_seconds = seconds_of(collective_time_);
+  m.bytes_moved = bytes_moved_;
+  m.in_flight = parts.admitted.in_flight();
+  m.queued_operations = parts.admitted.queued();
+  m.queued_bytes = parts.admitted.queued_bytes();
+  m.completed = completed_;
+  m.refusals = refusals_;
+  m.deadlines_hit = deadlines_;
+  m.errors = errors_;
+  m.local_adds_dropped = parts.local_adds_dropped;
+  m.writes_sent = parts.writes.writes_sent();
+  m.write_groups = parts.writes.groups_sent();
+  parts.order.report(m);
+  m.stall_threshold_seconds = seconds_of(stall_threshold_);
   if (processes && processes->rounds) {
     m.process_rounds = processes->rounds->snapshot();
     m.waiting_for_processes_seconds = processes->rounds->waited_seconds();
@@ -184,22 +195,24 @@ strategy_metrics coordinator_state::metrics_here() const {
       m.variables.push_back(metrics_of(id, e));
   std::sort(m.variables.begin(), m.variables.end(),
             [](auto& a, auto& b) { return a.name < b.name; });
+  add_replicas(m, parts.replicas, got);
   return m;
 }
 
-void coordinator_state::add_replica_metrics(
-  strategy_metrics& m, std::vector<std::optional<replica_usage>>& got) {
+void coordinator_record::add_replicas(
+  strategy_metrics& m, const replica_set& replicas,
+  std::vector<std::optional<replica_usage>>& got) {
   std::unordered_map<uint64_t, size_t> at;
   for (size_t k = 0; k < m.variables.size(); ++k)
     at.emplace(m.variables[k].id, k);
-  const int first = processes ? processes->first_replica : 0;
-  for (size_t i = 0; i < replicas_.size(); ++i) {
+  last_usage_.resize(replicas.size());
+  for (size_t i = 0; i < replicas.size(); ++i) {
     replica_metrics r;
-    r.replica = first + static_cast<int>(i);
-    r.device = to_string(replicas_.devices()[i]);
-    r.failed = replicas_.failed(i);
-    if (i < record_.replicas().size()) {
-      auto& t = record_.replicas()[i];
+    r.replica = first_replica_ + static_cast<int>(i);
+    r.device = to_string(replicas.devices()[i]);
+    r.failed = replicas.failed(i);
+    if (i < replicas_.size()) {
+      auto& t = replicas_[i];
       r.step_rounds = t.rounds;
       r.slowest = t.slowest;
       r.stalls = t.stalls;
@@ -222,46 +235,6 @@ void coordinator_state::add_replica_metrics(
       m.variables[j->second].replica_updates += u.updates[k];
     }
     m.replicas.push_back(std::move(r));
-  }
-}
-
-void coordinator_state::metrics(caf::timespan timeout,
-                                reply_fn<strategy_metrics> done) {
-  struct pending {
-    std::vector<std::optional<replica_usage>> got;
-    size_t left = 0;
-    reply_fn<strategy_metrics> done;
-  };
-  auto st = std::make_shared<pending>();
-  st->got.resize(replicas_.size());
-  st->done = std::move(done);
-  auto finish = [this, st] {
-    auto m = metrics_here();
-    add_replica_metrics(m, st->got);
-    st->done(std::move(m));
-  };
-  last_usage_.resize(replicas_.size());
-  const auto wait = std::min<caf::timespan>(
-    timeout, std::chrono::duration_cast<caf::timespan>(usage_wait));
-  for (size_t i = 0; i < replicas_.size(); ++i)
-    if (!replicas_.failed(i))
-      ++st->left;
-  if (st->left == 0)
-    return finish();
-  for (size_t i = 0; i < replicas_.size(); ++i) {
-    if (replicas_.failed(i))
-      continue;
-    self_->request(replicas_[i], wait, usage_atom::value)
-      .then(
-        [st, i, finish](replica_usage& u) {
-          st->got[i] = std::move(u);
-          if (--st->left == 0)
-            finish();
-        },
-        [st, finish](caf::error&) {
-          if (--st->left == 0)
-            finish();
-        });
   }
 }
 

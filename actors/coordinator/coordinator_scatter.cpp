@@ -101,7 +101,7 @@ void coordinator_state::scatter(caf::timespan timeout, uint64_t id,
                      : done(std::move(err));
   }
   timeout = *left;
-  count_cross_update(**e);
+  coordinator_record::cross_update((*e)->counts(), reads_.rerunning());
   auto& info = *(*e)->info;
   auto& policy = *(*e)->policy();
   caf::error local = validate_scatter(info, op, slices.indices, slices.values,

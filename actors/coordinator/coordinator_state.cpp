@@ -26,22 +26,26 @@ using namespace coordinator_helpers;
 coordinator_state::coordinator_state(self_pointer self,
                                      std::vector<device_id> devices,
                                      std::vector<replica_actor> replicas,
-                                     caf::timespan default_timeout,
-                                     selected_collective collective,
-                                     memory_budget budget,
-                                     size_t max_queued_operations,
-                                     size_t max_queued_bytes,
-                                     std::shared_ptr<std::atomic<uint64_t>>
-                                       local_adds_dropped)
-  : self_(self),
-    replicas_(self, std::move(devices), std::move(replicas), *this),
-    collective_(std::move(collective)),
-    budget_(std::move(budget)),
-    default_timeout_(default_timeout),
-    admission_(max_queued_operations, max_queued_bytes),
-    local_adds_dropped_(std::move(local_adds_dropped)) {
+                                     coordinator_settings settings)
+  : small_step_bytes(settings.small_step_bytes),
+    processes(std::move(settings.processes)),
+    self_(self),
+    default_timeout_(settings.default_timeout),
+    collective_(std::move(settings.collective)),
+    budget_(std::move(settings.budget)),
+    local_adds_dropped_(std::move(settings.local_adds_dropped)),
+    deadlines_([self](operation_deadlines::clock::duration delay) {
+      self->delayed_send(self, delay, deadline_atom::value);
+    }),
+    replicas_(self, std::move(devices), std::move(replicas), *this,
+              deadlines_),
+    admission_(settings.max_queued_operations, settings.max_queued_bytes) {
   if (!local_adds_dropped_)
     local_adds_dropped_ = std::make_shared<std::atomic<uint64_t>>(0);
+  record_.configure(replicas_.size(),
+                    processes ? processes->first_replica : 0,
+                    settings.stall_threshold, settings.collect_metrics);
+  choose_ordering();
 }
 
 // -- helpers ------------------------------------------------------------------
@@ -67,10 +71,6 @@ void coordinator_state::agree(caf::timespan timeout, std::string what,
   auto plan = new_plan(std::move(what));
   plan->local_error = std::move(local);
   run_collective(timeout, std::move(plan), std::move(done));
-}
-
-caf::expected<coordinator_state::entry*> coordinator_state::find(uint64_t id) {
-  return variables_.find(id);
 }
 
 shared_variable_info coordinator_state::shared_info(uint64_t id) const {
@@ -109,42 +109,6 @@ coordinator_state::remaining(caf::timespan timeout, const char* what) const {
                           "its deadline; it was not started, nothing was "
                           "changed");
   return timeout - queued_for;
-}
-
-operation_deadlines::handle coordinator_state::watch(caf::timespan timeout,
-                                                     expirable* op) {
-  return watch_until(operation_deadlines::clock::now()
-                       + std::chrono::duration_cast<
-                         operation_deadlines::clock::duration>(timeout),
-                     op);
-}
-
-operation_deadlines::handle coordinator_state::watch_until(
-  operation_deadlines::clock::time_point deadline, expirable* op) {
-  auto h = deadlines_.add(deadline, op);
-  if (!tick_at_ || deadline < *tick_at_) {
-    tick_at_ = deadline;
-    auto delay = deadline - operation_deadlines::clock::now();
-    if (delay < std::chrono::milliseconds(1))
-      delay = std::chrono::milliseconds(1);
-    self_->delayed_send(self_, delay, deadline_atom::value);
-  }
-  return h;
-}
-
-void coordinator_state::on_deadline_tick() {
-  auto now = operation_deadlines::clock::now();
-  if (tick_at_ && *tick_at_ > now)
-    return; // an earlier tick that a nearer deadline superseded
-  tick_at_.reset();
-  deadlines_.expire_due(now);
-  if (auto next = deadlines_.next()) {
-    tick_at_ = *next;
-    auto delay = *next - now;
-    if (delay < std::chrono::milliseconds(1))
-      delay = std::chrono::milliseconds(1);
-    self_->delayed_send(self_, delay, deadline_atom::value);
-  }
 }
 
 // -- admission -----------------------------------------------------------------

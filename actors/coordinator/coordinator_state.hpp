@@ -3,12 +3,12 @@
 // every request before anything changes, sequences every operation that
 // involves more than one replica, and drives host collectives. It never
 // touches tensor data itself: work proportional to a tensor's size happens on
-// the replicas.
+// the replicas. The state is held by parts (one header each); this class
+// wires them and holds the operations.
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,56 +16,38 @@
 #include <vector>
 
 #include <caf/expected.hpp>
-#include <caf/fwd.hpp>
 #include <caf/timespan.hpp>
-#include <caf/typed_event_based_actor.hpp>
 
 #include "actors/coordinator/admission.hpp"
 #include "actors/coordinator/collective_runner.hpp"
-#include "actors/coordinator/step_driver.hpp"
 #include "actors/coordinator/coordinator_metrics.hpp"
+#include "actors/coordinator/coordinator_settings.hpp"
 #include "actors/coordinator/coordinator_waits.hpp"
 #include "actors/coordinator/operation_deadlines.hpp"
 #include "actors/coordinator/ordering.hpp"
 #include "actors/coordinator/read_barrier.hpp"
 #include "actors/coordinator/replica_set.hpp"
+#include "actors/coordinator/step_driver.hpp"
 #include "actors/coordinator/variable_registry.hpp"
 #include "actors/coordinator/write_batcher.hpp"
-#include "devices/memory_budget.hpp"
-#include "sync/scatter_update.hpp"
-#include "varsync/device_id.hpp"
-#include "varsync/error.hpp"
-#include "actors/collective_selection.hpp"
 #include "messages/completion.hpp"
 #include "messages/coordinator_interface.hpp"
-#include "messages/sequenced_operation.hpp"
 #include "sync/collectives/collective_plan.hpp"
-#include "sync/transport/process_rounds.hpp"
-#include "varsync/ext/metrics.hpp"
 #include "sync/policy/sync_policy.hpp"
-#include "varsync/internal/by_value.hpp"
+#include "sync/scatter_update.hpp"
+#include "varsync/ext/metrics.hpp"
 
 namespace varsync {
 
-class coordinator_state final : private write_batcher::link,
-                                private replica_set::link,
+class coordinator_state final : private replica_set::link,
                                 private collective_runner::link,
                                 private step_driver::link {
 public:
   using self_pointer = coordinator_internal_actor::pointer;
 
-  /// `collective`: the strategy's collective algorithm
-  /// (actors/collective_selection.hpp): run by the replicas on their
-  /// slices, or by its driver for all of them.
   coordinator_state(self_pointer self, std::vector<device_id> devices,
                     std::vector<replica_actor> replicas,
-                    caf::timespan default_timeout,
-                    selected_collective collective,
-                    memory_budget budget = memory_budget{},
-                    size_t max_queued_operations = 4096,
-                    size_t max_queued_bytes = size_t{256} << 20,
-                    std::shared_ptr<std::atomic<uint64_t>> local_adds_dropped
-                    = {});
+                    coordinator_settings settings);
 
   coordinator_internal_actor::behavior_type make_behavior();
   /// Monitors the replicas (a failure is kept per replica) and binds them
@@ -73,52 +55,24 @@ public:
   void bind_replicas();
 
   caf::timespan default_timeout() const { return default_timeout_; }
-
   /// 'name' of variable `id` for error messages, or #id if it is unknown.
   std::string quoted_name_of(uint64_t id) const override;
 
   /// Steps up to this many contribution bytes per replica take the small
-  /// path (sync/collectives/small_step.hpp); 0: never. Set once after construction.
-  size_t small_step_bytes = by_value_bytes;
+  /// path (sync/collectives/small_step.hpp); 0: never.
+  const size_t small_step_bytes;
+  /// Where this process stands among the strategy's (none in one process).
+  const std::optional<process_layout> processes;
 
-  /// A strategy whose replicas live in several processes (set once after
-  /// construction; the collective is then the one across processes).
-  struct process_layout {
-    int rank = 0;
-    int processes = 1;
-    int first_replica = 0;
-    int total_replicas = 0;
-    /// Services mode: hands an operation to process 0's sequencer (the
-    /// ordered operations come back through on_sequenced). Empty in
-    /// training mode.
-    std::function<void(sequenced_operation)> submit_sequenced;
-    /// Who kept whom waiting at the processes' rounds (the group's).
-    std::shared_ptr<process_rounds> rounds;
-  };
-  std::optional<process_layout> processes;
-
-  /// Chooses how operations are ordered across processes (actors/
-  /// ordering.hpp), once `processes` is set.
-  void choose_ordering();
-
-  /// The message to self of the group commit (actors/coordinator/write_batcher.hpp):
-  /// the writes queued behind the mailbox's messages leave.
-  void on_flush_writes() { writes_.on_flush_message(); }
   /// The outcome of an operation that every process runs together in
   /// training mode (a step, a checkpoint): agree(); `local` where the
   /// issuing process runs it alone (services mode).
   void agree_outcome(caf::timespan timeout, std::string what, caf::error local,
                      reply_fn<ok_atom> done) override;
 
-private:
-  /// destroy() runs again once the processes agreed.
-  bool destroy_agreed_ = false;
-
-public:
-
   // -- admission -------------------------------------------------------------
 
-  /// Runs `op` now or queues it (actors/coordinator/admission.hpp); `op` must call
+  /// Runs `op` now or queues it (admission.hpp); `op` must call
   /// release_slot() once when it completes.
   template <class F>
   void admit(F&& op, size_t bytes = 0) {
@@ -130,9 +84,8 @@ public:
   /// A blocking caller gave up on an operation before it started (its
   /// deadline passed): counted as a deadline hit.
   void note_abandoned() { record_.deadline_missed(); }
-  /// Runs `op`, an operation requested at `since` (a client call), so that
-  /// its deadline counts from the request: time spent in the mailbox or the
-  /// admission queue is not granted twice.
+  /// Runs `op`, requested at `since` (a client call): its deadline counts
+  /// from the request, so time spent queued is not granted twice.
   template <class F>
   void run_requested_at(std::chrono::steady_clock::time_point since, F&& op) {
     admission_.run_requested_at(since, std::forward<F>(op));
@@ -150,10 +103,9 @@ public:
 
   // -- operations; `done` runs on the coordinator's thread -------------------
 
-  /// The one dispatch (actors/coordinator/coordinator_dispatch.cpp): runs `op`, or in
-  /// services mode hands it to the sequencer first and runs it when it
-  /// comes back in order. `done` must hold a reply_fn of the operation's
-  /// result type.
+  /// The one dispatch (coordinator_dispatch.cpp): runs `op`, or hands it
+  /// to the ordering first (services mode: the sequencer) and runs it when
+  /// it comes back in order. `done` holds a reply_fn of the result type.
   void execute(caf::timespan timeout, operation&& op, completion&& done);
   /// A call of the async or blocking API (or a checkpoint): started here
   /// unless its blocking caller abandoned it. `admitted`: it holds an
@@ -177,7 +129,7 @@ public:
   void read(caf::timespan timeout, uint64_t id, reply_fn<tensor> done);
   void update(caf::timespan timeout, uint64_t id, update_op op, tensor value,
               reply_fn<ok_atom> done);
-  /// S4: a cross-replica scatter (actors/coordinator/coordinator_scatter.cpp).
+  /// S4: a cross-replica scatter (coordinator_scatter.cpp).
   void scatter(caf::timespan timeout, uint64_t id, scatter_op op,
                indexed_slices slices, reply_fn<ok_atom> done);
   void local_values(caf::timespan timeout, uint64_t id,
@@ -205,25 +157,12 @@ public:
   void all_values(caf::timespan timeout, uint64_t id,
                   reply_fn<std::vector<tensor>> done);
   strategy_description describe() const;
-  /// Metrics (M1-M4): collection on or off (clock reads and step timing;
-  /// counts stay), and the stall warning's threshold (0: off). Set once
-  /// after construction.
-  void configure_metrics(bool enabled, caf::timespan stall_threshold) {
-    record_ = coordinator_record{replicas_.size(), stall_threshold, enabled};
-  }
-  /// A snapshot: the coordinator's counts and every replica's
-  /// (actors/coordinator/coordinator_metrics.cpp).
+  void describe(reply_fn<strategy_description> done) { done(describe()); }
+  /// A snapshot (M1-M4): the parts' counts and every replica's.
   void metrics(caf::timespan timeout, reply_fn<strategy_metrics> done);
   /// The metrics request: never queued behind operations (a snapshot is
   /// most wanted when they pile up).
   caf::result<strategy_metrics> metrics_now();
-  /// The coordinator's and its variables' counts (M1-M4).
-  strategy_metrics metrics_here() const;
-  /// Adds each replica's counts: `got` holds the snapshots that answered
-  /// (the others' last ones are reported, marked stale).
-  void add_replica_metrics(strategy_metrics& m,
-                           std::vector<std::optional<replica_usage>>& got);
-  void describe(reply_fn<strategy_description> done) { done(describe()); }
   const std::vector<replica_actor>& replicas() const {
     return replicas_.handles();
   }
@@ -232,48 +171,22 @@ public:
 
 private:
   friend class services_ordering;
+  using entry = variable_entry;
 
   /// The description of the variable named `name` if it exists (and its
   /// creation completed) here, else null.
   shared_variable_info existing(const std::string& name) const;
-  /// A variable was created here: callers waiting for its name go on.
-  void variable_appeared(const shared_variable_info& info) {
-    waits_.appeared(info);
-  }
 
-  /// How operations are ordered across processes (chosen once).
-  std::unique_ptr<ordering> ordering_;
+  /// Chooses how operations are ordered across processes (once).
+  void choose_ordering();
 
-  using entry = variable_entry;
-  /// A cross-replica read or update of `e` starts (not when a read runs
-  /// again after the writes it waited for).
-  void count_cross_read(entry& e) {
-    if (!reads_.rerunning())
-      ++e.counts().cross_reads;
-  }
-  void count_cross_update(entry& e) {
-    if (!reads_.rerunning())
-      ++e.counts().cross_updates;
-  }
-  /// A step round's replies came in: the wait for the slowest replica is
-  /// added to `round`.
-  void note_step_round(const reply_times& times, caf::timespan& waited,
-                       uint64_t seq) override;
-  /// Step `seq` applies ON_WRITE updates `ys` (each variable counted
-  /// once).
-  void count_step_updates(const std::vector<recorded_update>& ys,
-                          uint64_t seq, caf::timespan waited);
-  /// `plan`, started at `started` (epoch: not timed), completed: its time
-  /// and the bytes of each item.
-  void collective_completed(const collective_plan& plan,
-                            reply_times::clock::time_point started) override;
-  bool timing() const override { return record_.enabled(); }
-
-  /// `timeout` less the time the operation now starting waited for
-  /// admission; `timeout` (nothing dispatched, nothing changed) if none is
-  /// left.
   caf::expected<caf::timespan> remaining(caf::timespan timeout,
                                          const char* what) const override;
+  caf::error check_replicas() const override;
+  caf::error translate(const caf::error& err, size_t replica) const {
+    return replicas_.translate(err, replica);
+  }
+  void flush_writes() override { writes_.flush_queued(); }
 
   /// The replicas in this process (the slots of collective plans).
   int num_replicas() const { return static_cast<int>(replicas_.size()); }
@@ -325,36 +238,19 @@ private:
                                   update_target target, scatter_op op) const;
   void create_here(caf::timespan timeout, variable_spec spec,
                    variable_info info, reply_fn<shared_variable_info> done);
-
-  caf::expected<entry*> find(uint64_t id);
-  caf::error check_replicas() const override;
-  caf::error translate(const caf::error& err,
-                       size_t replica) const override {
-    return replicas_.translate(err, replica);
-  }
+  /// Destroys `id` here (after the processes agreed).
+  void destroy_here(caf::timespan timeout, uint64_t id,
+                    reply_fn<ok_atom> done);
+  caf::expected<entry*> find(uint64_t id) { return variables_.find(id); }
   /// Host bytes of one copy of `nbytes` on every host replica.
   uint64_t host_copies_bytes(uint64_t nbytes) const;
 
   using on_deadline = replica_set::on_deadline;
   using fan_out = replica_set::fan_out;
 
-  operation_deadlines::handle watch(caf::timespan timeout,
-                                    expirable* op) override;
-  void flush_writes() override { writes_.flush_queued(); }
-  operation_deadlines::handle watch_until(
-    operation_deadlines::clock::time_point deadline,
-    expirable* op) override;
-  void unwatch(operation_deadlines::handle h) override {
-    deadlines_.remove(h);
-  }
-  /// A write of `id` the group commit sent was answered (W8).
-  void write_answered(uint64_t id) override { reads_.write_done(id); }
-  void on_deadline_tick();
-
-  /// Runs a collective (actors/coordinator/collective_runner.hpp), or for a small
-  /// step's plan (`small`, sync/collectives/small_step.hpp) combines the contributions
-  /// here for the replicas to apply in one round; one at a time, in the
-  /// order they were started.
+  /// Runs a collective (collective_runner.hpp), or for a small step's plan
+  /// (`small`, sync/collectives/small_step.hpp) combines the contributions
+  /// here for the replicas to apply in one round; one at a time, in order.
   void run_collective(caf::timespan timeout,
                       std::shared_ptr<collective_plan> plan,
                       reply_fn<ok_atom> done, bool small = false) {
@@ -365,12 +261,12 @@ private:
   caf::error unequal_vote(const std::vector<int64_t>& votes,
                           const collective_plan& plan) override;
 
+  // -- steps (step_driver.hpp) -----------------------------------------------
+
   /// S1: the plan item of a step's scatter updates (update k of every
   /// report), combined row by row; an error before anything is applied.
   caf::error add_step_scatter(collective_plan& plan, size_t k,
                               std::vector<step_report>& reports);
-  // -- steps (actors/coordinator/step_driver.hpp) ---------------------------
-
   caf::error check_step_collectives(
     const std::vector<step_report>& reports) const override;
   /// Every replica ended step `seq`: one fused collective applies its
@@ -389,42 +285,39 @@ private:
                           std::vector<std::vector<tensor>> local,
                           reply_fn<std::vector<tensor>> done);
 
+  // -- the parts -------------------------------------------------------------
+
   self_pointer self_;
-  /// The replicas in this process, their failures, and the fan-out.
-  replica_set replicas_;
+  caf::timespan default_timeout_;
   selected_collective collective_;
   memory_budget budget_;
-  caf::timespan default_timeout_;
+  std::shared_ptr<std::atomic<uint64_t>> local_adds_dropped_;
+  /// Deadlines of operations in flight, and the tick that expires them.
+  operation_deadlines deadlines_;
+  /// The replicas in this process, their failures, and the fan-out.
+  replica_set replicas_;
   /// The variables of the strategy, by id and by name.
   variable_registry variables_;
   /// Reads that wait for the writes of their variable in flight (W8).
-  read_barrier reads_{
-    variables_,
-    [this](caf::timespan t, expirable* w) { return watch(t, w); },
-    [this](operation_deadlines::handle h) { unwatch(h); }};
+  read_barrier reads_{variables_, deadlines_};
   /// Which operations run now and which wait (V3).
   admission admission_;
-  /// Fire-and-forget local adds the replicas refused or could not apply
-  /// (shared with them; reported by describe()).
-  std::shared_ptr<std::atomic<uint64_t>> local_adds_dropped_;
-  operation_deadlines deadlines_;
   /// The group commit of cross-replica writes in one process.
-  write_batcher writes_{self_, replicas_.handles(), *this};
+  write_batcher writes_{self_, replicas_, reads_, deadlines_};
+  /// Metrics (coordinator_metrics.hpp); refusals are counted by const
+  /// checks.
+  mutable coordinator_record record_{variables_};
   /// Host collectives, one at a time.
-  collective_runner collectives_{self_, replicas_, collective_, *this};
+  collective_runner collectives_{self_, replicas_, collective_, *this,
+                                 record_};
   /// Callers waiting for a variable to exist or for a barrier.
-  coordinator_waits waits_{
-    [this](caf::timespan t, expirable* w) { return watch(t, w); },
-    [this](operation_deadlines::handle h) { unwatch(h); }};
-  std::optional<operation_deadlines::clock::time_point> tick_at_;
+  coordinator_waits waits_{deadlines_};
   /// Replica steps, round by round.
-  step_driver steps_{*this, replicas_,
+  step_driver steps_{*this, replicas_, record_,
                      collective_.uses_staging_buffers};
-  /// Metrics (actors/coordinator/coordinator_metrics.hpp); refusals are counted by
-  /// const checks.
-  mutable coordinator_record record_{0, caf::timespan{0}, true};
-  /// Each replica's counts at the last snapshot it answered.
-  std::vector<replica_usage> last_usage_;
+  /// How operations are ordered across processes (chosen once, last: it
+  /// may use every other part).
+  std::unique_ptr<ordering> ordering_;
 };
 
 } // namespace varsync

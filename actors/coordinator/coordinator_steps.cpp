@@ -97,7 +97,7 @@ void coordinator_state::finish_step(caf::timespan timeout,
         u.op, e == nullptr ? "#" + std::to_string(u.variable_id)
                            : e->info->name));
     }
-  count_step_updates(first, seq, waited);
+  record_.step_updates(first, seq, waited);
   // One fused collective applies every update of the step, in issue order.
   auto plan = new_plan();
   for (size_t k = 0; k < first.size(); ++k) {

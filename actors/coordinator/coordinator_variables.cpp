@@ -117,7 +117,7 @@ void coordinator_state::create_here(caf::timespan timeout, variable_spec spec,
       }
       e->ready = true;
       log()->debug("created variable '{}' (id {})", e->info->name, id);
-      variable_appeared(e->info);
+      waits_.appeared(e->info);
       done(e->info);
     });
 }
@@ -146,24 +146,27 @@ void coordinator_state::destroy(caf::timespan timeout, uint64_t id,
   if (!left || !e) {
     auto err = !left ? std::move(left.error()) : std::move(e.error());
     // Across processes a failure here still takes part in the round.
-    return processes && !destroy_agreed_
-             ? fail_agreed(timeout, "destroy of " + quoted_name_of(id),
-                           std::move(err), std::move(done))
-             : done(std::move(err));
+    return processes ? fail_agreed(timeout, "destroy of " + quoted_name_of(id),
+                                   std::move(err), std::move(done))
+                     : done(std::move(err));
   }
-  timeout = *left;
-  if (processes && !destroy_agreed_) {
-    // The processes agree first: every one destroys its components.
-    return agree(timeout, "destroy of '" + (*e)->info->name + "'", {},
-                 [this, timeout, id, done = std::move(done)](
-                   caf::expected<ok_atom> r) mutable {
-                   if (!r)
-                     return done(std::move(r.error()));
-                   destroy_agreed_ = true;
-                   destroy(timeout, id, std::move(done));
-                   destroy_agreed_ = false;
-                 });
-  }
+  if (!processes)
+    return destroy_here(*left, id, std::move(done));
+  // The processes agree first: every one destroys its components.
+  agree(*left, "destroy of '" + (*e)->info->name + "'", {},
+        [this, timeout = *left, id,
+         done = std::move(done)](caf::expected<ok_atom> r) mutable {
+          if (!r)
+            return done(std::move(r.error()));
+          destroy_here(timeout, id, std::move(done));
+        });
+}
+
+void coordinator_state::destroy_here(caf::timespan timeout, uint64_t id,
+                                     reply_fn<ok_atom> done) {
+  auto e = find(id);
+  if (!e)
+    return done(std::move(e.error()));
   // Reads waiting for this variable's writes run again and find it gone.
   auto waiting = std::move((*e)->waiting_reads);
   variables_.erase(id);

@@ -19,8 +19,8 @@ std::string in_ms(caf::timespan t) {
 
 } // namespace
 
-coordinator_waits::coordinator_waits(watch_fn watch, unwatch_fn unwatch)
-  : watch_(std::move(watch)), unwatch_(std::move(unwatch)) {
+coordinator_waits::coordinator_waits(operation_deadlines& deadlines)
+  : deadlines_(deadlines) {
 }
 
 coordinator_waits::~coordinator_waits() {
@@ -33,7 +33,7 @@ void coordinator_waits::watch(W& w, caf::timespan timeout) {
   w.owner = this;
   w.timeout = timeout;
   if (timeout != caf::timespan::max()) {
-    w.deadline = watch_(timeout, &w);
+    w.deadline = deadlines_.watch(timeout, &w);
     w.watched = true;
   }
 }
@@ -56,7 +56,7 @@ void coordinator_waits::appeared(const shared_variable_info& info) {
   by_name_.erase(i);
   for (auto* w : waiting) {
     if (w->watched)
-      unwatch_(w->deadline);
+      deadlines_.unwatch(w->deadline);
     auto done = std::move(w->done);
     names_.erase(w->self);
     done(info);
@@ -96,7 +96,7 @@ void coordinator_waits::arrived(int origin, reply_fn<ok_atom> done,
     auto next = std::next(i);
     if (i->number <= reached) {
       if (i->watched)
-        unwatch_(i->deadline);
+        deadlines_.unwatch(i->deadline);
       auto fn = std::move(i->done);
       barriers_.erase(i);
       fn(ok_atom::value);
@@ -131,7 +131,7 @@ void coordinator_waits::fail_barriers(const caf::error& reason) {
   barriers_.clear();
   for (auto& w : waiting) {
     if (w.watched)
-      unwatch_(w.deadline);
+      deadlines_.unwatch(w.deadline);
     w.done(reason);
   }
 }

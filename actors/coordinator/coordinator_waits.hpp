@@ -22,13 +22,7 @@ namespace varsync {
 
 class coordinator_waits {
 public:
-  /// How the part watches a deadline (the coordinator's operation_deadlines
-  /// and its tick) and stops watching one.
-  using watch_fn
-    = std::function<operation_deadlines::handle(caf::timespan, expirable*)>;
-  using unwatch_fn = std::function<void(operation_deadlines::handle)>;
-
-  coordinator_waits(watch_fn watch, unwatch_fn unwatch);
+  explicit coordinator_waits(operation_deadlines& deadlines);
   ~coordinator_waits();
 
   coordinator_waits(const coordinator_waits&) = delete;
@@ -81,8 +75,7 @@ private:
   /// The processes that have not reached barrier `number`, in words.
   std::string missing_from(uint64_t number) const;
 
-  watch_fn watch_;
-  unwatch_fn unwatch_;
+  operation_deadlines& deadlines_;
   std::list<name_waiter> names_;
   std::unordered_map<std::string, std::vector<name_waiter*>> by_name_;
   std::list<barrier_waiter> barriers_;

@@ -41,7 +41,7 @@ void read_barrier::flush(variable_entry& e) {
       if (waited >= left) {
         w->finished = true;
         if (w->watched)
-          unwatch_(w->deadline);
+          deadlines_.unwatch(w->deadline);
         w->fail(make_error(errc::timeout,
                            "the read waited for earlier writes of the "
                            "variable past its deadline; nothing was "
@@ -65,7 +65,7 @@ void read_barrier::release(std::unique_ptr<variable_entry::waiting> reads) {
 void read_barrier::rerun(pending_read& w, caf::timespan left) {
   w.finished = true;
   if (w.watched)
-    unwatch_(w.deadline);
+    deadlines_.unwatch(w.deadline);
   auto saved = rerunning_;
   rerunning_ = true;
   w.rerun(left);

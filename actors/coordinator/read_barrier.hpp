@@ -37,17 +37,9 @@ struct pending_read : expirable {
 
 class read_barrier {
 public:
-  /// How the part watches a deadline (the coordinator's operation_deadlines
-  /// and its tick) and stops watching one; called only for reads that wait.
-  using watch_fn
-    = std::function<operation_deadlines::handle(caf::timespan, expirable*)>;
-  using unwatch_fn = std::function<void(operation_deadlines::handle)>;
-
-  read_barrier(variable_registry& variables, watch_fn watch,
-               unwatch_fn unwatch)
-    : variables_(variables),
-      watch_(std::move(watch)),
-      unwatch_(std::move(unwatch)) {
+  /// `deadlines`: the coordinator's, asked only for reads that wait.
+  read_barrier(variable_registry& variables, operation_deadlines& deadlines)
+    : variables_(variables), deadlines_(deadlines) {
     // nop
   }
 
@@ -71,7 +63,7 @@ public:
     w->rerun = std::move(rerun);
     w->fail = [done](caf::error err) { done(std::move(err)); };
     if (timeout != caf::timespan::max()) {
-      w->deadline = watch_(timeout, w.get());
+      w->deadline = deadlines_.watch(timeout, w.get());
       w->watched = true;
     }
     if (!e.waiting_reads)
@@ -94,8 +86,7 @@ private:
   void rerun(pending_read& w, caf::timespan left);
 
   variable_registry& variables_;
-  watch_fn watch_;
-  unwatch_fn unwatch_;
+  operation_deadlines& deadlines_;
   bool rerunning_ = false;
 };
 

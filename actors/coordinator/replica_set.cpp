@@ -13,12 +13,14 @@
 namespace varsync {
 
 replica_set::replica_set(self_pointer self, std::vector<device_id> devices,
-                         std::vector<replica_actor> replicas, link& owner)
+                         std::vector<replica_actor> replicas, link& owner,
+                         operation_deadlines& deadlines)
   : self_(self),
     devices_(std::move(devices)),
     replicas_(std::move(replicas)),
     failures_(replicas_.size()),
-    owner_(owner) {
+    owner_(owner),
+    deadlines_(deadlines) {
 }
 
 void replica_set::bind() {

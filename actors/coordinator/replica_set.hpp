@@ -45,14 +45,12 @@ public:
     virtual ~link() = default;
     /// W8: the writes queued by the group commit leave before a request.
     virtual void flush_writes() = 0;
-    virtual operation_deadlines::handle watch(caf::timespan timeout,
-                                              expirable* op)
-      = 0;
-    virtual void unwatch(operation_deadlines::handle h) = 0;
   };
 
+  /// `deadlines` watches the gathers.
   replica_set(self_pointer self, std::vector<device_id> devices,
-              std::vector<replica_actor> replicas, link& owner);
+              std::vector<replica_actor> replicas, link& owner,
+              operation_deadlines& deadlines);
 
   size_t size() const { return replicas_.size(); }
   const replica_actor& operator[](size_t i) const { return replicas_[i]; }
@@ -141,11 +139,12 @@ private:
   std::vector<replica_actor> replicas_;
   std::vector<caf::error> failures_;
   link& owner_;
+  operation_deadlines& deadlines_;
 };
 
 template <class T>
 struct replica_set::gather_state final : expirable {
-  replica_set::link* owner = nullptr;
+  operation_deadlines* deadlines = nullptr;
   on_deadline late = on_deadline::abandoned;
   std::vector<T> values;
   size_t pending = 0;
@@ -168,7 +167,7 @@ struct replica_set::gather_state final : expirable {
     if (--pending > 0 || finished)
       return;
     if (watched)
-      owner->unwatch(deadline);
+      deadlines->unwatch(deadline);
     finish();
   }
 
@@ -206,13 +205,13 @@ void replica_set::gather(size_t count, caf::timespan timeout, Send send,
     return;
   }
   auto st = std::make_shared<gather_state<T>>();
-  st->owner = &owner_;
+  st->deadlines = &deadlines_;
   st->late = late;
   st->values.resize(count);
   st->pending = count;
   st->done = std::move(done);
   if (timeout != caf::timespan::max()) { // max: no deadline
-    st->deadline = owner_.watch(timeout, st.get());
+    st->deadline = deadlines_.watch(timeout, st.get());
     st->watched = true;
   }
   std::optional<spread_sends<std::remove_pointer_t<self_pointer>>> spread;

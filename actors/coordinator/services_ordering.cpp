@@ -64,7 +64,7 @@ void services_ordering::sequence(caf::timespan timeout, operation value,
   t->timeout = timeout;
   t->done = std::move(done);
   if (*left != caf::timespan::max()) {
-    t->deadline = c_.watch(*left, t.get());
+    t->deadline = c_.deadlines_.watch(*left, t.get());
     t->watched = true;
   }
   auto op = make_sequenced(std::move(value));
@@ -109,7 +109,7 @@ void services_ordering::replay(sequenced_operation op) {
       t = std::move(i->second);
       tickets_.erase(i);
       if (t->watched)
-        c_.unwatch(t->deadline);
+        c_.deadlines_.unwatch(t->deadline);
     }
   }
   applying_ordered_ = true;
@@ -253,7 +253,7 @@ void services_ordering::lost(caf::error reason) {
   tickets_.clear();
   for (auto& [number, t] : waiting) {
     if (t->watched)
-      c_.unwatch(t->deadline);
+      c_.deadlines_.unwatch(t->deadline);
     if (!t->answered)
       t->answer(sequencer_failure_);
   }

@@ -15,7 +15,7 @@ caf::timespan step_driver::round::left() const {
 }
 
 std::shared_ptr<reply_times> step_driver::new_times() const {
-  return owner_.timing() ? std::make_shared<reply_times>(replicas_.size()) : nullptr;
+  return record_.enabled() ? std::make_shared<reply_times>(replicas_.size()) : nullptr;
 }
 
 void step_driver::run(caf::timespan timeout, replica_step_ptr step,
@@ -58,7 +58,7 @@ void step_driver::run(caf::timespan timeout, replica_step_ptr step,
         last_round_ = std::chrono::duration_cast<caf::timespan>(
           operation_deadlines::clock::now() - r.started);
       if (times && reports)
-        owner_.note_step_round(*times, r.waited, r.seq);
+        record_.step_round(*times, replicas_.devices(), r.seq, r.waited);
       answered(r, std::move(reports), std::move(done));
     },
     step_atom::value, seq, step);
@@ -109,7 +109,7 @@ void step_driver::resume(round r, std::vector<tensor> result,
     [this, r, times, done = std::move(done)](
       caf::expected<std::vector<step_report>> reports) mutable {
       if (times && reports)
-        owner_.note_step_round(*times, r.waited, r.seq);
+        record_.step_round(*times, replicas_.devices(), r.seq, r.waited);
       answered(r, std::move(reports), std::move(done));
     },
     step_resume_atom::value, r.seq, std::move(result));

@@ -54,22 +54,17 @@ public:
                              std::vector<step_report>& reports, uint64_t seq,
                              caf::timespan waited, reply_fn<ok_atom> done)
       = 0;
-    /// A round's replies came in: the wait for the slowest is added to
-    /// `waited` (M2, M4).
-    virtual void note_step_round(const reply_times& times,
-                                 caf::timespan& waited, uint64_t seq)
-      = 0;
-    /// Whether rounds are timed (metrics on).
-    virtual bool timing() const = 0;
 
   protected:
     ~link() = default;
   };
 
-  /// `replicas`: those that run each step; `staging`: whether they keep
-  /// contributions in staging buffers until a step is released.
-  step_driver(link& owner, replica_set& replicas, bool staging)
-    : owner_(owner), replicas_(replicas), staging_(staging) {
+  /// `replicas`: those that run each step; `record`: times its rounds
+  /// (M2, M4); `staging`: whether the replicas keep contributions in
+  /// staging buffers until a step is released.
+  step_driver(link& owner, replica_set& replicas, coordinator_record& record,
+              bool staging)
+    : owner_(owner), replicas_(replicas), record_(record), staging_(staging) {
     // nop
   }
 
@@ -107,6 +102,7 @@ private:
 
   link& owner_;
   replica_set& replicas_;
+  coordinator_record& record_;
   const bool staging_;
   /// The number of the last step sent to the replicas.
   uint64_t started_ = 0;

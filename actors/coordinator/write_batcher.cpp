@@ -56,10 +56,10 @@ struct write_batcher::run final : expirable {
   }
 };
 
-write_batcher::write_batcher(self_pointer self,
-                             const std::vector<replica_actor>& replicas,
-                             link& owner)
-  : self_(self), replicas_(replicas), owner_(owner) {
+write_batcher::write_batcher(self_pointer self, const replica_set& replicas,
+                             read_barrier& reads,
+                             operation_deadlines& deadlines)
+  : self_(self), replicas_(replicas), reads_(reads), deadlines_(deadlines) {
   // nop
 }
 
@@ -115,12 +115,12 @@ void write_batcher::watch(run& r) {
   if (r.watched && r.watched_at == earliest)
     return;
   if (r.watched) {
-    owner_.unwatch(r.deadline);
+    deadlines_.unwatch(r.deadline);
     r.watched = false;
   }
   if (earliest == run::clock::time_point::max())
     return;
-  r.deadline = owner_.watch_until(earliest, &r);
+  r.deadline = deadlines_.watch_until(earliest, &r);
   r.watched = true;
   r.watched_at = earliest;
 }
@@ -154,7 +154,7 @@ void write_batcher::flush() {
             confirm(*r);
         },
         [this, r, i](caf::error& err) {
-          auto failure = owner_.translate(err, i);
+          auto failure = replicas_.translate(err, i);
           for (auto& w : r->waiters)
             if (!w.error)
               w.error = failure;
@@ -175,7 +175,7 @@ void write_batcher::send_alone(run* r, size_t count) {
     };
     auto failed = [this, r, i](caf::error& err) {
       if (!r->waiters.front().error)
-        r->waiters.front().error = owner_.translate(err, i);
+        r->waiters.front().error = replicas_.translate(err, i);
       if (--r->replies_pending == 0)
         confirm(*r);
     };
@@ -194,7 +194,7 @@ void write_batcher::answer(run& r, size_t k, caf::error err) {
   auto& w = r.waiters[k];
   w.answered = true;
   --r.unanswered;
-  owner_.write_answered(w.variable);
+  reads_.write_done(w.variable);
   auto done = std::move(w.done);
   if (err)
     done(std::move(err));
@@ -204,7 +204,7 @@ void write_batcher::answer(run& r, size_t k, caf::error err) {
 
 void write_batcher::confirm(run& r) {
   if (r.watched) {
-    owner_.unwatch(r.deadline);
+    deadlines_.unwatch(r.deadline);
     r.watched = false;
   }
   const bool counted = r.unanswered > 0;

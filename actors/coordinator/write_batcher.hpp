@@ -19,6 +19,8 @@
 #include <caf/timespan.hpp>
 
 #include "actors/coordinator/operation_deadlines.hpp"
+#include "actors/coordinator/read_barrier.hpp"
+#include "actors/coordinator/replica_set.hpp"
 #include "messages/completion.hpp"
 #include "messages/component_writes.hpp"
 #include "messages/coordinator_interface.hpp"
@@ -30,27 +32,9 @@ class write_batcher {
 public:
   using self_pointer = coordinator_internal_actor::pointer;
 
-  /// What the batcher needs from the coordinator (called directly, no
-  /// function object per write).
-  class link {
-  public:
-    /// Watches `op` until `deadline` (the coordinator's deadline tick).
-    virtual operation_deadlines::handle
-    watch_until(operation_deadlines::clock::time_point deadline,
-                expirable* op) = 0;
-    virtual void unwatch(operation_deadlines::handle h) = 0;
-    /// A replica's failure to answer, in varsync's words.
-    virtual caf::error translate(const caf::error& err,
-                                 size_t replica) const = 0;
-    /// A write of `variable` was answered: reads waiting for it go on (W8).
-    virtual void write_answered(uint64_t variable) = 0;
-
-  protected:
-    ~link() = default;
-  };
-
-  write_batcher(self_pointer self, const std::vector<replica_actor>& replicas,
-                link& owner);
+  /// A write answered releases the reads waiting for it in `reads` (W8).
+  write_batcher(self_pointer self, const replica_set& replicas,
+                read_barrier& reads, operation_deadlines& deadlines);
   ~write_batcher();
 
   write_batcher(const write_batcher&) = delete;
@@ -91,8 +75,9 @@ private:
   void confirmed();
 
   self_pointer self_;
-  const std::vector<replica_actor>& replicas_;
-  link& owner_;
+  const replica_set& replicas_;
+  read_barrier& reads_;
+  operation_deadlines& deadlines_;
   /// A write that finds nothing in flight but messages waiting in the
   /// mailbox leaves after them (a message to self), with their writes.
   bool flush_scheduled_ = false;
