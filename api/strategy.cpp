@@ -278,14 +278,6 @@ make_strategy(std::shared_ptr<detail::system_host> owned,
   auto lifetime = detail::system_lifetime::of(sys);
   auto cc = coordinator_config_of(options, *settings, *devices,
                                   std::move(faults), lifetime != nullptr);
-  // The port first: a port in use fails before anything is spawned.
-  std::unique_ptr<detail::metrics_server> metrics_server;
-  if (options.metrics_port) {
-    auto server = detail::metrics_server::open(*options.metrics_port);
-    if (!server)
-      return fail(std::move(server.error()));
-    metrics_server = std::move(*server);
-  }
   auto place = join_cluster(options, cc);
   if (!place)
     return fail(std::move(place.error()));
@@ -303,8 +295,6 @@ make_strategy(std::shared_ptr<detail::system_host> owned,
     options.devices, description, memory_budget{cc.memory_budget_bytes},
     cc.max_queued_operations, cc.max_queued_bytes);
   core->place = *place;
-  if (metrics_server)
-    core->serve_metrics(std::move(metrics_server));
   if (lifetime)
     watch_lifetime(*lifetime, core);
   return detail::strategy_access::handle(std::move(core), options.timeout);
@@ -385,12 +375,6 @@ caf::expected<strategy_metrics> strategy::metrics() const {
   return blocking<strategy_metrics>(*this, [](auto& api, auto done) {
     api.metrics(std::move(done));
   });
-}
-
-std::string strategy::metrics_endpoint() const {
-  auto port = core_->metrics_port();
-  return port == 0 ? std::string{}
-                   : "http://127.0.0.1:" + std::to_string(port);
 }
 
 async_strategy strategy::async() const {

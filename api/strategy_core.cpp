@@ -26,7 +26,6 @@
 #include "api/strategy_core.hpp"
 #include "api/strategy_calls.hpp"
 #include "api/strategy_helpers.hpp"
-#include "varsync/ext/sync_advice.hpp"
 
 namespace varsync {
 
@@ -264,8 +263,6 @@ strategy_core::~strategy_core() {
 void strategy_core::shutdown() {
   if (stopped_.exchange(true))
     return;
-  if (metrics_server_)
-    metrics_server_->stop();
   // Services mode: process 0 orders every operation, the others' last ones
   // included, so it leaves last. Every process then says it leaves before
   // its connections close (never waiting on an actor's thread: the
@@ -305,29 +302,6 @@ void strategy_core::metrics(reply_fn<strategy_metrics> done) {
         r->refusals += counts->refused.load();
       }
       done(std::move(r));
-    });
-}
-
-void strategy_core::serve_metrics(std::unique_ptr<metrics_server> server) {
-  // The server thread blocks for each snapshot (it is no actor's thread);
-  // the core outlives it (shutdown stops it first).
-  metrics_server_ = std::move(server);
-  metrics_server_->serve(
-    [this](const std::string& path) -> caf::expected<metrics_server::response> {
-      if (path != "/metrics" && path != "/metrics.json" && path != "/advice")
-        return make_error(errc::unknown_variable, "no such path");
-      auto m = await<strategy_metrics>(
-        std::chrono::seconds(5),
-        [this](reply_fn<strategy_metrics> done) { metrics(std::move(done)); });
-      if (!m)
-        return std::move(m.error());
-      if (path == "/metrics")
-        return metrics_server::response{
-          "text/plain; version=0.0.4; charset=utf-8", to_prometheus(*m)};
-      if (path == "/metrics.json")
-        return metrics_server::response{"application/json", to_json(*m)};
-      return metrics_server::response{"application/json",
-                                      to_json(advise(*m))};
     });
 }
 

@@ -16,7 +16,6 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/expected.hpp>
 
-#include "api/metrics_http.hpp"
 #include "devices/memory_budget.hpp"
 #include "messages/coordinator_interface.hpp"
 #include "sync/transport/process_group.hpp"
@@ -101,12 +100,6 @@ public:
   /// calls refused) added.
   void metrics(reply_fn<strategy_metrics> done);
 
-  /// Serves metrics through `server` until shutdown.
-  void serve_metrics(std::unique_ptr<metrics_server> server);
-  /// The port metrics are served on; 0 if none.
-  uint16_t metrics_port() const {
-    return metrics_server_ ? metrics_server_->port() : 0;
-  }
 
   /// Calls start(done) and waits up to `timeout` for done's outcome: a
   /// blocking call made of an asynchronous one.
@@ -159,7 +152,6 @@ private:
     std::atomic<uint64_t> refused{0};
   };
   std::shared_ptr<outstanding> outstanding_ = std::make_shared<outstanding>();
-  std::unique_ptr<metrics_server> metrics_server_;
 };
 
 } // namespace varsync::detail

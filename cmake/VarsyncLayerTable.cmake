@@ -110,7 +110,7 @@ foreach(h strategy actor_api checkpoint function_step ext/checkpoint_actor
   set(VARSYNC_PUBLIC_OWNER_${h} api)
 endforeach()
 # The umbrella header includes the add-ons' headers too.
-foreach(h varsync ext/optim ext/service_main)
+foreach(h varsync ext/optim ext/service_main ext/metrics_endpoint)
   set(VARSYNC_PUBLIC_OWNER_${h} addons)
 endforeach()
 foreach(h ext/sampler ext/input_batches ext/sampler_checkpoint)

@@ -87,11 +87,6 @@ struct strategy_options {
   /// log, at most once per replica every 10 s, and counted as a stall.
   /// Zero: no warnings; negative: invalid_argument.
   std::chrono::milliseconds stall_warning{1000};
-  /// Serves metrics over HTTP on 127.0.0.1 at this port (0: a free port,
-  /// see strategy::metrics_endpoint): GET /metrics (Prometheus text),
-  /// /metrics.json, /advice. Unset (the default): no server. A port that
-  /// cannot be bound fails create with invalid_argument.
-  std::optional<uint16_t> metrics_port;
 };
 
 namespace detail {
@@ -155,11 +150,10 @@ public:
   caf::expected<strategy_description> stats() const;
   /// A metrics snapshot (M1-M4, varsync/ext/metrics.hpp): never queued behind
   /// operations nor refused as overloaded. varsync::advise(snapshot) gives
-  /// the synchronization advisor's suggestions (varsync/ext/sync_advice.hpp).
+  /// the synchronization advisor's suggestions (varsync/ext/sync_advice.hpp);
+  /// varsync::metrics_endpoint serves both over HTTP
+  /// (varsync/ext/metrics_endpoint.hpp).
   caf::expected<strategy_metrics> metrics() const;
-  /// "http://127.0.0.1:PORT" when strategy_options::metrics_port is set,
-  /// else empty.
-  std::string metrics_endpoint() const;
 
   /// The callback API (callbacks run on the coordinator's thread: keep them
   /// short and never block in them). The blocking calls of this class fail

@@ -14,4 +14,5 @@
 #include "varsync/ext/optim.hpp"
 #include "varsync/strategy.hpp"
 #include "varsync/ext/metrics.hpp"
+#include "varsync/ext/metrics_endpoint.hpp"
 #include "varsync/ext/sync_advice.hpp"

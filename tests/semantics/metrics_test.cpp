@@ -23,6 +23,7 @@
 #include "api/strategy_access.hpp"
 #include "core/logging.hpp"
 #include "varsync/actor_api.hpp"
+#include "varsync/ext/metrics_endpoint.hpp"
 #include "varsync/ext/sync_advice.hpp"
 
 using namespace vs_test;
@@ -76,13 +77,6 @@ std::string http(uint16_t port, const std::string& request_line) {
     out.append(buf, static_cast<size_t>(n));
   ::close(fd);
   return out;
-}
-
-uint16_t port_of(const strategy& s) {
-  auto endpoint = s.metrics_endpoint();
-  auto colon = endpoint.rfind(':');
-  REQUIRE(colon != std::string::npos);
-  return static_cast<uint16_t>(std::stoi(endpoint.substr(colon + 1)));
 }
 
 } // namespace
@@ -479,20 +473,18 @@ TEST_CASE("M6: snapshots render as JSON and in the Prometheus text format") {
         != std::string::npos);
 }
 
-TEST_CASE("M6: the HTTP endpoint serves metrics on loopback when asked to",
+TEST_CASE("M6: the HTTP endpoint serves a strategy's metrics on loopback "
+          "until it stops",
           "[one-process]") {
-  {
-    auto off = make_strategy(1);
-    CHECK(off.metrics_endpoint().empty());
-  }
-  strategy_options options;
-  options.metrics_port = 0;
-  auto s = make_strategy_with(2, options);
+  auto s = make_strategy(2);
   auto w = make_var(s, "w", tensor::scalar<float>(0),
                     synchronization::on_write, aggregation::sum);
   VS_VALUE(s.read(w));
-  CHECK(s.metrics_endpoint().rfind("http://127.0.0.1:", 0) == 0);
-  const auto port = port_of(s);
+  auto endpoint = metrics_endpoint::serve(s);
+  REQUIRE(endpoint);
+  const auto port = endpoint->port();
+  REQUIRE(port != 0);
+  CHECK(endpoint->url() == "http://127.0.0.1:" + std::to_string(port));
   auto text = http(port, "GET /metrics HTTP/1.0");
   CHECK(text.rfind("HTTP/1.0 200 OK\r\n", 0) == 0);
   CHECK(text.find("Content-Type: text/plain; version=0.0.4")
@@ -505,17 +497,29 @@ TEST_CASE("M6: the HTTP endpoint serves metrics on loopback when asked to",
   CHECK(advice.find("200 OK") != std::string::npos);
   CHECK(http(port, "GET /nope HTTP/1.0").rfind("HTTP/1.0 404", 0) == 0);
   CHECK(http(port, "POST /metrics HTTP/1.0").rfind("HTTP/1.0 405", 0) == 0);
-  // The port is taken now: a second strategy on it is refused.
-  strategy_options same = options;
-  same.metrics_port = port;
-  same.devices = {"cpu:0"};
-  auto clash = strategy::create(same);
+  // The port is taken: a second endpoint on it is refused, naming the
+  // port, and the first goes on serving.
+  auto clash = metrics_endpoint::serve(s, port);
   REQUIRE_FALSE(clash);
   CHECK(has_code(clash.error(), errc::invalid_argument));
-  CHECK(message_of(clash.error()).find(std::to_string(port))
+  CHECK(message_of(clash.error()).find("127.0.0.1:" + std::to_string(port))
         != std::string::npos);
-  // Shut down: the port is free again.
+  CHECK(http(port, "GET /metrics HTTP/1.0").rfind("HTTP/1.0 200", 0) == 0);
+  // Moved: the new owner serves, the old one holds nothing.
+  auto moved = std::move(*endpoint);
+  CHECK(endpoint->port() == 0);
+  endpoint->stop();
+  CHECK(moved.port() == port);
+  CHECK(http(port, "GET /metrics HTTP/1.0").rfind("HTTP/1.0 200", 0) == 0);
+  // A strategy shut down has no snapshot to give: 503 until stopped.
   s.shutdown();
-  auto again = strategy::create(same);
-  CHECK(again);
+  CHECK(http(port, "GET /metrics HTTP/1.0").rfind("HTTP/1.0 503", 0) == 0);
+  // Stopped: the port is free again.
+  moved.stop();
+  moved.stop();
+  auto other = make_strategy(1);
+  auto again = metrics_endpoint::serve(other, port);
+  REQUIRE(again);
+  CHECK(http(port, "GET /metrics HTTP/1.0").rfind("HTTP/1.0 200", 0) == 0);
 }
+

@@ -1,4 +1,8 @@
-#include "api/metrics_http.hpp"
+// The metrics endpoint (M6), over the public API: a listening socket, a
+// thread that answers one request per connection, and the strategy whose
+// snapshots it serves.
+
+#include "varsync/ext/metrics_endpoint.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -7,14 +11,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <exception>
+#include <functional>
+#include <thread>
 
-#include "core/logging.hpp"
 #include "varsync/error.hpp"
+#include "varsync/ext/metrics.hpp"
+#include "varsync/ext/sync_advice.hpp"
 
-namespace varsync::detail {
+namespace varsync {
 
 namespace {
 
@@ -39,10 +48,61 @@ std::string reply(int code, const char* status, const std::string& type,
          + "\r\nConnection: close\r\n\r\n" + body;
 }
 
+// A snapshot waits at most this long: a scraper retries, a wedged
+// strategy must not hold the endpoint's thread.
+constexpr auto snapshot_timeout = std::chrono::seconds(5);
+
+struct response {
+  std::string content_type;
+  std::string body;
+};
+
+/// The body for `path`; an error becomes 404 (unknown_variable: an unknown
+/// path) or 503 (anything else).
+caf::expected<response> respond(const strategy& s, const std::string& path) {
+  if (path != "/metrics" && path != "/metrics.json" && path != "/advice")
+    return make_error(errc::unknown_variable, "no such path");
+  auto m = s.with_timeout(snapshot_timeout).metrics();
+  if (!m)
+    return std::move(m.error());
+  if (path == "/metrics")
+    return response{"text/plain; version=0.0.4; charset=utf-8",
+                    to_prometheus(*m)};
+  if (path == "/metrics.json")
+    return response{"application/json", to_json(*m)};
+  return response{"application/json", to_json(advise(*m))};
+}
+
 } // namespace
 
-caf::expected<std::unique_ptr<metrics_server>>
-metrics_server::open(uint16_t port) {
+struct metrics_endpoint::server {
+  server(strategy s, int fd, uint16_t port)
+    : served(std::move(s)), fd(fd), port(port) {
+    if (::pipe2(wake, O_CLOEXEC) != 0)
+      wake[0] = wake[1] = -1;
+    thread = std::thread{[this] { loop(); }};
+  }
+  ~server() {
+    stop();
+    if (wake[0] >= 0) {
+      ::close(wake[0]);
+      ::close(wake[1]);
+    }
+  }
+  void stop();
+  void loop();
+  void answer(int client);
+
+  strategy served;
+  int fd;
+  uint16_t port;
+  int wake[2] = {-1, -1};
+  std::atomic<bool> stopping{false};
+  std::thread thread;
+};
+
+caf::expected<metrics_endpoint> metrics_endpoint::serve(const strategy& s,
+                                                        uint16_t port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0)
     return make_error(errc::invalid_argument,
@@ -61,57 +121,59 @@ metrics_server::open(uint16_t port) {
     return make_error(errc::invalid_argument,
                       "metrics endpoint: cannot listen on 127.0.0.1:"
                         + std::to_string(port) + ": " + err
-                        + "; the strategy was not created");
+                        + "; nothing is served");
   }
   socklen_t len = sizeof(addr);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  return std::unique_ptr<metrics_server>{
-    new metrics_server(fd, ntohs(addr.sin_port))};
+  return metrics_endpoint{
+    std::make_unique<server>(s, fd, ntohs(addr.sin_port))};
 }
 
-metrics_server::metrics_server(int fd, uint16_t port) : fd_(fd), port_(port) {
-  if (::pipe2(wake_, O_CLOEXEC) != 0)
-    wake_[0] = wake_[1] = -1;
+metrics_endpoint::metrics_endpoint(std::unique_ptr<server> s)
+  : server_(std::move(s)) {
+  // nop
 }
 
-void metrics_server::serve(handler h) {
-  if (thread_.joinable() || stopping_.load())
+metrics_endpoint::metrics_endpoint(metrics_endpoint&&) noexcept = default;
+metrics_endpoint&
+metrics_endpoint::operator=(metrics_endpoint&&) noexcept = default;
+metrics_endpoint::~metrics_endpoint() = default;
+
+uint16_t metrics_endpoint::port() const {
+  return server_ ? server_->port : 0;
+}
+
+std::string metrics_endpoint::url() const {
+  return "http://127.0.0.1:" + std::to_string(port());
+}
+
+void metrics_endpoint::stop() {
+  if (server_)
+    server_->stop();
+}
+
+void metrics_endpoint::server::stop() {
+  if (stopping.exchange(true))
     return;
-  handler_ = std::move(h);
-  thread_ = std::thread{[this] { loop(); }};
-}
-
-metrics_server::~metrics_server() {
-  stop();
-  if (wake_[0] >= 0) {
-    ::close(wake_[0]);
-    ::close(wake_[1]);
-  }
-}
-
-void metrics_server::stop() {
-  if (stopping_.exchange(true))
-    return;
-  if (wake_[1] >= 0) {
+  if (wake[1] >= 0) {
     char c = 1;
-    [[maybe_unused]] auto n = ::write(wake_[1], &c, 1);
+    [[maybe_unused]] auto n = ::write(wake[1], &c, 1);
   }
-  if (thread_.joinable())
-    thread_.join();
-  // The port is free once the strategy has shut down.
-  ::close(fd_);
+  if (thread.joinable())
+    thread.join();
+  ::close(fd);
 }
 
-void metrics_server::loop() {
-  while (!stopping_.load()) {
-    pollfd fds[2] = {{fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+void metrics_endpoint::server::loop() {
+  while (!stopping.load()) {
+    pollfd fds[2] = {{fd, POLLIN, 0}, {wake[0], POLLIN, 0}};
     // Without a wake-up pipe, poll in steps so that stop() is seen.
-    auto n = ::poll(fds, wake_[0] >= 0 ? 2 : 1, wake_[0] >= 0 ? -1 : 200);
-    if (n <= 0 || stopping_.load())
+    auto n = ::poll(fds, wake[0] >= 0 ? 2 : 1, wake[0] >= 0 ? -1 : 200);
+    if (n <= 0 || stopping.load())
       continue;
     if ((fds[0].revents & POLLIN) == 0)
       continue;
-    int client = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    int client = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
     if (client < 0)
       continue;
     answer(client);
@@ -119,7 +181,7 @@ void metrics_server::loop() {
   }
 }
 
-void metrics_server::answer(int client) {
+void metrics_endpoint::server::answer(int client) {
   // The request line is all that matters; read until the header ends (or
   // 8 KiB, or 2 s without data).
   std::string request;
@@ -151,7 +213,7 @@ void metrics_server::answer(int client) {
     path.resize(q);
   caf::expected<response> r = caf::error{};
   try {
-    r = handler_(path);
+    r = respond(served, path);
   } catch (const std::exception& e) { // never out of the server's thread
     send_all(client, reply(500, "Internal Server Error", "text/plain",
                            std::string{e.what()} + "\n"));
@@ -173,4 +235,4 @@ void metrics_server::answer(int client) {
   send_all(client, reply(200, "OK", r->content_type, r->body));
 }
 
-} // namespace varsync::detail
+} // namespace varsync
