@@ -56,33 +56,12 @@ void strategy_core::submit(Op op, caf::timespan timeout,
               "retry later"));
     return;
   }
-  // The slot is given back when the call is answered (before `done` runs, so
-  // that `done` may submit the next call), or when the call is dropped
-  // unanswered (a blocking caller abandoned it).
-  struct slot {
-    std::shared_ptr<outstanding> counts;
-    size_t bytes;
-    std::atomic<bool> held{true};
-    void release() {
-      if (held.exchange(false)) {
-        counts->operations.fetch_sub(1);
-        counts->bytes.fetch_sub(bytes);
-      }
-    }
-    ~slot() { release(); }
-  };
-  auto held = std::make_shared<slot>();
-  held->counts = std::move(counts);
-  held->bytes = bytes;
-  reply_fn<T> counted = [held, done = std::move(done)](caf::expected<T> r) {
-    held->release();
-    done(std::move(r));
-  };
   auto call = std::make_shared<client_call>(std::move(value), timeout,
-                                            make_completion(std::move(counted)));
+                                            make_completion(std::move(done)));
   if (starting_call != nullptr)
     call->state = *starting_call;
   call->bytes = bytes;
+  call->counted = std::move(counts);
   caf::anon_send(coordinator_, client_atom::value, std::move(call));
 }
 

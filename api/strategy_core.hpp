@@ -145,13 +145,8 @@ private:
   /// Calls submitted whose done callback has not run yet, and the bytes of
   /// their tensor arguments (shared with the calls: a call may outlive the
   /// handle).
-  struct outstanding {
-    std::atomic<size_t> operations{0};
-    std::atomic<size_t> bytes{0};
-    /// Calls refused as overloaded (metrics).
-    std::atomic<uint64_t> refused{0};
-  };
-  std::shared_ptr<outstanding> outstanding_ = std::make_shared<outstanding>();
+  std::shared_ptr<outstanding_calls> outstanding_
+    = std::make_shared<outstanding_calls>();
 };
 
 } // namespace varsync::detail

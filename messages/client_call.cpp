@@ -5,6 +5,7 @@
 namespace varsync {
 
 client_call::~client_call() {
+  give_back();
   fail(done, make_error(errc::shut_down, "the strategy has shut down"));
 }
 

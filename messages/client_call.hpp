@@ -21,6 +21,22 @@ namespace varsync {
 // caller whose deadline passed, whichever comes first.
 enum : int { call_pending, call_started, call_abandoned };
 
+/// A caller's calls sent and not yet answered, and the bytes of their tensor
+/// arguments (V3's bounds before the coordinator's mailbox), shared by the
+/// API's handle and its calls: a call may outlive the handle.
+struct outstanding_calls {
+  std::atomic<size_t> operations{0};
+  std::atomic<size_t> bytes{0};
+  /// Calls refused as overloaded (metrics).
+  std::atomic<uint64_t> refused{0};
+
+  /// Gives back what a call of `call_bytes` held.
+  void release(size_t call_bytes) {
+    operations.fetch_sub(1);
+    bytes.fetch_sub(call_bytes);
+  }
+};
+
 struct client_call {
   client_call(operation&& o, caf::timespan t, completion&& d)
     : op(std::move(o)), timeout(t), done(std::move(d)) {
@@ -48,6 +64,17 @@ struct client_call {
   /// The size of the call's tensor arguments, counted while it waits for
   /// admission (the queued bytes of the metrics).
   size_t bytes = 0;
+  /// Where the call is counted as outstanding (null: it is not). The count
+  /// moves to the call's answer when it starts, which gives it back before
+  /// the caller's callback runs (so that the callback may submit the next
+  /// call); a call dropped before it started gives it back itself.
+  std::shared_ptr<outstanding_calls> counted;
+  void give_back() {
+    if (counted) {
+      counted->release(bytes);
+      counted.reset();
+    }
+  }
 };
 
 using client_call_ptr = std::shared_ptr<client_call>;
