@@ -11,7 +11,13 @@
 //    besides Gloo's (copy into the pack, add into the component). Processes
 //    on one host move a step's data through shared memory, not Gloo: the
 //    step is also timed against a bare all-reduce of its transport (a
-//    shared_memory_group of the bench's own, same buffer size).
+//    shared_memory_group of the bench's own, same buffer size), timed as
+//    the MPI peer (bench/peers/mpi_allreduce.c) times MPI_Allreduce: the
+//    ranks meet first, awake, and a call's time is the slowest rank's. And
+//    streamed: calls back to back, per call (the transport's own cost, once
+//    no rank waits for a peer that the scheduler has yet to run; on a host
+//    whose cores the threads of several processes share, that wake-up, not
+//    the transport, is most of a single small call).
 //  - small operations: a cross-replica scalar assign and an ON_READ + SUM
 //    scalar read, against the floor the issue names: a bare CAF remote
 //    request/response (process 1 to an echo actor in process 0) plus one
@@ -212,6 +218,27 @@ bool services_rows(caf::actor_system& sys, bare_gloo& bare, int rank,
   return failed;
 }
 
+/// Microseconds per all-reduce of `n` floats through `shm`, calls back to
+/// back after the ranks met (the slowest rank's).
+double shm_streamed(shared_memory_group& shm, float* data, int64_t n,
+                    int& failures) {
+  for (int meet = 0; meet < 2; ++meet) {
+    float one = 0;
+    if (shm.all_reduce(reduce_op::sum, dtype::float32, &one, 1))
+      ++failures;
+  }
+  const int calls = n * 4 >= (1 << 20) ? 10 : 100;
+  auto t0 = bench::clock_type::now();
+  for (int k = 0; k < calls; ++k)
+    if (shm.all_reduce(reduce_op::sum, dtype::float32, data, n))
+      ++failures;
+  float per_call = static_cast<float>(bench::micros_since(t0) / calls);
+  if (shm.all_reduce(reduce_op::max, dtype::float32, &per_call, 1))
+    ++failures;
+  std::fill(data, data + n, 1.0f);
+  return per_call;
+}
+
 int run_rank(int rank, int size, uint16_t store_port, uint16_t strategy_port,
              bool quick, const std::string& json) {
   gloo_group::block_sigpipe();
@@ -274,7 +301,7 @@ int run_rank(int rank, int size, uint16_t store_port, uint16_t strategy_port,
     std::printf("%d processes x 1 replica on loopback, float32 sum\n"
                 "      size      step us   bare gloo us  step MB/s  "
                 "throughput vs bare  target (>=0.9 from 1 MiB)  floor us  "
-                "step/floor  bare shm us  step/shm\n",
+                "step/floor  bare shm us  step/shm  shm streamed us\n",
                 size);
   const size_t max_bytes = quick ? (size_t{1} << 20) : (size_t{256} << 20);
   std::vector<float> buf(max_bytes / sizeof(float), 1.0f);
@@ -319,10 +346,22 @@ int run_rank(int rank, int size, uint16_t store_port, uint16_t strategy_port,
       double extra = bench::micros_since(t0);
       double m = 0;
       if (shm) {
+        // The ranks start together, awake (the peer's barrier spins): the
+        // first meeting absorbs the skew of the work before, during which
+        // a rank that waited long went to sleep; the second starts them
+        // within microseconds.
+        for (int meet = 0; meet < 2; ++meet) {
+          float one = 0;
+          if (shm->all_reduce(reduce_op::sum, dtype::float32, &one, 1))
+            ++failures;
+        }
         t0 = bench::clock_type::now();
         if (shm->all_reduce(reduce_op::sum, dtype::float32, shm_buf.data(), n))
           ++failures;
-        m = bench::micros_since(t0);
+        float slowest = static_cast<float>(bench::micros_since(t0));
+        if (shm->all_reduce(reduce_op::max, dtype::float32, &slowest, 1))
+          ++failures;
+        m = slowest;
         std::fill(shm_buf.begin(), shm_buf.begin() + n, 1.0f);
       }
       if (it >= 2) {
@@ -334,6 +373,8 @@ int run_rank(int rank, int size, uint16_t store_port, uint16_t strategy_port,
       }
     }
     (void) s->destroy(*v);
+    double streamed = shm ? shm_streamed(*shm, shm_buf.data(), n, failures)
+                          : 0.0;
     auto a = bench::summarize(ours);
     auto b = bench::summarize(theirs);
     auto f = bench::summarize(floors);
@@ -341,18 +382,20 @@ int run_rank(int rank, int size, uint16_t store_port, uint16_t strategy_port,
     if (rank == 0) {
       auto m = shm ? bench::summarize(shms) : bench::stats{};
       std::printf("%10s %12.1f %14.1f %10.1f %19.2f  %-24s %9.1f %10.2f "
-                  "%12.1f %9.2f\n",
+                  "%12.1f %9.2f %16.1f\n",
                   bench::size_name(bytes).c_str(), a.median, b.median,
                   static_cast<double>(bytes) / a.median, ratio,
                   bytes < (1 << 20) ? "-" : ratio >= 0.9 ? "pass" : "MISS",
                   f.median, a.median / f.median, m.median,
-                  m.median > 0 ? a.median / m.median : 0.0);
+                  m.median > 0 ? a.median / m.median : 0.0, streamed);
       auto key = prefix + ".s" + std::to_string(bytes);
       rec.latency(key + ".step", a);
       rec.latency(key + ".gloo", b);
       rec.latency(key + ".floor", f);
-      if (shm)
+      if (shm) {
         rec.latency(key + ".shm", m);
+        rec.latency(key + ".shm_stream", bench::summarize({streamed}));
+      }
     }
   }
   // A fused training step: `fused` variables of 256 KiB each updated in

@@ -10,6 +10,7 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -27,7 +28,7 @@ namespace {
 using clock = std::chrono::steady_clock;
 
 constexpr uint64_t segment_magic = 0x7661727379736d31; // "varsysm1"
-constexpr uint32_t segment_version = 1;
+constexpr uint32_t segment_version = 2;
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free
               && sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
@@ -49,6 +50,10 @@ struct segment_header {
   uint64_t slot_bytes;
   uint64_t total_bytes;
   alignas(64) std::atomic<uint32_t> arrivals; // the barrier's futex word
+  // Ranks asleep on `arrivals` (or about to be): the last to arrive wakes
+  // them only if there are any, so that a barrier whose ranks all spun
+  // costs no system call.
+  alignas(64) std::atomic<uint32_t> sleepers;
 };
 
 // The ranks' headers follow the segment header, `size` of them.
@@ -81,6 +86,31 @@ void wait_on(std::atomic<uint32_t>* word, uint32_t seen,
               static_cast<long>(limit.count() % 1000000) * 1000};
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, seen,
           &ts, nullptr, 0);
+}
+
+// How long a rank that arrives first at a barrier waits awake before it
+// sleeps on the futex: it spins on the arrivals word for `spin` (the others
+// usually arrive within microseconds, and a futex sleep and wake-up costs
+// tens of them), then yields its core until `awake`. With more ranks than
+// cores, spinning would take the core from a rank that has yet to arrive:
+// a short spin, then sleep.
+struct wait_policy {
+  std::chrono::microseconds spin;
+  std::chrono::microseconds awake;
+};
+constexpr wait_policy spin_then_yield{std::chrono::microseconds(10),
+                                      std::chrono::microseconds(200)};
+constexpr wait_policy oversubscribed{std::chrono::microseconds(2),
+                                     std::chrono::microseconds(2)};
+
+// The policy for `ranks` on this host's cores (those this process may run
+// on).
+wait_policy policy_for(int ranks) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
+                                                           : 1;
+  return ranks > cores ? oversubscribed : spin_then_yield;
 }
 
 inline void cpu_relax() {
@@ -130,6 +160,7 @@ struct shared_memory_group::impl {
   uint64_t barriers = 0; // passed by this rank
   uint64_t chunks = 0;   // chunks run by this group (alternate slot sets)
   uint64_t pid_namespace = own_pid_namespace();
+  wait_policy waits = spin_then_yield; // set when the group forms
   bool broken = false;
   std::vector<const void*> inputs; // every rank's slot of a chunk
 
@@ -190,21 +221,42 @@ struct shared_memory_group::impl {
     rank_at(header, options.rank).reached.store(b, std::memory_order_release);
     const auto target = static_cast<uint32_t>(b * size);
     auto* word = &header->arrivals;
-    if (word->fetch_add(1, std::memory_order_acq_rel) + 1 == target) {
-      wake_all(word);
+    // seq_cst, with the sleepers' count below: a rank going to sleep either
+    // sees this arrival or is seen by the wake-up check.
+    if (word->fetch_add(1, std::memory_order_seq_cst) + 1 == target) {
+      if (header->sleepers.load(std::memory_order_seq_cst) > 0)
+        wake_all(word);
       return {};
     }
-    const auto deadline = clock::now() + options.timeout;
-    int spins = 0;
-    for (;;) {
-      auto now_seen = word->load(std::memory_order_acquire);
-      if (static_cast<int32_t>(now_seen - target) >= 0)
+    auto arrived = [&] {
+      auto seen = word->load(std::memory_order_acquire);
+      return static_cast<int32_t>(seen - target) >= 0;
+    };
+    const auto start = clock::now();
+    for (uint32_t i = 1;; ++i) {
+      if (arrived())
         return {};
-      if (spins < 100) {
-        ++spins;
+      if (i % 64 != 0) {
         cpu_relax();
         continue;
       }
+      const auto waited = clock::now() - start;
+      if (waited >= waits.awake)
+        break;
+      if (waited >= waits.spin)
+        sched_yield();
+    }
+    return sleep_until_arrived(b, target, what);
+  }
+
+  // The barrier's slow path: sleeps on the futex in steps of at most 10 ms,
+  // checking between them that no rank has exited, until every rank
+  // arrived or the timeout passed.
+  caf::error sleep_until_arrived(uint64_t b, uint32_t target,
+                                 const char* what) {
+    auto* word = &header->arrivals;
+    const auto deadline = clock::now() + options.timeout;
+    for (;;) {
       if (auto err = gone(b, what))
         return err;
       auto left = std::chrono::duration_cast<std::chrono::microseconds>(
@@ -218,8 +270,14 @@ struct shared_memory_group::impl {
                     + " did not arrive within "
                     + std::to_string(options.timeout.count()) + " ms");
       }
-      wait_on(word, now_seen,
-              std::min(left, std::chrono::microseconds{10000}));
+      header->sleepers.fetch_add(1, std::memory_order_seq_cst);
+      auto seen = word->load(std::memory_order_seq_cst);
+      if (static_cast<int32_t>(seen - target) < 0)
+        wait_on(word, seen, std::min(left, std::chrono::microseconds{10000}));
+      header->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+      seen = word->load(std::memory_order_acquire);
+      if (static_cast<int32_t>(seen - target) >= 0)
+        return {};
     }
   }
 
@@ -261,6 +319,7 @@ shared_memory_group::create(shared_memory_group_options options) {
                       "of 64 bytes, at least 4096, and the timeout positive");
   auto p = std::make_unique<impl>();
   p->options = std::move(options);
+  p->waits = policy_for(p->options.size);
   p->name = fresh_name();
   p->bytes = segment_bytes(p->options.size, p->options.slot_bytes);
   p->fd = shm_open(p->name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
@@ -313,6 +372,7 @@ shared_memory_group::open(const std::string& name,
                           "open, with a positive timeout)");
   auto p = std::make_unique<impl>();
   p->options = std::move(options);
+  p->waits = policy_for(p->options.size);
   p->name = name;
   p->fd = shm_open(name.c_str(), O_RDWR, 0600);
   if (p->fd < 0)

@@ -133,6 +133,33 @@ TEST_CASE("shared memory group: all_reduce over 3 processes, in chunks, "
   }));
 }
 
+TEST_CASE("shared memory group: ranks that arrive late find the others "
+          "asleep and wake them, with as many ranks as cores and with more") {
+  // Each round, one rank arrives 20 ms after the others: they have spun,
+  // yielded and gone to sleep on the futex by then, and its arrival must
+  // wake them. 2 ranks spin first; 5 ranks outnumber CI's cores and sleep
+  // almost at once.
+  for (int size : {2, 5}) {
+    CAPTURE(size);
+    CHECK(run_ranks(size, [size](shared_memory_group& g) {
+      const int r = g.rank();
+      for (int round = 0; round < 2 * size; ++round) {
+        if (round % size == r)
+          std::this_thread::sleep_for(20ms);
+        std::vector<int32_t> x(3000, r + round);
+        if (g.all_reduce(reduce_op::sum, dtype::int32, x.data(),
+                         static_cast<int64_t>(x.size())))
+          return report(false, r, "sum failed");
+        const int32_t want = size * round + size * (size - 1) / 2;
+        for (auto v : x)
+          if (v != want)
+            return report(false, r, "wrong sum");
+      }
+      return true;
+    }));
+  }
+}
+
 TEST_CASE("shared memory group: broadcast and all_gather over 4 processes, "
           "in chunks") {
   CHECK(run_ranks(4, [](shared_memory_group& g) {
