@@ -125,6 +125,12 @@ void async_strategy::barrier(done_callback done) const {
                    as_done(std::move(done)));
 }
 
+void async_strategy::agree(caf::error local, std::string what,
+                           done_callback done) const {
+  s_.core_->submit(ops::agree{std::move(what), std::move(local)},
+                   to_timespan(s_.timeout_), as_done(std::move(done)));
+}
+
 void async_strategy::variables(callback<std::vector<variable>> done) const {
   s_.core_->submit(
     ops::list{}, to_timespan(s_.timeout_),

@@ -22,9 +22,7 @@
 #include "sync/distributed_reduce.hpp"
 #include "sync/safetensors_format.hpp"
 #include "api/strategy_access.hpp"
-#include "api/strategy_calls.hpp"
 #include "api/strategy_core.hpp"
-#include "api/strategy_helpers.hpp"
 #include "devices/memory_budget.hpp"
 #include "sync/policy/sync_policy.hpp"
 #include "varsync/synchronization.hpp"
@@ -110,20 +108,14 @@ caf::error check_save_target(const std::string& path) {
   return {};
 }
 
-// Across processes the processes agree on an outcome (one collective
-// round, sync/collectives/across_processes.hpp): every process returns `local`
-// or the error of the process that failed. In one process, and in services
-// mode (where the calling process alone saves): `local`.
+// Across processes the processes agree on an outcome (P15): every process
+// returns `local` or the error of the process that failed. In one process,
+// and in services mode (where the calling process alone saves): `local`.
 caf::error agree_across(const strategy& s, std::string what,
                         caf::error local) {
   if (s.num_processes() <= 1)
     return local;
-  auto core = detail::strategy_access::core(s);
-  auto ts = api_helpers::to_timespan(s.timeout());
-  auto r = core->await<ok_atom>(s.timeout(), [&](callback<ok_atom> done) {
-    core->submit(ops::agree{what, local}, ts, std::move(done));
-  });
-  return r ? caf::error{} : std::move(r.error());
+  return s.agree(std::move(local), std::move(what));
 }
 
 caf::error mismatch(std::string what) {

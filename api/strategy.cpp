@@ -422,6 +422,12 @@ caf::error strategy::barrier() const {
   });
 }
 
+caf::error strategy::agree(caf::error local, std::string what) const {
+  return blocking_done(*this, [&](auto& api, done_callback done) {
+    api.agree(std::move(local), std::move(what), std::move(done));
+  });
+}
+
 caf::expected<std::vector<variable>> strategy::variables() const {
   return blocking<std::vector<variable>>(*this, [](auto& api, auto done) {
     api.variables(std::move(done));

@@ -156,8 +156,8 @@ struct metrics {
 };
 VARSYNC_OPERATION_INSPECT(metrics, false)
 
-/// The processes agree on an outcome: each contributes `local` (its error
-/// or none), every process gets the first error (checkpoints).
+/// The processes agree on an outcome (P15): each contributes `local` (its
+/// error or none), every process gets its own error or the first other.
 struct agree {
   using result = ok_atom;
   static constexpr const char* name = "agree";

@@ -177,6 +177,10 @@ coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
     [this](barrier_atom) -> caf::result<ok_atom> {
       return accept(*this, ops::barrier{});
     },
+    [this](agree_atom, caf::error& local,
+           std::string& what) -> caf::result<ok_atom> {
+      return accept(*this, ops::agree{std::move(what), std::move(local)});
+    },
     [this](describe_atom) -> caf::result<strategy_description> {
       return describe();
     },

@@ -41,6 +41,7 @@ using describe_atom = caf::atom_constant<caf::atom("vs_desc")>;
 using metrics_atom = caf::atom_constant<caf::atom("vs_metrics")>;
 using wait_for_atom = caf::atom_constant<caf::atom("vs_waitfor")>;
 using barrier_atom = caf::atom_constant<caf::atom("vs_barrier")>;
+using agree_atom = caf::atom_constant<caf::atom("vs_agree")>;
 
 // Requests of actors bound to one replica (replica context outside a step).
 using local_read_atom = caf::atom_constant<caf::atom("vs_lread")>;
@@ -89,6 +90,9 @@ using coordinator_actor = caf::typed_actor<
   // Answers when every process reached its barrier of the same number
   // (P14).
   caf::replies_to<barrier_atom>::with<ok_atom>,
+  // The processes agree on an outcome: this process's error (or none) and
+  // the operation in words (P15).
+  caf::replies_to<agree_atom, caf::error, std::string>::with<ok_atom>,
   // A metrics snapshot (varsync/ext/metrics.hpp).
   caf::replies_to<metrics_atom>::with<strategy_metrics>>;
 

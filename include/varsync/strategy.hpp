@@ -141,6 +141,13 @@ public:
   /// P14: returns once every process of the strategy has called barrier()
   /// as many times as this one; at once in one process.
   caf::error barrier() const;
+  /// P15: the processes agree on an outcome. Each passes its own (`local`:
+  /// none, or its error) and `what`, the same words in every process; each
+  /// returns `local` where it failed, else the error of the first process
+  /// that failed (its code; "process r failed <what>: <its message>"),
+  /// none if all succeeded. In one process, and in services mode (where a
+  /// process acts alone), it returns `local` at once.
+  caf::error agree(caf::error local, std::string what) const;
   /// This process's devices.
   const std::vector<std::string>& devices() const;
   /// Devices and the collective that moves bulk data.
@@ -360,6 +367,8 @@ public:
                          callback<variable> done) const;
   /// See strategy::barrier.
   void barrier(done_callback done) const;
+  /// See strategy::agree.
+  void agree(caf::error local, std::string what, done_callback done) const;
   /// All variables, sorted by name.
   void variables(callback<std::vector<variable>> done) const;
   void destroy(const variable& v, done_callback done) const;

@@ -237,6 +237,20 @@ TEST_CASE_METHOD(coordinator_fixture,
 }
 
 TEST_CASE_METHOD(coordinator_fixture,
+                 "P15: coordinator actor: agree answers this process's "
+                 "outcome at once in one process",
+                 "[coordinator]") {
+  CHECK(ask<ok_atom>(coord, agree_atom::value, caf::error{},
+                     std::string{"a save"}));
+  auto failed = ask<ok_atom>(coord, agree_atom::value,
+                             make_error(errc::out_of_memory, "no room"),
+                             std::string{"a save"});
+  REQUIRE_FALSE(failed);
+  CHECK(has_code(failed.error(), errc::out_of_memory));
+  CHECK(message_of(failed.error()) == "no room");
+}
+
+TEST_CASE_METHOD(coordinator_fixture,
                  "coordinator actor: lookup and list find created variables, "
                  "list sorted by name",
                  "[coordinator]") {

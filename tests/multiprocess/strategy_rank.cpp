@@ -21,7 +21,7 @@
 // idle; they learn it from process 0's control plane), "clean_exit" (a few
 // operations, then every process leaves in order), "wrong_token" (the
 // harness gives process 0 another cluster token than the others: they are
-// refused, process 0 times out), "waits" (C10 and P14, in the mode the
+// refused, process 0 times out), "waits" (C10, P14 and P15, in the mode the
 // harness gives). Exit: 0 as expected,
 // 1 a wrong outcome, 2 bad usage.
 
@@ -775,6 +775,34 @@ int services_lost(strategy& s) {
   return failures == 0 ? 0 : 1;
 }
 
+// P15: agreeing on an outcome. Training mode: one round, every process
+// returns its own error or the first other; services mode: its own, at once.
+void agrees(strategy& s) {
+  const int rank = s.process_rank();
+  const int last = s.num_processes() - 1;
+  must(s.agree({}, "a save"), "agree, all succeeded");
+  auto mine = rank == last ? make_error(errc::out_of_memory, "no room here")
+                           : caf::error{};
+  auto got = s.agree(mine, "a save");
+  if (rank == last || s.services_mode()) {
+    check(got == mine, "agree returns this process's own outcome: "
+                         + describe(got));
+  } else {
+    check(has_code(got, errc::out_of_memory)
+            && message_of(got).find("process " + std::to_string(last)
+                                    + " failed a save: no room here")
+                 != std::string::npos,
+          "agree returns the failing process's error: " + describe(got));
+  }
+  if (!s.services_mode()) {
+    auto differ = s.agree({}, rank == 0 ? "a save" : "a restore");
+    expect_code(differ, errc::mismatched_replica_updates,
+                "agree with different operations");
+  }
+  // The group goes on.
+  must(s.agree({}, "a save"), "agree after the failures");
+}
+
 // C10 and P14 in either mode: waiting for a variable another operation
 // creates, the barrier's meeting point, and their failures.
 int waits(strategy& s) {
@@ -798,6 +826,7 @@ int waits(strategy& s) {
   if (rank != last)
     check(clock::now() - t0 >= 300ms,
           "barrier 1 returned before the last process reached it");
+  agrees(s);
   if (!s.services_mode()) {
     // Training mode: every process creates; a wait issued before the
     // create (async: it holds no slot) ends with it.

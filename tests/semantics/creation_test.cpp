@@ -267,3 +267,25 @@ TEST_CASE("P14: barrier returns at once in one process, and again") {
   VS_REQUIRE_OK(s.barrier());
   VS_REQUIRE_OK(s.barrier());
 }
+
+TEST_CASE("P15: agree returns this process's outcome at once in one "
+          "process, blocking and async, and changes nothing") {
+  auto s = make_strategy(2);
+  auto w = make_var(s, "w", tensor::scalar<float>(3),
+                    synchronization::on_write, aggregation::sum);
+  VS_REQUIRE_OK(s.agree({}, "a save"));
+  auto failed = s.agree(make_error(errc::invalid_argument, "disk full"),
+                        "a save");
+  VS_CHECK_CODE(failed, invalid_argument);
+  CHECK(message_of(failed) == "disk full");
+  // An error of another category comes back as it was passed.
+  auto other = s.agree(caf::make_error(caf::sec::runtime_error), "a save");
+  CHECK(other == caf::make_error(caf::sec::runtime_error));
+  std::promise<caf::error> got;
+  s.async().agree(make_error(errc::out_of_memory, "no room"), "a save",
+                  [&](caf::error err) { got.set_value(std::move(err)); });
+  auto async_failed = got.get_future().get();
+  VS_CHECK_CODE(async_failed, out_of_memory);
+  CHECK(VS_VALUE(s.read(w)).item<float>() == 3.0f);
+  CHECK(VS_VALUE(s.variables()).size() == 1);
+}
