@@ -4,7 +4,9 @@
 #include <atomic>
 #include <bit>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -21,9 +23,6 @@
 #include "sync/collectives/across_processes.hpp"
 #include "sync/distributed_reduce.hpp"
 #include "sync/safetensors_format.hpp"
-#include "api/strategy_access.hpp"
-#include "api/strategy_core.hpp"
-#include "devices/memory_budget.hpp"
 #include "sync/policy/sync_policy.hpp"
 #include "varsync/synchronization.hpp"
 
@@ -202,8 +201,8 @@ caf::error write_atomically(const std::string& path, const std::string& bytes) {
   return {};
 }
 
-caf::expected<std::vector<std::byte>> read_file(const std::string& path,
-                                                const memory_budget& budget) {
+caf::expected<std::vector<std::byte>> read_file(const strategy& s,
+                                                const std::string& path) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
   // forever; non-regular files are refused before any read.
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -219,8 +218,11 @@ caf::expected<std::vector<std::byte>> read_file(const std::string& path,
   // checked against the strategy's budget before either exists: a file
   // larger than memory is out_of_memory, not a process the kernel kills.
   auto size = static_cast<uint64_t>(info.st_size);
-  if (auto err = budget.check(saturating_mul(size, 2),
-                              "checkpoint: restoring '" + path + "'")) {
+  const auto twice = size > std::numeric_limits<uint64_t>::max() / 2
+                       ? std::numeric_limits<uint64_t>::max()
+                       : size * 2;
+  if (auto err = s.check_host_memory(twice, "checkpoint: restoring '" + path
+                                              + "'")) {
     ::close(fd);
     return err;
   }
@@ -601,7 +603,7 @@ using restore_plan = std::vector<std::pair<variable, stored_value>>;
 caf::error plan_restore(const strategy& s, const std::string& path,
                         const std::vector<std::string>& names,
                         restore_plan& plan, std::string& digest) {
-  auto bytes = read_file(path, detail::strategy_access::core(s)->budget());
+  auto bytes = read_file(s, path);
   if (!bytes)
     return bytes.error();
   digest = hex64(fingerprint_of_bytes(bytes->data(), bytes->size()));

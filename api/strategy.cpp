@@ -361,6 +361,11 @@ const std::vector<std::string>& strategy::devices() const {
   return core_->devices();
 }
 
+caf::error strategy::check_host_memory(uint64_t bytes,
+                                       const std::string& what) const {
+  return core_->budget().check(bytes, what);
+}
+
 std::string strategy::description() const {
   return core_->description();
 }

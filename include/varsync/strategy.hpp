@@ -153,6 +153,13 @@ public:
   /// Devices and the collective that moves bulk data.
   std::string description() const;
   std::chrono::milliseconds timeout() const { return timeout_; }
+  /// The memory budget (memory_budget_bytes; docs/memory.md): out_of_memory,
+  /// naming `what`, the bytes and the budget, unless `bytes` more host
+  /// memory fit in what varsync may hold in this process (cached buffers
+  /// are handed back to the system first). Reserves nothing: for work of
+  /// your own sized by its input (a file to load), checked before it
+  /// allocates.
+  caf::error check_host_memory(uint64_t bytes, const std::string& what) const;
   /// What the coordinator reports now: devices, collective, counters.
   caf::expected<strategy_description> stats() const;
   /// A metrics snapshot (M1-M4, varsync/ext/metrics.hpp): never queued behind

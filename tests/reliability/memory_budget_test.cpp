@@ -84,6 +84,22 @@ TEST_CASE("memory: a variable beyond the strategy's budget is out_of_memory "
   (void) small;
 }
 
+TEST_CASE("memory: check_host_memory says whether work of the caller's own "
+          "fits the budget, and reserves nothing") {
+  auto s = budget_strategy(1, 64 * MiB);
+  auto held = host_component_bytes();
+  auto no = s.check_host_memory(100 * MiB, "loading shard 'a'");
+  VS_CHECK_CODE(no, out_of_memory);
+  CHECK(mentions(no, "loading shard 'a'"));
+  CHECK(mentions(no, "104857600 bytes"));
+  CHECK(mentions(no, "64 MiB"));
+  VS_REQUIRE_OK(s.check_host_memory(40 * MiB, "loading shard 'b'"));
+  CHECK(host_component_bytes() == held);
+  // Nothing was reserved: 40 MiB that were only checked leave room for a
+  // 40 MiB variable.
+  CHECK(s.create_variable("w", mib_f32(40)));
+}
+
 TEST_CASE("memory: the budget covers every host replica's component") {
   // 3 x 30 MiB do not fit 64 MiB, although one 30 MiB value does.
   auto s = budget_strategy(3, 64 * MiB);
