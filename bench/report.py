@@ -745,6 +745,22 @@ def build(t):
                       "same processes", fmt_us(shm),
                       ratio_of(v(rec), v(shm)))
             mpi = t.get("mpi.allreduce.r%d.s%d" % (p, s))
+            # The transport itself against the peer a user would pick
+            # instead: one call after the ranks met, and calls back to back.
+            for suffix, how in (("shm", "one call"),
+                                ("shm_stream", "back to back, per call")):
+                bare = t.get("processes.p%d.s%d.%s" % (p, s, suffix))
+                if bare is None or mpi is None:
+                    continue
+                t.add("shared memory all-reduce %s, %d processes (%s) vs MPI"
+                      % (size_name(s), p, how), fmt_us(bare),
+                      "OpenMPI MPI_Allreduce in place, %d ranks" % p
+                      + t.skip_note("mpi"), fmt_time(v(mpi)),
+                      ratio_of(v(bare) * 1e-6, v(mpi)),
+                      target=("<=", 1.5, "P-bench shared memory transport "
+                              "%s, %d processes: within 1.5x of "
+                              "MPI_Allreduce" % (size_name(s), p)),
+                      key="processes.p%d.s%d.%s" % (p, s, suffix))
             if mpi is not None and rec is not None:
                 t.add("step %s, %d processes vs MPI" % (size_name(s), p),
                       fmt_us(rec), "OpenMPI MPI_Allreduce in place, %d ranks"
