@@ -69,8 +69,16 @@ void coordinator_state::agree(caf::timespan timeout, std::string what,
     return done(ok_atom::value);
   }
   auto plan = new_plan(std::move(what));
-  plan->local_error = std::move(local);
-  run_collective(timeout, std::move(plan), std::move(done));
+  if (!local)
+    return run_collective(timeout, std::move(plan), std::move(done));
+  // A process that failed gets its own error back, whatever the round
+  // makes of it (an error of another category would come back wrapped).
+  plan->local_error = local;
+  run_collective(timeout, std::move(plan),
+                 [local = std::move(local),
+                  done = std::move(done)](caf::expected<ok_atom>) mutable {
+                   done(std::move(local));
+                 });
 }
 
 shared_variable_info coordinator_state::shared_info(uint64_t id) const {

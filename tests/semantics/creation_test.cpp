@@ -268,8 +268,10 @@ TEST_CASE("P14: barrier returns at once in one process, and again") {
   VS_REQUIRE_OK(s.barrier());
 }
 
-TEST_CASE("P15: agree returns this process's outcome at once in one "
-          "process, blocking and async, and changes nothing") {
+TEST_CASE("P15: a process that passes an error to agree gets it back "
+          "(blocking, async, another category), and agree changes nothing") {
+  // Every process passes the same outcomes: in one process and across
+  // processes alike, each that failed gets its own error.
   auto s = make_strategy(2);
   auto w = make_var(s, "w", tensor::scalar<float>(3),
                     synchronization::on_write, aggregation::sum);
