@@ -26,7 +26,6 @@ extern thread_local std::shared_ptr<std::atomic<int>>* starting_call;
 template <class Op>
 void strategy_core::submit(Op op, caf::timespan timeout,
                            reply_fn<result_of<Op>> done) {
-  using T = result_of<Op>;
   if (stopped_.load()) {
     done(shut_down_error());
     return;
@@ -36,14 +35,13 @@ void strategy_core::submit(Op op, caf::timespan timeout,
   // Count first, then check: concurrent submitters never pass the bounds
   // together. A single call larger than the byte bound still runs when
   // nothing else is outstanding.
-  auto counts = outstanding_;
-  auto ops = counts->operations.fetch_add(1) + 1;
-  auto queued = counts->bytes.fetch_add(bytes) + bytes;
+  auto ops = outstanding_->operations.fetch_add(1) + 1;
+  auto queued = outstanding_->bytes.fetch_add(bytes) + bytes;
+  outstanding_slot slot{outstanding_, bytes};
   if (ops > max_queued_operations_
       || (queued > max_queued_bytes_ && queued != bytes)) {
-    counts->operations.fetch_sub(1);
-    counts->bytes.fetch_sub(bytes);
-    counts->refused.fetch_add(1);
+    slot.give_back();
+    outstanding_->refused.fetch_add(1);
     done(make_error(
       errc::overloaded,
       ops > max_queued_operations_
@@ -61,7 +59,7 @@ void strategy_core::submit(Op op, caf::timespan timeout,
   if (starting_call != nullptr)
     call->state = *starting_call;
   call->bytes = bytes;
-  call->counted = std::move(counts);
+  call->counted = std::move(slot);
   caf::anon_send(coordinator_, client_atom::value, std::move(call));
 }
 

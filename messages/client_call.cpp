@@ -5,7 +5,7 @@
 namespace varsync {
 
 client_call::~client_call() {
-  give_back();
+  counted.give_back(); // before the caller hears of it
   fail(done, make_error(errc::shut_down, "the strategy has shut down"));
 }
 

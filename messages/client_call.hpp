@@ -37,6 +37,38 @@ struct outstanding_calls {
   }
 };
 
+/// One call's place among its caller's outstanding calls: given back once,
+/// by give_back() or when the slot goes away, whichever comes first.
+/// Move-only, so the place moves from the call to its answer.
+class outstanding_slot {
+public:
+  outstanding_slot() = default;
+  outstanding_slot(std::shared_ptr<outstanding_calls> calls, size_t bytes)
+    : calls_(std::move(calls)), bytes_(bytes) {}
+  outstanding_slot(outstanding_slot&& other) noexcept
+    : calls_(std::move(other.calls_)), bytes_(other.bytes_) {}
+  outstanding_slot& operator=(outstanding_slot&& other) noexcept {
+    if (this != &other) {
+      give_back();
+      calls_ = std::move(other.calls_);
+      bytes_ = other.bytes_;
+    }
+    return *this;
+  }
+  ~outstanding_slot() { give_back(); }
+
+  void give_back() {
+    if (calls_) {
+      calls_->release(bytes_);
+      calls_.reset();
+    }
+  }
+
+private:
+  std::shared_ptr<outstanding_calls> calls_;
+  size_t bytes_ = 0;
+};
+
 struct client_call {
   client_call(operation&& o, caf::timespan t, completion&& d)
     : op(std::move(o)), timeout(t), done(std::move(d)) {
@@ -64,17 +96,12 @@ struct client_call {
   /// The size of the call's tensor arguments, counted while it waits for
   /// admission (the queued bytes of the metrics).
   size_t bytes = 0;
-  /// Where the call is counted as outstanding (null: it is not). The count
-  /// moves to the call's answer when it starts, which gives it back before
-  /// the caller's callback runs (so that the callback may submit the next
-  /// call); a call dropped before it started gives it back itself.
-  std::shared_ptr<outstanding_calls> counted;
-  void give_back() {
-    if (counted) {
-      counted->release(bytes);
-      counted.reset();
-    }
-  }
+  /// The call's place among its caller's outstanding calls (empty: it is
+  /// not counted). It moves to the call's answer when the call starts,
+  /// which gives it back before the caller's callback runs (so that the
+  /// callback may submit the next call); a call dropped before it started
+  /// gives it back as it goes (the destructor, before the completion fails).
+  outstanding_slot counted;
 };
 
 using client_call_ptr = std::shared_ptr<client_call>;

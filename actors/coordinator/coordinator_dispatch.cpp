@@ -90,22 +90,14 @@ struct call_reply {
   coordinator_state* c;
   bool admitted;
   reply_fn<T> fn;
-  std::shared_ptr<outstanding_calls> counted;
-  size_t bytes = 0;
-
-  void give_back() {
-    if (counted) {
-      counted->release(bytes);
-      counted.reset();
-    }
-  }
+  outstanding_slot counted;
 
   void operator()(caf::expected<T> r) {
     auto f = std::move(fn);
     fn = nullptr;
     if (!f)
       return;
-    give_back();
+    counted.give_back();
     if (admitted) {
       c->release_slot();
       c->count_outcome(r);
@@ -114,7 +106,7 @@ struct call_reply {
   }
 
   ~call_reply() {
-    give_back();
+    counted.give_back();
     if (fn)
       fn(make_error(errc::shut_down,
                     "the strategy shut down before the operation completed"));
@@ -129,7 +121,6 @@ reply_fn<T> reply_to_call(coordinator_state* c, bool admitted,
   reply->admitted = admitted;
   reply->fn = std::move(fn);
   reply->counted = std::move(call.counted);
-  reply->bytes = call.bytes;
   return [reply](caf::expected<T> r) { (*reply)(std::move(r)); };
 }
 
@@ -163,7 +154,7 @@ void coordinator_state::start_call(const client_call_ptr& call,
     int expected = call_pending;
     if (!call->state->compare_exchange_strong(expected, call_started)) {
       // The blocking caller has its answer (timeout, nothing changed).
-      call->give_back();
+      call->counted.give_back();
       release_slot();
       note_abandoned();
       return;
