@@ -6,7 +6,10 @@
 namespace varsync {
 
 coordinator_actor coordinator_of(const strategy& s) {
-  return detail::strategy_access::core(s)->coordinator();
+  auto& core = detail::strategy_access::core(s);
+  if (core->system_destroyed())
+    return coordinator_actor{};
+  return core->coordinator();
 }
 
 replica_local_actor replica_of(const strategy& s, int r) {

@@ -336,6 +336,13 @@ strategy strategy::with_timeout(std::chrono::milliseconds timeout) const {
   return strategy{core_, timeout.count() > 0 ? timeout : timeout_};
 }
 
+std::optional<strategy> weak_strategy::lock() const {
+  auto core = core_.lock();
+  if (!core || core->stopped())
+    return std::nullopt;
+  return strategy{std::move(core), timeout_};
+}
+
 int strategy::num_replicas() const {
   return core_->num_replicas();
 }

@@ -15,17 +15,17 @@
 #     core <- devices, messages
 #          <- sync: sync_policy (the policy per mode, the step rule, the
 #             advisor) <- sync (the rules of values: distributed reductions,
-#             sparse rows, the checkpoint format); sync_transport (the
+#             sparse rows); sync_transport (the
 #             process group, its data and control planes); both <-
 #             sync_collectives (the collective seam and its algorithms)
 #          <- actors: actors (helpers) <- actors_replica <- actors_coordinator
 #          <- api <- input (distributed input: samplers)
 #   add-ons, written over the public headers only (the check refuses any
-#   other include of theirs, and their include root holds their own folder
-#   alone): advisor (sync/advisor: the synchronization advisor, over a
-#   metrics snapshot, which api's metrics endpoint serves) and addons
-#   (api/ext: optimizers, the service main); a unit may use their public
-#   headers like any other's.
+#   other include of theirs but their own folder's, which is all their
+#   include root holds): advisor (sync/advisor: the synchronization
+#   advisor, over a metrics snapshot) and addons (api/ext: checkpoints and
+#   their file format, optimizers, the metrics endpoint, the service main);
+#   a unit may use their public headers like any other's.
 #   CUDA backend varsync::cuda:     cuda_devices (devices layer) <- cuda_sync (sync layer)
 #                                   <- cuda_actors (actors layer)
 #   varsync::distributed:           shm, gloo_sync (the data plane: over the
@@ -105,12 +105,12 @@ set(VARSYNC_PUBLIC_OWNER_internal/step_report messages)
 set(VARSYNC_PUBLIC_OWNER_config messages)
 set(VARSYNC_PUBLIC_OWNER_replica_context actors_replica)
 set(VARSYNC_PUBLIC_OWNER_ext/sync_advice advisor)
-foreach(h strategy actor_api checkpoint function_step ext/checkpoint_actor
-          ext/testing)
+foreach(h strategy actor_api function_step ext/testing)
   set(VARSYNC_PUBLIC_OWNER_${h} api)
 endforeach()
 # The umbrella header includes the add-ons' headers too.
-foreach(h varsync ext/optim ext/service_main ext/metrics_endpoint)
+foreach(h varsync checkpoint ext/checkpoint_actor ext/optim ext/service_main
+          ext/metrics_endpoint)
   set(VARSYNC_PUBLIC_OWNER_${h} addons)
 endforeach()
 foreach(h ext/sampler ext/input_batches ext/sampler_checkpoint)

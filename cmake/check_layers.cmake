@@ -11,7 +11,7 @@
 #   to one it uses (the include roots cannot fence these: include/ is on
 #   every unit's path);
 # - a public header includes no implementation header, nor does a file of
-#   an add-on unit (VARSYNC_PUBLIC_ONLY_UNITS);
+#   an add-on unit (VARSYNC_PUBLIC_ONLY_UNITS) but its own folder's;
 # - include/varsync/ has no folder but ext/ and internal/.
 #
 # The build fences the implementation headers as well (each unit's include
@@ -75,6 +75,13 @@ function(check_file file unit public)
     if("${rel} -> ${inc}" IN_LIST exceptions)
       continue()
     endif()
+    # A header of the including unit's own folders (an add-on's own).
+    get_filename_component(inc_folder "${inc}" DIRECTORY)
+    set(own_folder FALSE)
+    if(NOT inc MATCHES "(^|/)\\.\\.?/"
+       AND inc_folder IN_LIST VARSYNC_UNIT_FOLDERS_${unit})
+      set(own_folder TRUE)
+    endif()
     if(inc MATCHES "^varsync/(.+)\\.hpp$")
       public_owner("${CMAKE_MATCH_1}" owner)
       may_use(${unit} ${owner} ok)
@@ -85,7 +92,8 @@ function(check_file file unit public)
     elseif(public AND (quoted OR first IN_LIST VARSYNC_PRODUCT_ROOTS))
       list(APPEND violations "${rel}: public header includes non-public \"${inc}\"")
     elseif(unit IN_LIST VARSYNC_PUBLIC_ONLY_UNITS
-           AND (quoted OR first IN_LIST VARSYNC_PRODUCT_ROOTS))
+           AND (quoted OR first IN_LIST VARSYNC_PRODUCT_ROOTS)
+           AND NOT own_folder)
       list(APPEND violations
            "${rel}: includes \"${inc}\"; unit ${unit} is written over the public headers only")
     elseif(first IN_LIST VARSYNC_PRODUCT_ROOTS AND NOT inc MATCHES "(^|/)\\.\\.?/")

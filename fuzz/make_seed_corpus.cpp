@@ -28,7 +28,7 @@
 #include "varsync/step_task.hpp"
 #include "varsync/internal/tensor_inspect.hpp"
 #include "varsync/variable.hpp"
-#include "sync/safetensors_format.hpp"
+#include "api/ext/safetensors_format.hpp"
 
 using namespace varsync;
 namespace fs = std::filesystem;

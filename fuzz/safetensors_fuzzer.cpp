@@ -1,5 +1,5 @@
 // Fuzzes the checkpoint reader, varsync::safetensors::decode
-// (sync/safetensors_format.hpp), on the raw bytes of a file.
+// (api/ext/safetensors_format.hpp), on the raw bytes of a file.
 //
 // Properties: decode never crashes or throws; it either fails with
 // checkpoint_corrupt or returns tensors that are consistent (valid dtype,
@@ -13,7 +13,7 @@
 #include "varsync/error.hpp"
 #include "varsync/tensor.hpp"
 #include "fuzz_check.hpp"
-#include "sync/safetensors_format.hpp"
+#include "api/ext/safetensors_format.hpp"
 
 using namespace varsync;
 

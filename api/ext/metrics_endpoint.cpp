@@ -59,10 +59,14 @@ struct response {
 
 /// The body for `path`; an error becomes 404 (unknown_variable: an unknown
 /// path) or 503 (anything else).
-caf::expected<response> respond(const strategy& s, const std::string& path) {
+caf::expected<response> respond(const weak_strategy& weak,
+                                const std::string& path) {
   if (path != "/metrics" && path != "/metrics.json" && path != "/advice")
     return make_error(errc::unknown_variable, "no such path");
-  auto m = s.with_timeout(snapshot_timeout).metrics();
+  auto s = weak.lock();
+  if (!s)
+    return make_error(errc::shut_down, "the strategy has shut down");
+  auto m = s->with_timeout(snapshot_timeout).metrics();
   if (!m)
     return std::move(m.error());
   if (path == "/metrics")
@@ -76,8 +80,8 @@ caf::expected<response> respond(const strategy& s, const std::string& path) {
 } // namespace
 
 struct metrics_endpoint::server {
-  server(strategy s, int fd, uint16_t port)
-    : served(std::move(s)), fd(fd), port(port) {
+  server(const strategy& s, int fd, uint16_t port)
+    : served(s), fd(fd), port(port) {
     if (::pipe2(wake, O_CLOEXEC) != 0)
       wake[0] = wake[1] = -1;
     thread = std::thread{[this] { loop(); }};
@@ -93,7 +97,8 @@ struct metrics_endpoint::server {
   void loop();
   void answer(int client);
 
-  strategy served;
+  // Weak (V9): a server must not keep the strategy alive.
+  weak_strategy served;
   int fd;
   uint16_t port;
   int wake[2] = {-1, -1};

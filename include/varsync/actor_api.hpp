@@ -11,6 +11,8 @@
 namespace varsync {
 
 /// The coordinator of `s`: send it create/lookup/read/update/run requests.
+/// Its actor system is `coordinator_of(s)->home_system()`. An invalid
+/// handle once that system has been destroyed.
 coordinator_actor coordinator_of(const strategy& s);
 
 /// Replica `r` of `s` (its global id: across processes, one of this

@@ -30,9 +30,6 @@ inline constexpr const char* checkpoint_format_tag = "varsync-checkpoint";
 /// Version of the metadata layout (key "format_version").
 inline constexpr const char* checkpoint_format_version = "1";
 
-/// True if varsync stores `v` per component (on_read + none, or none).
-bool is_per_component(const variable& v);
-
 /// The file's tensor name of component `r` of a per-component variable.
 std::string component_entry_name(const std::string& variable, int r);
 

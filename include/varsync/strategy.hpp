@@ -245,11 +245,11 @@ public:
   caf::error scatter_max(const variable& v, indexed_slices slices) const {
     return scatter(v, scatter_op::max, std::move(slices));
   }
-  /// Every component in replica order (V1).
   /// Every replica's component, in replica id order, from every process:
   /// local_values in one process; across processes a collective every
   /// process must issue (row P4).
   caf::expected<std::vector<tensor>> all_values(const variable& v) const;
+  /// The components of this process's replicas, in replica order (V1).
   caf::expected<std::vector<tensor>> local_values(const variable& v) const;
   /// The components of the replicas that have not failed, in replica order
   /// (nullopt where a replica failed): what survives a replica failure.
@@ -307,7 +307,8 @@ public:
 
 private:
   friend class async_strategy;
-  // varsync's own add-ons reach the shared state through it (api/).
+  friend class weak_strategy;
+  // varsync's own parts reach the shared state through it (api/).
   friend struct detail::strategy_access;
 
   strategy(std::shared_ptr<detail::strategy_core> core,
@@ -324,6 +325,43 @@ private:
   std::shared_ptr<detail::strategy_core> core_;
   std::chrono::milliseconds timeout_;
 };
+
+/// A handle that does not keep its strategy alive: for an actor of the
+/// strategy's own actor system, a server or a cache that should stop with
+/// the strategy rather than hold it (the strategy shuts down when its last
+/// `strategy` handle goes away, whatever weak handles remain).
+class weak_strategy {
+public:
+  weak_strategy() = default;
+  explicit weak_strategy(const strategy& s)
+    : core_(s.core_), timeout_(s.timeout_) {}
+
+  /// A handle (with the timeout of the one this was made from) while one
+  /// remains elsewhere; nullopt once the last has gone or the strategy was
+  /// shut down.
+  std::optional<strategy> lock() const;
+
+private:
+  std::weak_ptr<detail::strategy_core> core_;
+  std::chrono::milliseconds timeout_{0};
+};
+
+/// True where the strategy keeps one value per component that no
+/// aggregation joins (on_read + none, or synchronization none): a
+/// checkpoint stores every component (K1).
+bool is_per_component(const variable& v);
+
+/// K6: the one value that the live components of a variable that is not
+/// per component stand for when others are lost. `live` holds its
+/// components by replica id (nullopt: lost, or not held here). `aggregate`
+/// allows the aggregation of the live components where the value depends
+/// on the lost ones (on_read + sum / mean). Errors: replica_failed saying
+/// why no value follows; invalid_argument for a per-component variable or
+/// an empty `live`.
+caf::expected<tensor>
+value_of_survivors(const variable& v,
+                   const std::vector<std::optional<tensor>>& live,
+                   bool aggregate);
 
 /// Waits up to `limit` until every strategy whose last handle went away on a
 /// thread other than the one that created it has finished shutting down (its

@@ -14,7 +14,7 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
-#include "sync/safetensors_format.hpp"
+#include "api/ext/safetensors_format.hpp"
 #include "varsync/checkpoint.hpp"
 #include "varsync/ext/checkpoint_actor.hpp"
 #include "api/strategy_access.hpp"
@@ -174,4 +174,70 @@ TEST_CASE("survivors: the checkpoint actor saves the survivors on request") {
   CHECK(meta["missing_replicas"] == "1");
   caf::anon_send_exit(ckpt, caf::exit_reason::user_shutdown);
   std::filesystem::remove(path);
+}
+
+TEST_CASE("K6: value_of_survivors gives the value the live components stand "
+          "for, per synchronization, and says why where none follows") {
+  auto s = make_three();
+  auto w = make_var(s, "w", tensor::scalar<float>(1), synchronization::on_write,
+                    aggregation::sum);
+  auto f = make_var(s, "f", tensor::scalar<float>(4), synchronization::on_read,
+                    aggregation::only_first_replica);
+  auto c = make_var(s, "c", tensor::scalar<float>(0), synchronization::on_read,
+                    aggregation::mean);
+  auto n = make_var(s, "n", tensor::scalar<int32_t>(7),
+                    synchronization::none);
+  using live_t = std::vector<std::optional<tensor>>;
+  auto t = [](float x) { return std::optional<tensor>{tensor::scalar<float>(x)}; };
+  const live_t lost_1{t(1), std::nullopt, t(3)};
+  const live_t lost_0{std::nullopt, t(2), t(6)};
+  const live_t none_left{std::nullopt, std::nullopt, std::nullopt};
+
+  // on_write: any live component (they are equal, W7).
+  auto any = value_of_survivors(w, lost_0, false);
+  REQUIRE(any);
+  CHECK(any->item<float>() == 2.0f);
+  // only_first_replica: component 0, or replica_failed naming the rule.
+  auto first = value_of_survivors(f, lost_1, false);
+  REQUIRE(first);
+  CHECK(first->item<float>() == 1.0f);
+  auto lost_first = value_of_survivors(f, lost_0, true);
+  VS_CHECK_CODE(lost_first.error(), replica_failed);
+  CHECK_THAT(message_of(lost_first.error()),
+             Catch::Matchers::Contains("'f'")
+               && Catch::Matchers::Contains("replica 0, which is lost"));
+  // mean: unknown unless aggregated; then the mean of the live ones.
+  auto unknown = value_of_survivors(c, lost_0, false);
+  VS_CHECK_CODE(unknown.error(), replica_failed);
+  CHECK_THAT(message_of(unknown.error()), Catch::Matchers::Contains("'c'"));
+  auto mean = value_of_survivors(c, lost_0, true);
+  REQUIRE(mean);
+  CHECK(mean->item<float>() == 4.0f);
+  // Nothing left; no one value; nothing given.
+  VS_CHECK_CODE(value_of_survivors(w, none_left, true).error(),
+                replica_failed);
+  VS_CHECK_CODE(value_of_survivors(n, lost_1, true).error(), invalid_argument);
+  VS_CHECK_CODE(value_of_survivors(w, live_t{}, true).error(),
+                invalid_argument);
+  CHECK(is_per_component(n));
+  CHECK_FALSE(is_per_component(c));
+}
+
+TEST_CASE("V9: weak_strategy: locks while a handle remains, not after the last "
+          "went or after shutdown") {
+  weak_strategy weak;
+  CHECK_FALSE(weak.lock());
+  {
+    auto s = make_three().with_timeout(1234ms);
+    weak = weak_strategy{s};
+    auto locked = weak.lock();
+    REQUIRE(locked);
+    CHECK(locked->num_replicas() == 3);
+    CHECK(locked->timeout() == 1234ms);
+  }
+  CHECK_FALSE(weak.lock()); // the last handle went: the strategy shut down
+  auto s = make_three();
+  weak_strategy other{s};
+  s.shutdown();
+  CHECK_FALSE(other.lock());
 }

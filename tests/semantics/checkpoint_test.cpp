@@ -20,7 +20,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include "varsync/ext/checkpoint_actor.hpp"
-#include "sync/safetensors_format.hpp"
+#include "api/ext/safetensors_format.hpp"
 #include "varsync/checkpoint.hpp"
 #include "api/strategy_access.hpp"
 

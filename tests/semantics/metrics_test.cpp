@@ -521,5 +521,11 @@ TEST_CASE("M6: the HTTP endpoint serves a strategy's metrics on loopback "
   auto again = metrics_endpoint::serve(other, port);
   REQUIRE(again);
   CHECK(http(port, "GET /metrics HTTP/1.0").rfind("HTTP/1.0 200", 0) == 0);
+  // It does not keep its strategy alive (V9): when the last handle goes,
+  // the strategy shuts down and the endpoint answers 503.
+  weak_strategy weak{other};
+  other = make_strategy(1);
+  CHECK_FALSE(weak.lock());
+  CHECK(http(port, "GET /metrics HTTP/1.0").rfind("HTTP/1.0 503", 0) == 0);
 }
 

@@ -1,4 +1,4 @@
-// Unit tests for the safetensors reader / writer (sync/safetensors_format.hpp):
+// Unit tests for the safetensors reader / writer (api/ext/safetensors_format.hpp):
 // round trips for every dtype and hostile inputs, which must fail with
 // checkpoint_corrupt and never crash.
 
@@ -14,7 +14,7 @@
 
 #include "varsync/error.hpp"
 #include "varsync/tensor.hpp"
-#include "sync/safetensors_format.hpp"
+#include "api/ext/safetensors_format.hpp"
 
 using namespace varsync;
 namespace st = varsync::safetensors;

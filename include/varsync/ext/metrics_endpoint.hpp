@@ -24,7 +24,8 @@ public:
   /// Serves `s`'s metrics on 127.0.0.1:`port` (0: a free port the system
   /// picks; port() says which) until stop() or destruction. A port that
   /// cannot be bound fails with invalid_argument naming it. The endpoint
-  /// holds `s` while it serves; after s.shutdown() it answers 503.
+  /// does not keep `s` alive (weak_strategy): once it has shut down, or its
+  /// last handle went away, it answers 503.
   static caf::expected<metrics_endpoint> serve(const strategy& s,
                                                uint16_t port = 0);
 

@@ -1,4 +1,4 @@
-#include "sync/safetensors_format.hpp"
+#include "api/ext/safetensors_format.hpp"
 
 #include <algorithm>
 #include <bit>

@@ -5,12 +5,12 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/exit_reason.hpp>
+#include <caf/logger.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "varsync/error.hpp"
+#include "varsync/actor_api.hpp"
 #include "varsync/checkpoint.hpp"
-#include "api/strategy_access.hpp"
-#include "api/strategy_core.hpp"
+#include "varsync/error.hpp"
 
 namespace varsync {
 
@@ -35,7 +35,8 @@ checkpoint_actor::behavior_type worker(checkpoint_actor::pointer self,
         const std::vector<std::string>& names) -> caf::result<ok_atom> {
       self->quit();
       return to_result(restore(s, path, names));
-    },    [=](checkpoint_save_survivors_atom, const std::string& path,
+    },
+    [=](checkpoint_save_survivors_atom, const std::string& path,
         const std::vector<std::string>& names,
         bool aggregate) -> caf::result<ok_atom> {
       self->quit();
@@ -51,20 +52,18 @@ checkpoint_actor::behavior_type worker(checkpoint_actor::pointer self,
 // Stops with the coordinator: an owned actor system's destructor waits for
 // every actor, so one left running would hang the strategy's shutdown.
 checkpoint_actor::behavior_type
-front(checkpoint_actor::pointer self,
-      std::weak_ptr<detail::strategy_core> weak,
-      std::chrono::milliseconds timeout, coordinator_actor coordinator) {
+front(checkpoint_actor::pointer self, weak_strategy weak,
+      coordinator_actor coordinator) {
   self->monitor(coordinator);
   self->set_down_handler([self](caf::down_msg&) {
     self->quit(caf::exit_reason::user_shutdown);
   });
   auto start = [=]() -> caf::expected<checkpoint_actor> {
-    auto core = weak.lock();
-    if (!core)
+    auto s = weak.lock();
+    if (!s)
       return make_error(errc::shut_down,
                         "checkpoint: the strategy is shut down");
-    return self->system().spawn<caf::detached>(
-      worker, detail::strategy_access::handle(std::move(core), timeout));
+    return self->system().spawn<caf::detached>(worker, std::move(*s));
   };
   return {
     [=](checkpoint_save_atom a, const std::string& path,
@@ -80,7 +79,8 @@ front(checkpoint_actor::pointer self,
       if (!w)
         return w.error();
       return self->delegate(*w, a, path, names);
-    },    [=](checkpoint_save_survivors_atom a, const std::string& path,
+    },
+    [=](checkpoint_save_survivors_atom a, const std::string& path,
         const std::vector<std::string>& names,
         bool aggregate) -> caf::result<ok_atom> {
       auto w = start();
@@ -94,14 +94,16 @@ front(checkpoint_actor::pointer self,
 } // namespace
 
 checkpoint_actor spawn_checkpoint_actor(const strategy& s) {
-  const auto& core = detail::strategy_access::core(s);
-  if (core->system_destroyed())
+  auto coordinator = coordinator_of(s);
+  if (!coordinator)
     return checkpoint_actor{};
-  auto& sys = core->system();
-  auto hdl = sys.spawn(front, std::weak_ptr<detail::strategy_core>{core},
-                       s.timeout(), core->coordinator());
-  if (core->owns_system())
-    detail::forget_thread_logger(sys);
+  auto& sys = coordinator->home_system();
+  // spawn makes `sys` this thread's logging system; a thread that had none
+  // keeps none, or it would point at a system the strategy may destroy.
+  auto* logger_before = caf::logger::current_logger();
+  auto hdl = sys.spawn(front, weak_strategy{s}, std::move(coordinator));
+  if (logger_before == nullptr)
+    caf::logger::set_current_actor_system(nullptr);
   return hdl;
 }
 

@@ -19,11 +19,8 @@
 
 #include <filesystem>
 
+#include "api/ext/safetensors_format.hpp"
 #include "varsync/error.hpp"
-#include "sync/collectives/across_processes.hpp"
-#include "sync/distributed_reduce.hpp"
-#include "sync/safetensors_format.hpp"
-#include "sync/policy/sync_policy.hpp"
 #include "varsync/synchronization.hpp"
 
 namespace varsync {
@@ -42,26 +39,37 @@ caf::error io_error(const std::string& what, const std::string& path,
                                               + "': " + std::strerror(err));
 }
 
+constexpr uint64_t fnv_prime = 1099511628211ull;
+constexpr uint64_t fnv_basis = 14695981039346656037ull;
+
+// FNV-1a 64 of `n` bytes.
+uint64_t fnv1a64(const void* data, size_t n) {
+  uint64_t h = fnv_basis;
+  auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= fnv_prime;
+  }
+  return h;
+}
+
 // FNV-1a 64 of a tensor's bytes as the file stores them (little-endian).
 uint64_t fnv1a64(const tensor& t) {
-  constexpr uint64_t prime = 1099511628211ull;
-  uint64_t h = 14695981039346656037ull;
-  auto* p = static_cast<const unsigned char*>(t.raw());
-  size_t n = t.nbytes();
   if constexpr (std::endian::native == std::endian::little) {
-    for (size_t i = 0; i < n; ++i) {
-      h ^= p[i];
-      h *= prime;
-    }
+    return fnv1a64(t.raw(), t.nbytes());
   } else {
+    constexpr uint64_t prime = fnv_prime;
+    uint64_t h = fnv_basis;
+    auto* p = static_cast<const unsigned char*>(t.raw());
+    size_t n = t.nbytes();
     size_t w = size_of(t.type());
     for (size_t i = 0; i + w <= n; i += w)
       for (size_t b = w; b-- > 0;) {
         h ^= p[i + b];
         h *= prime;
       }
+    return h;
   }
-  return h;
 }
 
 std::string hex64(uint64_t x) {
@@ -319,11 +327,6 @@ caf::expected<stored_value> find_stored(const st::decoded_file& file,
 
 } // namespace
 
-bool is_per_component(const variable& v) {
-  return policy_for(v.synchronization()).checkpoint_layout(v.info())
-         == checkpoint_entries::per_component;
-}
-
 std::string component_entry_name(const std::string& variable, int r) {
   return variable + "/replica_" + std::to_string(r);
 }
@@ -381,17 +384,14 @@ caf::error add_complete(const strategy& s, const variable& v,
   return {};
 }
 
-caf::error lost_error(const strategy& s, const variable& v,
-                      const std::vector<int>& missing,
+// `why` names the variable (value_of_survivors' message).
+caf::error lost_error(const strategy& s, const std::vector<int>& missing,
                       const std::string& why) {
   return make_error(errc::replica_failed,
-                    "checkpoint: variable '" + v.name() + "' ("
-                      + std::string{to_string(v.synchronization())} + " / "
-                      + std::string{to_string(v.aggregation())}
-                      + "): replica(s) " + join_indices(missing)
+                    "checkpoint: replica(s) " + join_indices(missing)
                       + (s.num_processes() > 1
-                           ? " failed or live in other processes; "
-                           : " failed; ")
+                           ? " failed or live in other processes: "
+                           : " failed: ")
                       + why);
 }
 
@@ -417,40 +417,32 @@ caf::error add_survivors(const strategy& s, const variable& v,
     return {};
   }
   meta[name + ".per_component"] = "false";
-  std::vector<tensor> present;
+  // K6 (value_of_survivors): without aggregating, the value the live
+  // components hold; else, where it takes an aggregation, only with
+  // aggregate_survivors, and marked.
+  auto value = value_of_survivors(v, live, false);
+  if (value) {
+    tensors.push_back({name, std::move(*value)});
+    return {};
+  }
+  if (!has_code(value.error(), errc::replica_failed))
+    return value.error();
+  auto aggregated = value_of_survivors(v, live, true);
+  if (!aggregated)
+    return lost_error(s, missing, message_of(aggregated.error()));
+  if (!survivors.aggregate_survivors)
+    return lost_error(s, missing,
+                      message_of(value.error())
+                        + "; set survivor_options::aggregate_survivors to "
+                          "store the aggregation of the surviving "
+                          "components only");
   std::vector<int> present_ids;
   for (size_t r = 0; r < live.size(); ++r)
-    if (live[r]) {
-      present.push_back(*live[r]);
+    if (live[r])
       present_ids.push_back(static_cast<int>(r));
-    }
-  if (present.empty())
-    return lost_error(s, v, missing, "no component survives");
-  auto rule = policy_for(v.synchronization()).survivors(v.info());
-  if (rule.kind == survivor_rule::any_component) {
-    tensors.push_back({name, std::move(present.front())});
-    return {};
-  }
-  if (rule.kind == survivor_rule::component_0) {
-    if (!live[0])
-      return lost_error(s, v, missing,
-                        std::string{to_string(v.aggregation())}
-                          + " reads replica 0, which is lost");
-    tensors.push_back({name, std::move(*live[0])});
-    return {};
-  }
-  // An aggregation: the value depends on the lost components.
-  if (!survivors.aggregate_survivors)
-    return lost_error(s, v, missing,
-                      "its value is unknown; set "
-                      "survivor_options::aggregate_survivors to store the "
-                      "aggregation of the surviving components only");
-  auto value = reduce_values(rule.op, present);
-  if (!value)
-    return value.error();
   meta[name + ".survivors_only"] = "true";
   meta[name + ".aggregated_replicas"] = join_indices(present_ids);
-  tensors.push_back({name, std::move(*value)});
+  tensors.push_back({name, std::move(*aggregated)});
   return {};
 }
 
@@ -512,12 +504,9 @@ caf::error save_impl(const strategy& s, const std::string& path,
   const std::string target = alone ? process_file(path, s.process_rank())
                                    : path;
   auto vars = select_variables(s, names, errc::unknown_variable);
+  // Names need no check here: creation refused any that restore would
+  // refuse (C9).
   caf::error checked = vars ? caf::error{} : vars.error();
-  // C9: nothing is written that restore would refuse.
-  if (vars)
-    for (auto& v : *vars)
-      if (!checked)
-        checked = check_variable_name(v.name());
   if (!checked && writer)
     checked = check_save_target(target);
   if (auto err = agree("save of a checkpoint", std::move(checked)))
@@ -606,7 +595,7 @@ caf::error plan_restore(const strategy& s, const std::string& path,
   auto bytes = read_file(s, path);
   if (!bytes)
     return bytes.error();
-  digest = hex64(fingerprint_of_bytes(bytes->data(), bytes->size()));
+  digest = hex64(fnv1a64(bytes->data(), bytes->size()));
   auto file = st::decode(std::span<const std::byte>{*bytes});
   if (!file)
     return file.error();
