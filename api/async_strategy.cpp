@@ -82,7 +82,10 @@ reply_fn<shared_variable_info> as_variable(reply_fn<variable> done) {
 } // namespace
 
 void async_strategy::stats(callback<strategy_description> done) const {
-  s_.core_->submit(ops::describe{}, to_timespan(s_.timeout_), std::move(done));
+  // Never queued behind operations: the flight recorder (M7) is most
+  // wanted when they pile up or hang.
+  s_.core_->submit_now(ops::describe{}, to_timespan(s_.timeout_),
+                       std::move(done));
 }
 
 void async_strategy::metrics(callback<strategy_metrics> done) const {

@@ -187,6 +187,7 @@ coordinator_config coordinator_config_of(const strategy_options& options,
   cc.small_step_bytes = options.small_step_bytes;
   cc.collect_metrics = options.collect_metrics;
   cc.stall_threshold = to_timespan(options.stall_warning);
+  cc.flight_recorder = options.flight_recorder;
   return cc;
 }
 

@@ -1,6 +1,8 @@
-// Renders a metrics snapshot as JSON and in the Prometheus text format.
+// Renders a metrics snapshot as JSON and in the Prometheus text format, and
+// the flight recorder's report (a strategy description) as JSON.
 
 #include "varsync/ext/metrics.hpp"
+#include "varsync/strategy_description.hpp"
 
 #include <charconv>
 #include <cmath>
@@ -351,6 +353,25 @@ std::string to_prometheus(const strategy_metrics& m) {
   process_families(e, m, process);
   variable_families(e, m, process);
   return e.take();
+}
+
+std::string to_json(const strategy_description& d) {
+  json ops = json::array();
+  for (auto& r : d.recent_operations)
+    ops.push_back({{"id", r.id},
+                   {"kind", r.kind},
+                   {"variable", r.variable},
+                   {"origin", r.origin},
+                   {"sequence", r.sequence},
+                   {"phase", r.phase},
+                   {"age_us", r.age_us},
+                   {"duration_us", r.duration_us},
+                   {"error", r.error}});
+  json out = {{"process", d.process_rank},
+              {"dispatched", d.operations_dispatched},
+              {"operations", std::move(ops)}};
+  // Names come from users: invalid UTF-8 is replaced, never thrown.
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 } // namespace varsync

@@ -35,6 +35,14 @@ strategy_description coordinator_state::describe() const {
   out.collectives_run = collectives_.completed();
   out.local_adds_dropped = local_adds_dropped_->load();
   out.failures = replicas_.describe_failures();
+  out.process_rank = processes ? processes->rank : 0;
+  if (flight_) {
+    out.recent_operations = flight_->records([this](uint64_t id) {
+      auto info = variables_.shared_info(id);
+      return info ? info->name : "#" + std::to_string(id);
+    });
+    out.operations_dispatched = flight_->dispatched();
+  }
   return out;
 }
 
@@ -413,6 +421,7 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
   settings.processes = std::move(layout);
   settings.collect_metrics = cfg.collect_metrics;
   settings.stall_threshold = cfg.stall_threshold;
+  settings.flight_recorder = cfg.flight_recorder;
   auto coordinator = spawn_maybe_hidden<coordinator_actor_impl>(
     sys, cfg.hidden, cfg.devices, replicas, std::move(settings));
   // The replicas (and the device collective driver) go down with their

@@ -40,6 +40,8 @@ struct coordinator_config {
   /// (0: no warnings).
   bool collect_metrics = true;
   caf::timespan stall_threshold = std::chrono::seconds(1);
+  /// M7 in one process (across processes: always).
+  bool flight_recorder = false;
   /// A strategy over several processes: the joined group, and where this
   /// process's replicas stand in it (sync/transport/process_group.hpp).
   std::optional<process_membership> processes;

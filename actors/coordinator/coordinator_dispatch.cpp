@@ -124,12 +124,60 @@ reply_fn<T> reply_to_call(coordinator_state* c, bool admitted,
   return [reply](caf::expected<T> r) { (*reply)(std::move(r)); };
 }
 
+// The answer `fn` that first closes entry `id` of the flight recorder.
+template <class T>
+reply_fn<T> closing_flight(std::shared_ptr<flight_recorder> flight,
+                           uint64_t id, reply_fn<T> fn) {
+  return [flight = std::move(flight), id,
+          fn = std::move(fn)](caf::expected<T> r) {
+    flight->finish(id, r ? caf::error{} : r.error());
+    if (fn)
+      fn(std::move(r));
+  };
+}
+
+// Records `op` in the flight recorder (M7); its answer closes the entry.
+// Reports (describe, metrics) are not recorded: a scraper would push the
+// operations out of the ring.
+completion record_flight(const std::shared_ptr<flight_recorder>& flight,
+                         const operation& op, flight_recorder::origin from,
+                         completion&& done, uint64_t& id) {
+  if (std::holds_alternative<ops::describe>(op)
+      || std::holds_alternative<ops::metrics>(op))
+    return std::move(done);
+  std::visit(
+    [&](auto& x) {
+      using Op = std::decay_t<decltype(x)>;
+      uint64_t variable = 0;
+      std::string name;
+      if constexpr (requires { x.variable; })
+        variable = x.variable;
+      else if constexpr (requires { x.variable_name; })
+        name = x.variable_name;
+      id = flight->begin(Op::name, variable, name, from);
+    },
+    op);
+  return wrap_completion(std::move(done), [&flight, id](auto fn) {
+    return closing_flight(flight, id, std::move(fn));
+  });
+}
+
 } // namespace
 
 void coordinator_state::execute(caf::timespan timeout, operation&& op,
-                                completion&& done) {
-  if (ordering_->take(timeout, op, done))
+                                completion&& done,
+                                std::optional<flight_recorder::origin> from) {
+  uint64_t id = 0;
+  if (flight_)
+    done = record_flight(flight_, op,
+                         from.value_or(flight_recorder::origin{
+                           processes ? processes->rank : 0, 0}),
+                         std::move(done), id);
+  if (ordering_->take(timeout, op, done)) {
+    if (flight_)
+      flight_->sequencing(id);
     return;
+  }
   std::visit(
     [this, timeout, &done](auto& x) {
       using Op = std::decay_t<decltype(x)>;

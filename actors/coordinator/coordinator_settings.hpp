@@ -55,6 +55,8 @@ struct coordinator_settings {
   /// (0: off).
   bool collect_metrics = true;
   caf::timespan stall_threshold{0};
+  /// M7: record the last operations (across processes: always).
+  bool flight_recorder = false;
 };
 
 } // namespace varsync

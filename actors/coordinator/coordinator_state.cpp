@@ -40,6 +40,8 @@ coordinator_state::coordinator_state(self_pointer self,
     replicas_(self, std::move(devices), std::move(replicas), *this,
               deadlines_),
     admission_(settings.max_queued_operations, settings.max_queued_bytes) {
+  if (settings.flight_recorder || processes)
+    flight_ = std::make_shared<flight_recorder>();
   if (!local_adds_dropped_)
     local_adds_dropped_ = std::make_shared<std::atomic<uint64_t>>(0);
   record_.configure(replicas_.size(),

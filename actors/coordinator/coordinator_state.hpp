@@ -23,6 +23,7 @@
 #include "actors/coordinator/coordinator_metrics.hpp"
 #include "actors/coordinator/coordinator_settings.hpp"
 #include "actors/coordinator/coordinator_waits.hpp"
+#include "actors/coordinator/flight_recorder.hpp"
 #include "actors/coordinator/operation_deadlines.hpp"
 #include "actors/coordinator/ordering.hpp"
 #include "actors/coordinator/read_barrier.hpp"
@@ -106,7 +107,9 @@ public:
   /// The one dispatch (coordinator_dispatch.cpp): runs `op`, or hands it
   /// to the ordering first (services mode: the sequencer) and runs it when
   /// it comes back in order. `done` holds a reply_fn of the result type.
-  void execute(caf::timespan timeout, operation&& op, completion&& done);
+  /// The flight recorder notes it, `from` where another process issued it.
+  void execute(caf::timespan timeout, operation&& op, completion&& done,
+               std::optional<flight_recorder::origin> from = std::nullopt);
   /// A call of the async or blocking API (or a checkpoint): started here
   /// unless its blocking caller abandoned it. `admitted`: it holds an
   /// admission slot, released when it completes.
@@ -304,6 +307,9 @@ private:
   admission admission_;
   /// The group commit of cross-replica writes in one process.
   write_batcher writes_{self_, replicas_, reads_, deadlines_};
+  /// The last operations dispatched (M7; null where off); their answers
+  /// close them.
+  std::shared_ptr<flight_recorder> flight_;
   /// Metrics (coordinator_metrics.hpp); refusals are counted by const
   /// checks.
   mutable coordinator_record record_{variables_};

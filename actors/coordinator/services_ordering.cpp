@@ -158,7 +158,8 @@ void services_ordering::apply_ordered(sequenced_operation op,
   auto saved = replaying_;
   replaying_ = true;
   c_.run_requested_at(since, [&] {
-    c_.execute(timeout, std::move(op.op), std::move(done));
+    c_.execute(timeout, std::move(op.op), std::move(done),
+               flight_recorder::origin{op.origin, op.sequence});
   });
   replaying_ = saved;
 }

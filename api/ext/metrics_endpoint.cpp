@@ -61,11 +61,18 @@ struct response {
 /// path) or 503 (anything else).
 caf::expected<response> respond(const weak_strategy& weak,
                                 const std::string& path) {
-  if (path != "/metrics" && path != "/metrics.json" && path != "/advice")
+  if (path != "/metrics" && path != "/metrics.json" && path != "/advice"
+      && path != "/flight")
     return make_error(errc::unknown_variable, "no such path");
   auto s = weak.lock();
   if (!s)
     return make_error(errc::shut_down, "the strategy has shut down");
+  if (path == "/flight") { // the coordinator alone answers: works in a hang
+    auto d = s->with_timeout(snapshot_timeout).stats();
+    if (!d)
+      return std::move(d.error());
+    return response{"application/json", to_json(*d)};
+  }
   auto m = s->with_timeout(snapshot_timeout).metrics();
   if (!m)
     return std::move(m.error());
@@ -232,7 +239,7 @@ void metrics_endpoint::server::answer(int client) {
              unknown ? reply(404, "Not Found", "text/plain",
                              "not found: " + path
                                + " (served: /metrics, /metrics.json, "
-                                 "/advice)\n")
+                                 "/advice, /flight)\n")
                      : reply(503, "Service Unavailable", "text/plain",
                              message_of(r.error()) + "\n"));
     return;

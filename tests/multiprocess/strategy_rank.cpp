@@ -643,6 +643,31 @@ int services(strategy& s, const std::string& path) {
                                       {1, 2}, {rank + 1, 10 * (rank + 1)})}),
        "scatter_add emb");
   must(s.assign_add(done, 1.0), "assign_add done");
+  {
+    // M7: the flight recorder holds this update twice, as issued here
+    // (sent to the sequencer) and as run here in its turn (numbered, with
+    // this process as its origin); every numbered record follows the one
+    // order.
+    auto d = must(s.stats(), "stats");
+    bool issued = false, ran = false, ordered = true, origins = true;
+    uint64_t last = 0;
+    for (auto& r : d.recent_operations) {
+      if (r.kind == "update" && r.variable == "done" && r.origin == rank) {
+        issued = issued || (r.sequence == 0 && r.phase == "done");
+        ran = ran || (r.sequence > 0 && r.phase == "done");
+      }
+      origins = origins && r.origin >= 0 && r.origin < procs;
+      if (r.sequence > 0) {
+        ordered = ordered && r.sequence > last;
+        last = r.sequence;
+      }
+    }
+    check(d.process_rank == rank, "M7: the report names this process");
+    check(issued && ran, "M7: the update of 'done' is recorded as issued "
+                         "here and as run in its turn");
+    check(ordered, "M7: numbered records follow the sequencer's order");
+    check(origins, "M7: every record's origin is a process of the strategy");
+  }
   await_value(s, done, procs, "done");
   {
     std::vector<int64_t> want;

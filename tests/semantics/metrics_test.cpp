@@ -25,6 +25,7 @@
 #include "varsync/actor_api.hpp"
 #include "varsync/ext/metrics_endpoint.hpp"
 #include "varsync/ext/sync_advice.hpp"
+#include "varsync/ext/testing.hpp"
 
 using namespace vs_test;
 
@@ -529,3 +530,127 @@ TEST_CASE("M6: the HTTP endpoint serves a strategy's metrics on loopback "
   CHECK(http(port, "GET /metrics HTTP/1.0").rfind("HTTP/1.0 503", 0) == 0);
 }
 
+
+namespace {
+
+const operation_record* find_record(const strategy_description& d,
+                                    const std::string& kind,
+                                    const std::string& variable) {
+  for (auto& r : d.recent_operations)
+    if (r.kind == kind && r.variable == variable)
+      return &r;
+  return nullptr;
+}
+
+} // namespace
+
+TEST_CASE("M7: the flight recorder holds the last operations, in order, "
+          "with their phase, timings and errors",
+          "[one-process]") {
+  // In one process only where asked for (across processes: always).
+  auto off = make_strategy(1);
+  make_var(off, "x", tensor::scalar<float>(1), synchronization::on_write,
+           aggregation::sum);
+  auto none = VS_VALUE(off.stats());
+  CHECK(none.recent_operations.empty());
+  CHECK(none.operations_dispatched == 0);
+  strategy_options with;
+  with.flight_recorder = true;
+  auto s = make_strategy_with(2, with);
+  auto w = make_var(s, "w", tensor::scalar<float>(1),
+                    synchronization::on_write, aggregation::sum);
+  VS_REQUIRE_OK(s.assign(w, tensor::scalar<float>(2)));
+  VS_VALUE(s.read(w));
+  // A refused update: recorded as failed, with its error.
+  VS_CHECK_CODE(s.assign(w, tensor::scalar<int32_t>(3)), dtype_mismatch);
+  VS_CHECK_CODE(error_of(s.lookup("nope")), unknown_variable);
+  auto d = VS_VALUE(s.stats());
+  CHECK(d.process_rank == 0);
+  REQUIRE(d.recent_operations.size() == 5);
+  CHECK(d.operations_dispatched == 5);
+  const std::vector<std::string> kinds{"create", "update", "read", "update",
+                                       "lookup"};
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    auto& r = d.recent_operations[i];
+    CHECK(r.id == i + 1);
+    CHECK(r.kind == kinds[i]);
+    CHECK(r.origin == 0);
+    CHECK(r.sequence == 0);
+    CHECK(r.duration_us >= 0);
+    CHECK(r.age_us >= r.duration_us);
+  }
+  CHECK(d.recent_operations[1].variable == "w");
+  CHECK(d.recent_operations[1].phase == "done");
+  CHECK(d.recent_operations[1].error.empty());
+  CHECK(d.recent_operations[3].phase == "failed");
+  CHECK(d.recent_operations[3].error.find("dtype_mismatch")
+        != std::string::npos);
+  CHECK(d.recent_operations[4].variable == "nope");
+  CHECK(d.recent_operations[4].phase == "failed");
+  // Reports are not recorded: asking again adds nothing.
+  VS_VALUE(s.metrics());
+  CHECK(VS_VALUE(s.stats()).operations_dispatched == 5);
+  // The ring keeps the last 256, ids consecutive up to the count.
+  for (int i = 0; i < 300; ++i)
+    VS_VALUE(s.read(w));
+  d = VS_VALUE(s.stats());
+  REQUIRE(d.recent_operations.size() == 256);
+  CHECK(d.operations_dispatched == 305);
+  CHECK(d.recent_operations.front().id == 50);
+  CHECK(d.recent_operations.back().id == 305);
+  // A destroyed variable is named by its id.
+  VS_REQUIRE_OK(s.destroy(w));
+  d = VS_VALUE(s.stats());
+  CHECK(d.recent_operations.back().kind == "destroy");
+  CHECK(d.recent_operations.back().variable.rfind("#", 0) == 0);
+  auto json = nlohmann::json::parse(to_json(d));
+  CHECK(json["process"] == 0);
+  CHECK(json["dispatched"] == 306);
+  CHECK(json["operations"].size() == 256);
+  CHECK(json["operations"].back()["kind"] == "destroy");
+}
+
+TEST_CASE("M7: an operation that hangs shows as running, and the report "
+          "answers while it does, also over the metrics endpoint",
+          "[one-process]") {
+  // Replica 1 answers its operations from the second on 1.5 s late
+  // (without blocking a thread): an assign hangs that long.
+  strategy_options options;
+  options.devices = {"cpu:0", "cpu:1"};
+  options.timeout = 10s;
+  options.flight_recorder = true;
+  auto made = varsync::testing::create_with_faults(
+    options, {delay_replica(1, 1500ms, 2)});
+  REQUIRE(made);
+  auto s = std::move(*made);
+  auto w = make_var(s, "w", tensor::scalar<float>(1),
+                    synchronization::on_write, aggregation::sum);
+  auto assign = std::async(std::launch::async, [s, w] {
+    return s.assign(w, tensor::scalar<float>(2));
+  });
+  const operation_record* running = nullptr;
+  strategy_description d;
+  for (int i = 0; i < 100 && running == nullptr; ++i) {
+    d = VS_VALUE(s.stats());
+    running = find_record(d, "update", "w");
+    if (running == nullptr)
+      std::this_thread::sleep_for(5ms);
+  }
+  REQUIRE(running != nullptr);
+  CHECK(running->phase == "running");
+  CHECK(running->duration_us == -1);
+  auto endpoint = metrics_endpoint::serve(s);
+  REQUIRE(endpoint);
+  auto text = http(endpoint->port(), "GET /flight HTTP/1.0");
+  REQUIRE(text.rfind("HTTP/1.0 200 OK\r\n", 0) == 0);
+  auto json = nlohmann::json::parse(text.substr(text.find("\r\n\r\n") + 4));
+  CHECK(json["operations"].back()["kind"] == "update");
+  CHECK(json["operations"].back()["variable"] == "w");
+  CHECK(json["operations"].back()["phase"] == "running");
+  VS_REQUIRE_OK(assign.get());
+  d = VS_VALUE(s.stats());
+  auto* done = find_record(d, "update", "w");
+  REQUIRE(done != nullptr);
+  CHECK(done->phase == "done");
+  CHECK(done->duration_us >= 1000000);
+}

@@ -2,7 +2,7 @@
 // The metrics endpoint (M6): a strategy's metrics over HTTP/1.0 on
 // 127.0.0.1, one thread, one request per connection, GET only:
 // /metrics (Prometheus text), /metrics.json, /advice (the synchronization
-// advisor's suggestions). Loopback only: metrics name variables, and nothing
+// advisor's suggestions), /flight (the flight recorder). Loopback only: metrics name variables, and nothing
 // here authenticates a caller. An add-on over the public API:
 //
 //   auto endpoint = varsync::metrics_endpoint::serve(s, 9464);
