@@ -39,6 +39,8 @@ if(TARGET varsync_gloo)
   install(TARGETS varsync-run RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
 
+install(TARGETS varsync-trace RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+
 configure_package_config_file(cmake/varsyncConfig.cmake.in
   "${PROJECT_BINARY_DIR}/varsyncConfig.cmake"
   INSTALL_DESTINATION ${VARSYNC_CMAKE_DIR})

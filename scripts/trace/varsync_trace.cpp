@@ -1,0 +1,204 @@
+// varsync-trace: merges the flight recorders of a strategy's processes
+// (rule M7: each process's to_json(s.stats()), e.g. its metrics endpoint's
+// /flight) into one report that says who is where.
+//
+//   varsync-trace [--processes N] FILE...
+//
+// Operations line up across processes by their key: in services mode the
+// sequencer's number, in training mode this process's operation number
+// (every process issues the same operations in one order, P4). A process's
+// place is its oldest unanswered operation, or the last it finished. The
+// process whose place is earliest is the one the others wait for; a
+// process of 0..N-1 with no dump is named too (a stopped or lost process
+// cannot answer). Exit status: 0 when every process is idle, 1 when some
+// operation is unanswered, 2 on bad input.
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct op {
+  uint64_t key = 0;
+  std::string kind, variable, phase, error;
+  int origin = 0;
+  int64_t age_us = 0;
+};
+
+struct process_view {
+  int rank = 0;
+  std::optional<op> waiting; // oldest unanswered
+  std::optional<op> last;    // last answered
+  bool services = false;
+  /// Services mode: calls issued here, not back from the sequencer yet.
+  int sequencing = 0;
+};
+
+std::string describe(const op& o) {
+  std::string out = "#" + std::to_string(o.key) + " " + o.kind;
+  out += "(" + o.variable + ")";
+  if (o.origin >= 0)
+    out += " from process " + std::to_string(o.origin);
+  return out;
+}
+
+std::string ms(int64_t us) {
+  std::ostringstream s;
+  s.precision(us >= 10000 ? 0 : 1);
+  s << std::fixed << static_cast<double>(us) / 1000.0 << " ms";
+  return s.str();
+}
+
+// One dump; throws std::runtime_error naming the file on bad input.
+process_view read_dump(const std::string& path) {
+  std::ifstream in{path};
+  if (!in)
+    throw std::runtime_error(path + ": cannot be read");
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const std::exception& e) {
+    throw std::runtime_error(path + ": not JSON (" + e.what() + ")");
+  }
+  if (!j.is_object() || !j.contains("process") || !j.contains("operations")
+      || !j["operations"].is_array())
+    throw std::runtime_error(path + ": not a flight recorder dump (expected "
+                                    "{\"process\", \"operations\": [...]})");
+  process_view v;
+  v.rank = j["process"].get<int>();
+  for (auto& r : j["operations"])
+    if (r.value("sequence", 0) > 0)
+      v.services = true;
+  for (auto& r : j["operations"]) {
+    op o;
+    const uint64_t seq = r.value("sequence", uint64_t{0});
+    // Services mode: only the operations run in their turn line up.
+    if (v.services && seq == 0) {
+      if (r.value("phase", "") == "sequencing")
+        ++v.sequencing;
+      continue;
+    }
+    o.key = v.services ? seq : r.value("id", uint64_t{0});
+    o.kind = r.value("kind", "");
+    o.variable = r.value("variable", "");
+    o.phase = r.value("phase", "");
+    o.error = r.value("error", "");
+    o.origin = r.value("origin", -1);
+    o.age_us = r.value("age_us", int64_t{0});
+    if (o.phase == "running" || o.phase == "sequencing") {
+      if (!v.waiting || o.key < v.waiting->key)
+        v.waiting = o;
+    } else if (!v.last || o.key > v.last->key) {
+      v.last = o;
+    }
+  }
+  return v;
+}
+
+int run(int argc, char** argv) {
+  int expected = 0;
+  std::vector<std::string> files;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--processes" && i + 1 < argc) {
+      expected = std::stoi(argv[++i]);
+    } else if (a == "-h" || a == "--help") {
+      std::cout << "usage: varsync-trace [--processes N] FILE...\n";
+      return 0;
+    } else {
+      files.push_back(a);
+    }
+  }
+  if (files.empty())
+    throw std::runtime_error("no dump given (usage: varsync-trace "
+                             "[--processes N] FILE...)");
+  std::map<int, process_view> views;
+  for (auto& f : files) {
+    auto v = read_dump(f);
+    if (views.count(v.rank) > 0)
+      throw std::runtime_error(f + ": a second dump of process "
+                               + std::to_string(v.rank));
+    views[v.rank] = std::move(v);
+  }
+  bool any_waiting = false;
+  std::optional<uint64_t> earliest;
+  for (auto& [rank, v] : views) {
+    if (v.waiting) {
+      any_waiting = true;
+      std::cout << "process " << rank << ": at " << describe(*v.waiting)
+                << ", " << v.waiting->phase << " for "
+                << ms(v.waiting->age_us) << "\n";
+      if (!earliest || v.waiting->key < *earliest)
+        earliest = v.waiting->key;
+    } else if (v.last) {
+      std::cout << "process " << rank << ": idle after " << describe(*v.last)
+                << " (" << v.last->phase
+                << (v.last->error.empty() ? "" : ": " + v.last->error)
+                << ")\n";
+    } else {
+      std::cout << "process " << rank << ": no operations recorded\n";
+    }
+    if (v.sequencing > 0)
+      std::cout << "process " << rank << ": " << v.sequencing
+                << " call(s) issued here wait for the sequencer\n";
+  }
+  std::vector<int> missing;
+  for (int r = 0; r < expected; ++r)
+    if (views.count(r) == 0)
+      missing.push_back(r);
+  for (auto r : missing)
+    std::cout << "process " << r
+              << ": no dump (stopped, lost, or not asked)\n";
+  if (!any_waiting) {
+    std::cout << "summary: every process that answered is idle\n";
+    return missing.empty() ? 0 : 1;
+  }
+  // Who holds the others up: those idle before the earliest unanswered
+  // operation never reached it; else those waiting at it.
+  std::vector<int> behind, waiting_at;
+  for (auto& [rank, v] : views) {
+    if (v.waiting && v.waiting->key == *earliest)
+      waiting_at.push_back(rank);
+    else if (!v.waiting && (!v.last || v.last->key < *earliest))
+      behind.push_back(rank);
+  }
+  auto list = [](const std::vector<int>& xs) {
+    std::string out;
+    for (size_t i = 0; i < xs.size(); ++i)
+      out += (i == 0 ? "" : i + 1 == xs.size() ? " and " : ", ")
+             + std::to_string(xs[i]);
+    return out;
+  };
+  std::cout << "summary: ";
+  if (!behind.empty() || !missing.empty()) {
+    auto culprits = behind;
+    culprits.insert(culprits.end(), missing.begin(), missing.end());
+    std::cout << "process" << (culprits.size() > 1 ? "es " : " ")
+              << list(culprits) << (culprits.size() > 1 ? " have" : " has")
+              << " not reached #" << *earliest << "; ";
+  }
+  std::cout << "process" << (waiting_at.size() > 1 ? "es " : " ")
+            << list(waiting_at) << (waiting_at.size() > 1 ? " wait" : " waits")
+            << " at #" << *earliest << "\n";
+  return 1;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "varsync-trace: " << e.what() << "\n";
+    return 2;
+  }
+}
