@@ -1059,6 +1059,38 @@ int training_stopped(strategy& s) {
   return failures == 0 ? 0 : 1;
 }
 
+// M7, a real hang: the last process stops itself after the creation; the
+// others issue an assign, which waits for it. Half a second in, while it
+// waits (the peer timeout is 2 s), each writes its flight recorder to
+// "<path>.<rank>.json" for the harness's varsync-trace; the assign then
+// fails once the stop is noticed.
+int hang_report(strategy& s, const std::string& path) {
+  auto a = must(s.create_variable("a", tensor::scalar<float>(3),
+                                  synchronization::on_write, aggregation::sum),
+                "create a");
+  const int rank = s.process_rank();
+  if (rank == s.num_processes() - 1) {
+    std::raise(SIGSTOP);
+    return 0; // never runs: the harness kills it
+  }
+  auto dump = std::async(std::launch::async, [&s, &path, rank] {
+    std::this_thread::sleep_for(500ms);
+    auto d = must(s.stats(), "stats while the assign waits");
+    auto file = path + "." + std::to_string(rank) + ".json";
+    FILE* f = std::fopen(file.c_str(), "w");
+    check(f != nullptr, "open " + file);
+    if (f != nullptr) {
+      auto text = to_json(d);
+      std::fwrite(text.data(), 1, text.size(), f);
+      std::fclose(f);
+    }
+  });
+  auto err = s.assign_add(a, 1.0);
+  check(static_cast<bool>(err), "the assign fails once the stop is noticed");
+  dump.get();
+  return failures == 0 ? 0 : 1;
+}
+
 // SIGKILL in the middle of collectives: every process keeps `window` async
 // updates of a 1 MiB variable in flight; the last one kills itself with
 // SIGKILL once 20 have completed there, while its next ones are under way.
@@ -1226,6 +1258,8 @@ int main(int argc, char** argv) {
     rc = services_lost(*s);
   else if (scenario == "training_stopped")
     rc = training_stopped(*s);
+  else if (scenario == "hang_report" && argc == 4)
+    rc = hang_report(*s, argv[3]);
   else if (scenario == "services_stopped")
     rc = services_stopped(*s);
   else if (scenario == "killed" && argc == 4)

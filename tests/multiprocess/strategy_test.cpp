@@ -198,6 +198,34 @@ TEST_CASE("multiprocess strategy: training mode notices a process that "
   CHECK(r.exit_codes == std::vector<int>{0, 0, -1});
 }
 
+TEST_CASE("multiprocess strategy: M7: a real hang (one process stopped): "
+          "varsync-trace on the others' flight recorders names the stopped "
+          "process and the operation the others wait at") {
+  auto dir = std::filesystem::temp_directory_path()
+             / ("varsync-hang-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto base = (dir / "flight").string();
+  auto r = run_strategy("hang_report", 3, 1, 20s, false, base, {}, 2s);
+  // The stopped process is killed by the harness (-1).
+  CHECK(r.exit_codes == std::vector<int>{0, 0, -1});
+  auto out = (dir / "report.txt").string();
+  auto cmd = std::string{VARSYNC_TRACE_EXE} + " --processes 3 " + base
+             + ".0.json " + base + ".1.json > " + out + " 2>&1";
+  int rc = std::system(cmd.c_str());
+  std::ifstream in{out};
+  std::string report{std::istreambuf_iterator<char>{in}, {}};
+  INFO(report);
+  CHECK(WEXITSTATUS(rc) == 1);
+  CHECK(report.find("process 0: at #2 update(a) from process 0, running")
+        != std::string::npos);
+  CHECK(report.find("process 1: at #2 update(a) from process 1, running")
+        != std::string::npos);
+  CHECK(report.find("summary: process 2 has not reached #2; processes 0 and "
+                    "1 wait at #2")
+        != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("multiprocess strategy: processes in different modes fail to "
           "join, naming the mode") {
   auto r = run_strategy("mixed", 2, 1, 10s, false, {}, "mixed");
