@@ -6,7 +6,9 @@
 // that drift of the shared machine hits both alike. Counting itself cannot
 // be switched off (a few increments); a cross-replica assign runs the same
 // code either way, so its ratio shows the noise. Then what a snapshot costs
-// with 1,000 variables. Ratio = on / off (1.0: free).
+// with 1,000 variables. Ratio = on / off (1.0: free). The flight recorder
+// (M7: on across processes, opt-in in one process) is measured the same way,
+// strategy_options::flight_recorder on against off.
 //
 //   metrics_overhead [--quick] [--json FILE]
 
@@ -37,11 +39,17 @@ struct layout {
   variable w;
 };
 
-std::optional<layout> make(caf::actor_system& sys, int replicas,
-                           bool collect) {
+// What a comparison switches: metrics' timing or the flight recorder.
+enum class feature { metrics, flight };
+
+std::optional<layout> make(caf::actor_system& sys, int replicas, feature f,
+                           bool on) {
   strategy_options options;
   options.devices = bench::host_devices(replicas);
-  options.collect_metrics = collect;
+  if (f == feature::metrics)
+    options.collect_metrics = on;
+  else
+    options.flight_recorder = on;
   auto s = strategy::create(sys, options);
   if (!s) {
     std::fprintf(stderr, "%s\n", describe(s.error()).c_str());
@@ -90,9 +98,9 @@ struct sample {
   std::vector<double> assign_us, step_us, async_us;
 };
 
-bool measure(caf::actor_system& sys, int replicas, bool collect, int n,
+bool measure(caf::actor_system& sys, int replicas, feature f, bool on, int n,
              sample& into) {
-  auto l = make(sys, replicas, collect);
+  auto l = make(sys, replicas, f, on);
   if (!l)
     return false;
   auto assign = bench::time_calls_us(n, n / 10 + 1, [&] {
@@ -125,15 +133,23 @@ int main(int argc, char** argv) {
   auto* sys = &system;
   const int n = opts.quick ? 200 : 2000;
   const int rounds = opts.quick ? 3 : 15;
-  std::printf("metrics overhead: collect_metrics on vs off, medians of %d "
-              "alternating rounds (ratio = on / off)\n",
-              rounds);
+  struct comparison {
+    feature f;
+    const char* key;
+    const char* title;
+  };
+  for (auto cmp : {comparison{feature::metrics, "metrics", "collect_metrics"},
+                   comparison{feature::flight, "flight", "flight_recorder"}}) {
+  std::printf("%s overhead: %s on vs off, medians of %d alternating rounds "
+              "(ratio = on / off)\n",
+              cmp.key, cmp.title, rounds);
   for (int replicas : {2, 8}) {
     sample on, off;
     for (int round = 0; round < rounds; ++round) {
-      if (!measure(*sys, replicas, round % 2 == 0, n, round % 2 == 0 ? on : off)
-          || !measure(*sys, replicas, round % 2 != 0, n,
-                      round % 2 != 0 ? on : off))
+      const bool first_on = round % 2 == 0;
+      if (!measure(*sys, replicas, cmp.f, first_on, n, first_on ? on : off)
+          || !measure(*sys, replicas, cmp.f, !first_on, n,
+                      first_on ? off : on))
         return 1;
     }
     struct row {
@@ -152,14 +168,16 @@ int main(int argc, char** argv) {
       auto b = bench::summarize(r.b);
       std::printf("  %-40s %d rep: on %8.2f us  off %8.2f us  ratio %.3f\n",
                   r.text, replicas, a.median, b.median, a.median / b.median);
-      auto base = "metrics." + std::string{r.key} + ".r"
+      auto base = std::string{cmp.key} + "." + r.key + ".r"
                   + std::to_string(replicas);
       rec.latency(base + ".on", a);
       rec.latency(base + ".off", b);
     }
   }
-  std::printf("  (a cross-replica assign takes no clock reads either way: "
-              "its ratio is this machine's noise)\n");
+  if (cmp.f == feature::metrics)
+    std::printf("  (a cross-replica assign takes no clock reads either way: "
+                "its ratio is this machine's noise)\n");
+  }
   // What reading costs: a snapshot of 1,000 variables on 4 replicas, against
   // a cross-replica read of one scalar (the cheapest request).
   {

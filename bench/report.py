@@ -592,6 +592,17 @@ def build(t):
     t.add("s.metrics() with 1,000 variables, 4 rep", fmt_us(snap),
           "one cross-replica scalar read", fmt_us(read),
           ratio_of(v(snap), v(read)))
+    # The flight recorder (M7), opt-in in one process: the same rows.
+    for n in (2, 8):
+        for key, text in (("assign", "blocking cross-replica scalar assign"),
+                          ("step", "step with one scalar ON_WRITE update"),
+                          ("async", "async assigns, 16 in flight, per op")):
+            on = t.get("flight.%s.r%d.on" % (key, n))
+            off = t.get("flight.%s.r%d.off" % (key, n))
+            if on is None and off is None:
+                continue  # records from before the recorder
+            t.add("%s, %d rep, flight recorder on" % (text, n), fmt_us(on),
+                  "recorder off", fmt_us(off), ratio_of(v(on), v(off)))
 
     # -- 6. scale ----------------------------------------------------------------------
     t.section("6. Scale: create 10,000 variables on 4 replicas")
