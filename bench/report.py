@@ -579,30 +579,27 @@ def build(t):
     t.section("5e. Metrics: the control-plane rows with collect_metrics on "
               "(the default) against off, alternating rounds in one run "
               "(ratio = on / off; 1.0: free)")
-    for n in (2, 8):
-        for key, text in (("assign", "blocking cross-replica scalar assign"),
-                          ("step", "step with one scalar ON_WRITE update"),
-                          ("async", "async assigns, 16 in flight, per op")):
-            on = t.get("metrics.%s.r%d.on" % (key, n))
-            off = t.get("metrics.%s.r%d.off" % (key, n))
-            t.add("%s, %d rep, metrics on" % (text, n), fmt_us(on),
-                  "metrics off", fmt_us(off), ratio_of(v(on), v(off)))
+    def on_off_rows(prefix, on_text, off_text, optional=False):
+        # metrics_overhead's rows, one feature switched on against off.
+        for n in (2, 8):
+            for key, text in (
+                    ("assign", "blocking cross-replica scalar assign"),
+                    ("step", "step with one scalar ON_WRITE update"),
+                    ("async", "async assigns, 16 in flight, per op")):
+                on = t.get("%s.%s.r%d.on" % (prefix, key, n))
+                off = t.get("%s.%s.r%d.off" % (prefix, key, n))
+                if optional and on is None and off is None:
+                    continue  # records from before the feature
+                t.add("%s, %d rep, %s" % (text, n, on_text), fmt_us(on),
+                      off_text, fmt_us(off), ratio_of(v(on), v(off)))
+    on_off_rows("metrics", "metrics on", "metrics off")
     snap = t.get("metrics.snapshot.v1000.r4")
     read = t.get("metrics.read_scalar.r4")
     t.add("s.metrics() with 1,000 variables, 4 rep", fmt_us(snap),
           "one cross-replica scalar read", fmt_us(read),
           ratio_of(v(snap), v(read)))
     # The flight recorder (M7), opt-in in one process: the same rows.
-    for n in (2, 8):
-        for key, text in (("assign", "blocking cross-replica scalar assign"),
-                          ("step", "step with one scalar ON_WRITE update"),
-                          ("async", "async assigns, 16 in flight, per op")):
-            on = t.get("flight.%s.r%d.on" % (key, n))
-            off = t.get("flight.%s.r%d.off" % (key, n))
-            if on is None and off is None:
-                continue  # records from before the recorder
-            t.add("%s, %d rep, flight recorder on" % (text, n), fmt_us(on),
-                  "recorder off", fmt_us(off), ratio_of(v(on), v(off)))
+    on_off_rows("flight", "flight recorder on", "recorder off", optional=True)
 
     # -- 6. scale ----------------------------------------------------------------------
     t.section("6. Scale: create 10,000 variables on 4 replicas")
