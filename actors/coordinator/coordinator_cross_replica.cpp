@@ -44,7 +44,7 @@ void coordinator_state::read(caf::timespan timeout, uint64_t id,
                               && !(*e)->policy()->mirrored()));
   const std::string what = "read of '" + info.name + "'";
   if (!left)
-    return across ? fail_agreed(timeout, what, std::move(left.error()),
+    return across ? fail_agreed(*this, timeout, what, std::move(left.error()),
                                 std::move(done))
                   : done(std::move(left.error()));
   timeout = *left;
@@ -112,7 +112,7 @@ void coordinator_state::read_by_collective(caf::timespan timeout, uint64_t id,
   if (auto err = budget_.check(
         static_cast<uint64_t>(element_count(info.shape)) * size_of(info.type),
         "read of variable " + quote_name(info.name)))
-    return across ? fail_agreed(timeout, what, std::move(err), std::move(done))
+    return across ? fail_agreed(*this, timeout, what, std::move(err), std::move(done))
                   : done(std::move(err));
   auto collective = new_plan(what);
   auto& item = collective->add_item();
@@ -149,7 +149,7 @@ void coordinator_state::update(caf::timespan timeout, uint64_t id,
   if (!left || !e) {
     auto err = !left ? std::move(left.error()) : std::move(e.error());
     return processes
-             ? fail_agreed(timeout,
+             ? fail_agreed(*this, timeout,
                            std::string{to_string(op)} + " of "
                              + quoted_name_of(id),
                            std::move(err), std::move(done))
@@ -168,7 +168,7 @@ void coordinator_state::update(caf::timespan timeout, uint64_t id,
     if (!local)
       local = check_replicas();
     if (local)
-      return fail_agreed(timeout, what, std::move(local), std::move(done));
+      return fail_agreed(*this, timeout, what, std::move(local), std::move(done));
     char hex[24];
     std::snprintf(hex, sizeof(hex), "%016llx",
                   static_cast<unsigned long long>(
@@ -337,7 +337,7 @@ void coordinator_state::all_values(caf::timespan timeout, uint64_t id,
     return local_values(timeout, id, std::move(done));
   auto e = find(id);
   if (!e)
-    return fail_agreed(timeout, "values of #" + std::to_string(id),
+    return fail_agreed(*this, timeout, "values of #" + std::to_string(id),
                        std::move(e.error()), std::move(done));
   coordinator_record::cross_read((*e)->counts(), reads_.rerunning());
   auto& info = *(*e)->info;
@@ -347,7 +347,7 @@ void coordinator_state::all_values(caf::timespan timeout, uint64_t id,
   if (auto err = budget_.check(
         saturating_mul(bytes, static_cast<uint64_t>(total_replicas()) * 2),
         "values of every replica of " + quote_name(info.name)))
-    return fail_agreed(timeout, plan->description, std::move(err),
+    return fail_agreed(*this, timeout, plan->description, std::move(err),
                        std::move(done));
   auto& item = plan->add_item();
   item.variable_id = id;

@@ -204,7 +204,8 @@ void coordinator_state::start_call(const client_call_ptr& call,
       // The blocking caller has its answer (timeout, nothing changed).
       call->counted.give_back();
       release_slot();
-      note_abandoned();
+      // Counted as a deadline hit.
+      record_.deadline_missed();
       return;
     }
   }
@@ -237,6 +238,11 @@ void coordinator_state::wait_for(caf::timespan timeout, std::string name,
                                "(max_queued_operations); nothing was "
                                "changed, retry later"));
   waits_.wait_for(std::move(name), *left, std::move(done));
+}
+
+void coordinator_state::run(caf::timespan timeout, replica_step_ptr step,
+                            reply_fn<ok_atom> done) {
+  steps_.run(timeout, std::move(step), std::move(done));
 }
 
 void coordinator_state::barrier(caf::timespan timeout,

@@ -31,6 +31,18 @@ inline bool small_enough_to_gather(const variable_info& info) {
          <= gather_threshold_bytes;
 }
 
+// done(local) after the processes agreed that the operation failed
+// (coordinator_state::agree): a failure here still takes part in the round.
+template <class T>
+void fail_agreed(coordinator_state& c, caf::timespan timeout, std::string what,
+                 caf::error local, reply_fn<T> done) {
+  c.agree(timeout, std::move(what), std::move(local),
+          [done = std::move(done)](caf::expected<ok_atom> r) {
+            done(r ? make_error(errc::invalid_argument, "unreachable")
+                   : std::move(r.error()));
+          });
+}
+
 // Variable ids are unique in the process, so that a handle of one strategy
 // never addresses another strategy's variable.
 inline uint64_t next_variable_id() {

@@ -96,7 +96,7 @@ void coordinator_state::scatter(caf::timespan timeout, uint64_t id,
   // other processes run for this scatter.
   if (!left || !e) {
     auto err = !left ? std::move(left.error()) : std::move(e.error());
-    return processes ? fail_agreed(timeout, what, std::move(err),
+    return processes ? fail_agreed(*this, timeout, what, std::move(err),
                                    std::move(done))
                      : done(std::move(err));
   }
@@ -120,7 +120,7 @@ void coordinator_state::scatter(caf::timespan timeout, uint64_t id,
       local = std::move(rows.error());
   }
   if (local)
-    return processes ? fail_agreed(timeout, what, std::move(local),
+    return processes ? fail_agreed(*this, timeout, what, std::move(local),
                                    std::move(done))
                      : done(std::move(local));
   if (!processes)

@@ -82,9 +82,6 @@ public:
   /// V3: `overloaded` if a request of `bytes` would wait in a full queue.
   caf::error refuse_if_full(size_t bytes) const;
   void release_slot() { admission_.release(); }
-  /// A blocking caller gave up on an operation before it started (its
-  /// deadline passed): counted as a deadline hit.
-  void note_abandoned() { record_.deadline_missed(); }
   /// Runs `op`, requested at `since` (a client call): its deadline counts
   /// from the request, so time spent queued is not granted twice.
   template <class F>
@@ -99,8 +96,6 @@ public:
   self_pointer self() const { return self_; }
 
   static constexpr size_t max_in_flight = 64;
-  /// The ordering's (training mode: 1, P4).
-  size_t in_flight_limit() const { return admission_.in_flight_limit(); }
 
   // -- operations; `done` runs on the coordinator's thread -------------------
 
@@ -142,9 +137,7 @@ public:
   void survivor_values(caf::timespan timeout, uint64_t id,
                        reply_fn<std::vector<std::optional<tensor>>> done);
   void run(caf::timespan timeout, replica_step_ptr step,
-           reply_fn<ok_atom> done) {
-    steps_.run(timeout, std::move(step), std::move(done));
-  }
+           reply_fn<ok_atom> done);
   void all_reduce(caf::timespan timeout, reduce_op op,
                   std::vector<std::vector<tensor>> values,
                   reply_fn<std::vector<tensor>> done);
@@ -186,9 +179,6 @@ private:
   caf::expected<caf::timespan> remaining(caf::timespan timeout,
                                          const char* what) const override;
   caf::error check_replicas() const override;
-  caf::error translate(const caf::error& err, size_t replica) const {
-    return replicas_.translate(err, replica);
-  }
   void flush_writes() override { writes_.flush_queued(); }
 
   /// The replicas in this process (the slots of collective plans).
@@ -197,23 +187,7 @@ private:
   int total_replicas() const {
     return processes ? processes->total_replicas : num_replicas();
   }
-  bool cross_process() const { return processes.has_value(); }
-  /// The collective reads contributions that replicas keep in staging
-  /// buffers until their step is released.
-  bool uses_staging_buffers() const {
-    return collective_.uses_staging_buffers;
-  }
 
-  /// done(local) after agreeing that the operation failed (agree()).
-  template <class T>
-  void fail_agreed(caf::timespan timeout, std::string what, caf::error local,
-                   reply_fn<T> done) {
-    agree(timeout, std::move(what), std::move(local),
-          [done = std::move(done)](caf::expected<ok_atom> r) {
-            done(r ? make_error(errc::invalid_argument, "unreachable")
-                   : std::move(r.error()));
-          });
-  }
   /// A new plan for this strategy's collectives (marked across processes
   /// with `what` as its description when the strategy spans processes).
   std::shared_ptr<collective_plan> new_plan(std::string what = {});
@@ -249,7 +223,6 @@ private:
   uint64_t host_copies_bytes(uint64_t nbytes) const;
 
   using on_deadline = replica_set::on_deadline;
-  using fan_out = replica_set::fan_out;
 
   /// Runs a collective (collective_runner.hpp), or for a small step's plan
   /// (`small`, sync/collectives/small_step.hpp) combines the contributions

@@ -60,7 +60,7 @@ void coordinator_state::run_step_collective(
                              static_cast<uint64_t>(total_replicas()));
   }
   if (auto err = budget_.check(bytes, what))
-    return processes ? fail_agreed(timeout, what, std::move(err),
+    return processes ? fail_agreed(*this, timeout, what, std::move(err),
                                    std::move(done))
                      : done(std::move(err));
   request.values = local.front();
@@ -81,8 +81,7 @@ void coordinator_state::gather_step_values(
     auto& first = local.front()[k];
     for (size_t r = 1; r < local.size(); ++r)
       if (local[r][k].shape() != first.shape())
-        return fail_agreed(
-          timeout, plan->description,
+        return fail_agreed(*this, timeout, plan->description,
           make_error(errc::shape_mismatch,
                      "the step's " + varsync::describe(request) + ": value "
                        + std::to_string(k) + " has shape "

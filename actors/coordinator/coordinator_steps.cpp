@@ -152,7 +152,7 @@ void coordinator_state::all_reduce(caf::timespan timeout, reduce_op op,
   const std::string what = "all_reduce " + std::string{to_string(op)} + " of "
                            + std::to_string(values.size()) + " values";
   auto fail = [&](caf::error err) {
-    fail_agreed(timeout, what, std::move(err), std::move(done));
+    fail_agreed(*this, timeout, what, std::move(err), std::move(done));
   };
   if (!ordering_->every_process_takes_part())
     return done(make_error(

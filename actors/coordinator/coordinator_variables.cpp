@@ -29,7 +29,7 @@ void coordinator_state::create(caf::timespan timeout, variable_spec spec,
   const std::string what = "create '" + spec.name + "'";
   auto left = remaining(timeout, "create");
   if (!left)
-    return fail_agreed(timeout, what, std::move(left.error()), std::move(done));
+    return fail_agreed(*this, timeout, what, std::move(left.error()), std::move(done));
   timeout = *left;
   auto info = validate_variable_spec(spec);
   caf::error local;
@@ -42,7 +42,7 @@ void coordinator_state::create(caf::timespan timeout, variable_spec spec,
   else
     local = check_replicas();
   if (local)
-    return fail_agreed(timeout, what, std::move(local), std::move(done));
+    return fail_agreed(*this, timeout, what, std::move(local), std::move(done));
   if (!processes)
     return create_here(timeout, std::move(spec), std::move(*info),
                        std::move(done));
@@ -146,7 +146,7 @@ void coordinator_state::destroy(caf::timespan timeout, uint64_t id,
   if (!left || !e) {
     auto err = !left ? std::move(left.error()) : std::move(e.error());
     // Across processes a failure here still takes part in the round.
-    return processes ? fail_agreed(timeout, "destroy of " + quoted_name_of(id),
+    return processes ? fail_agreed(*this, timeout, "destroy of " + quoted_name_of(id),
                                    std::move(err), std::move(done))
                      : done(std::move(err));
   }
