@@ -1,11 +1,15 @@
 #include "varsync/strategy.hpp"
 
 #include <atomic>
+#include <cstdlib>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
 #include <system_error>
 #include <thread>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <caf/logger.hpp>
 #include <caf/policy/work_sharing.hpp>
@@ -122,7 +126,25 @@ caf::error check_options(const strategy_options& options) {
   if (options.stall_warning.count() < 0)
     return make_error(errc::invalid_argument,
                       "stall_warning must not be negative (0: no warnings)");
+  if (!options.flight_dump_dir.empty()) {
+    struct stat st {};
+    if (::stat(options.flight_dump_dir.c_str(), &st) != 0
+        || !S_ISDIR(st.st_mode)
+        || ::access(options.flight_dump_dir.c_str(), W_OK | X_OK) != 0)
+      return make_error(errc::invalid_argument,
+                        "flight_dump_dir '" + options.flight_dump_dir
+                          + "' (or VARSYNC_FLIGHT_DIR) is not a writable "
+                            "directory (M8); nothing was started");
+  }
   return {};
+}
+
+/// M8: the dump directory from the environment where the options name none.
+void flight_dump_dir_from_environment(strategy_options& options) {
+  if (!options.flight_dump_dir.empty())
+    return;
+  if (const char* dir = std::getenv("VARSYNC_FLIGHT_DIR"))
+    options.flight_dump_dir = dir;
 }
 
 } // namespace
@@ -130,6 +152,7 @@ caf::error check_options(const strategy_options& options) {
 caf::expected<strategy>
 detail::create_strategy(caf::actor_system* sys, strategy_options options,
                         std::vector<replica_fault> faults) {
+  flight_dump_dir_from_environment(options);
   if (auto err = check_options(options))
     return err;
   if (sys != nullptr)
@@ -188,6 +211,7 @@ coordinator_config coordinator_config_of(const strategy_options& options,
   cc.collect_metrics = options.collect_metrics;
   cc.stall_threshold = to_timespan(options.stall_warning);
   cc.flight_recorder = options.flight_recorder;
+  cc.flight_dump_dir = options.flight_dump_dir;
   return cc;
 }
 

@@ -1,6 +1,7 @@
 // Renders a metrics snapshot as JSON and in the Prometheus text format, and
 // the flight recorder's report (a strategy description) as JSON.
 
+#include "core/flight_dump_format.hpp"
 #include "varsync/ext/metrics.hpp"
 #include "varsync/strategy_description.hpp"
 
@@ -355,7 +356,9 @@ std::string to_prometheus(const strategy_metrics& m) {
   return e.take();
 }
 
-std::string to_json(const strategy_description& d) {
+namespace {
+
+json flight_json(const strategy_description& d) {
   json ops = json::array();
   for (auto& r : d.recent_operations)
     ops.push_back({{"id", r.id},
@@ -367,10 +370,27 @@ std::string to_json(const strategy_description& d) {
                    {"age_us", r.age_us},
                    {"duration_us", r.duration_us},
                    {"error", r.error}});
-  json out = {{"process", d.process_rank},
-              {"dispatched", d.operations_dispatched},
-              {"operations", std::move(ops)}};
+  return {{"process", d.process_rank},
+          {"dispatched", d.operations_dispatched},
+          {"operations", std::move(ops)}};
+}
+
+} // namespace
+
+std::string to_json(const strategy_description& d) {
   // Names come from users: invalid UTF-8 is replaced, never thrown.
+  return flight_json(d).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string flight_dump_json(const strategy_description& d,
+                             const std::string& reason,
+                             const std::string& detail, int64_t pid,
+                             int64_t unix_ms) {
+  auto out = flight_json(d);
+  out["reason"] = reason;
+  out["detail"] = detail;
+  out["pid"] = pid;
+  out["unix_ms"] = unix_ms;
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

@@ -20,6 +20,8 @@ using sequencer_down_atom = caf::atom_constant<caf::atom("vs_seqdn")>;
 using flush_writes_atom = caf::atom_constant<caf::atom("vs_wflush")>;
 /// The coordinator's timer tick for operation deadlines.
 using deadline_atom = caf::atom_constant<caf::atom("vs_dline")>;
+/// Write the flight recorder to a file (M8): its reason and detail.
+using flight_dump_atom = caf::atom_constant<caf::atom("vs_fdump")>;
 
 // Replica: the coordinator binds its replicas first; afterwards a replica
 // accepts component, step and collective messages from it alone.

@@ -3,6 +3,8 @@
 // messages only the library sends (closure calls of the blocking and async
 // APIs, the replica list, shutdown, the deadline tick).
 
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include <caf/replies_to.hpp>
@@ -25,6 +27,7 @@ using coordinator_internal_actor = coordinator_actor::extend<
   caf::reacts_to<sequenced_atom, sequenced_operation>,
   caf::reacts_to<sequencer_down_atom, caf::error>,
   caf::reacts_to<deadline_atom>,
+  caf::reacts_to<flight_dump_atom, uint8_t, std::string>,
   caf::reacts_to<flush_writes_atom>>;
 
 } // namespace varsync

@@ -217,6 +217,11 @@ coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
       ordering_->lost(std::move(reason));
     },
     [this](deadline_atom) { deadlines_.tick(); },
+    [this](flight_dump_atom, uint8_t why, const std::string& detail) {
+      if (why < flight_dumps::reason_names.size())
+        dumps_.write(static_cast<flight_dumps::reason>(why), detail,
+                     describe());
+    },
     [this](flush_writes_atom) { writes_.on_flush_message(); },
   };
 }
@@ -422,6 +427,7 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
   settings.collect_metrics = cfg.collect_metrics;
   settings.stall_threshold = cfg.stall_threshold;
   settings.flight_recorder = cfg.flight_recorder;
+  settings.flight_dump_dir = cfg.flight_dump_dir;
   auto coordinator = spawn_maybe_hidden<coordinator_actor_impl>(
     sys, cfg.hidden, cfg.devices, replicas, std::move(settings));
   // The replicas (and the device collective driver) go down with their

@@ -42,6 +42,8 @@ struct coordinator_config {
   caf::timespan stall_threshold = std::chrono::seconds(1);
   /// M7 in one process (across processes: always).
   bool flight_recorder = false;
+  /// M8: where the recorder is dumped (empty: never).
+  std::string flight_dump_dir;
   /// A strategy over several processes: the joined group, and where this
   /// process's replicas stand in it (sync/transport/process_group.hpp).
   std::optional<process_membership> processes;

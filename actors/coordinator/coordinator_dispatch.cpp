@@ -4,6 +4,7 @@
 
 #include "actors/coordinator/coordinator_state.hpp"
 
+#include "actors/coordinator/coordinator_helpers.hpp"
 #include "actors/coordinator/services_ordering.hpp"
 
 #include <string>
@@ -178,6 +179,7 @@ void coordinator_state::execute(caf::timespan timeout, operation&& op,
       flight_->sequencing(id);
     return;
   }
+  coordinator_helpers::restore_on_exit scope{flight_now_, id};
   std::visit(
     [this, timeout, &done](auto& x) {
       using Op = std::decay_t<decltype(x)>;
@@ -243,6 +245,7 @@ void coordinator_state::wait_for(caf::timespan timeout, std::string name,
 void coordinator_state::run(caf::timespan timeout, replica_step_ptr step,
                             reply_fn<ok_atom> done) {
   steps_.run(timeout, std::move(step), std::move(done));
+  step_flight_ = {steps_.started(), flight_now_};
 }
 
 void coordinator_state::barrier(caf::timespan timeout,

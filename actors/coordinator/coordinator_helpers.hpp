@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include <caf/sec.hpp>
 
@@ -42,6 +43,18 @@ void fail_agreed(coordinator_state& c, caf::timespan timeout, std::string what,
                    : std::move(r.error()));
           });
 }
+
+// Sets `slot` to `value` for a scope, then back to what it held.
+struct restore_on_exit {
+  uint64_t& slot;
+  uint64_t outer;
+  restore_on_exit(uint64_t& s, uint64_t value)
+    : slot(s), outer(std::exchange(s, value)) {
+  }
+  ~restore_on_exit() { slot = outer; }
+  restore_on_exit(const restore_on_exit&) = delete;
+  restore_on_exit& operator=(const restore_on_exit&) = delete;
+};
 
 // Variable ids are unique in the process, so that a handle of one strategy
 // never addresses another strategy's variable.

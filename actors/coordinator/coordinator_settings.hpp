@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include <caf/timespan.hpp>
 
@@ -57,6 +58,9 @@ struct coordinator_settings {
   caf::timespan stall_threshold{0};
   /// M7: record the last operations (across processes: always).
   bool flight_recorder = false;
+  /// M8: where the recorder is written when something goes wrong and on
+  /// SIGUSR1 (empty: never; set: the recorder is on).
+  std::string flight_dump_dir;
 };
 
 } // namespace varsync

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/system_messages.hpp>
 #include <caf/exit_reason.hpp>
@@ -39,15 +40,36 @@ coordinator_state::coordinator_state(self_pointer self,
     }),
     replicas_(self, std::move(devices), std::move(replicas), *this,
               deadlines_),
-    admission_(settings.max_queued_operations, settings.max_queued_bytes) {
-  if (settings.flight_recorder || processes)
+    admission_(settings.max_queued_operations, settings.max_queued_bytes),
+    dumps_(std::move(settings.flight_dump_dir),
+           processes ? processes->rank : 0) {
+  if (settings.flight_recorder || processes || dumps_.enabled())
     flight_ = std::make_shared<flight_recorder>();
+  if (dumps_.enabled())
+    dump_when_failing();
   if (!local_adds_dropped_)
     local_adds_dropped_ = std::make_shared<std::atomic<uint64_t>>(0);
   record_.configure(replicas_.size(),
                     processes ? processes->first_replica : 0,
                     settings.stall_threshold, settings.collect_metrics);
   choose_ordering();
+}
+
+// M8: a failed operation whose error is an alarm (flight_dumps::alarm_of)
+// asks this coordinator for a dump, which it writes after the answer (the
+// failure may come on another thread); so does SIGUSR1.
+void coordinator_state::dump_when_failing() {
+  caf::weak_actor_ptr me{self_->ctrl()};
+  flight_->on_failure([me](const caf::error& err) {
+    auto why = flight_dumps::alarm_of(err);
+    if (!why)
+      return;
+    if (auto strong = me.lock())
+      caf::anon_send(caf::actor_cast<coordinator_internal_actor>(strong),
+                     flight_dump_atom::value, static_cast<uint8_t>(*why),
+                     varsync::describe(err));
+  });
+  dump_on_signal(caf::strong_actor_ptr{self_->ctrl()});
 }
 
 // -- helpers ------------------------------------------------------------------
@@ -59,6 +81,11 @@ std::shared_ptr<collective_plan> coordinator_state::new_plan(std::string what) {
     plan->cross_process = true;
     plan->total_replicas = processes->total_replicas;
     plan->description = std::move(what);
+    // M7: the stages its rounds pass are the operation's phases.
+    if (flight_ && flight_now_ != 0)
+      plan->on_phase = [flight = flight_, id = flight_now_](const char* p) {
+        flight->reached(id, p);
+      };
   }
   return plan;
 }

@@ -23,6 +23,7 @@
 #include "actors/coordinator/coordinator_metrics.hpp"
 #include "actors/coordinator/coordinator_settings.hpp"
 #include "actors/coordinator/coordinator_waits.hpp"
+#include "actors/coordinator/flight_dumps.hpp"
 #include "actors/coordinator/flight_recorder.hpp"
 #include "actors/coordinator/operation_deadlines.hpp"
 #include "actors/coordinator/ordering.hpp"
@@ -175,6 +176,8 @@ private:
 
   /// Chooses how operations are ordered across processes (once).
   void choose_ordering();
+  /// M8: failed operations and SIGUSR1 ask for dumps (where set up).
+  void dump_when_failing();
 
   caf::expected<caf::timespan> remaining(caf::timespan timeout,
                                          const char* what) const override;
@@ -283,6 +286,12 @@ private:
   /// The last operations dispatched (M7; null where off); their answers
   /// close them.
   std::shared_ptr<flight_recorder> flight_;
+  /// The recorded operation being dispatched (0: none), whose plans tell
+  /// the recorder their stages; a step's {number, operation} for its last.
+  uint64_t flight_now_ = 0;
+  std::pair<uint64_t, uint64_t> step_flight_{};
+  /// M8: the recorder written to files (where set up).
+  flight_dumps dumps_;
   /// Metrics (coordinator_metrics.hpp); refusals are counted by const
   /// checks.
   mutable coordinator_record record_{variables_};

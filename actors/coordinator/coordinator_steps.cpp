@@ -70,6 +70,9 @@ void coordinator_state::finish_step(caf::timespan timeout,
                                     std::vector<step_report>& reports,
                                     uint64_t seq, caf::timespan waited,
                                     reply_fn<ok_atom> done) {
+  // M7: the step's plan tells the recorder its stages.
+  restore_on_exit scope{flight_now_,
+                        step_flight_.first == seq ? step_flight_.second : 0};
   auto fail = [this, timeout, &done](caf::error err) {
     agree_outcome(timeout, "step", std::move(err), std::move(done));
   };

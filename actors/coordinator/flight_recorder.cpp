@@ -1,5 +1,7 @@
 #include "actors/coordinator/flight_recorder.hpp"
 
+#include <string_view>
+
 #include "varsync/error.hpp"
 
 namespace varsync {
@@ -37,16 +39,32 @@ void flight_recorder::sequencing(uint64_t id) {
     e->now = phase::sequencing;
 }
 
+void flight_recorder::reached(uint64_t id, const char* stage) {
+  const std::string_view s{stage};
+  const auto next = s == "agreed" ? phase::agreed
+                    : s == "data" ? phase::data
+                                  : phase::voted;
+  std::lock_guard<std::mutex> guard{mtx_};
+  // Never back from an answer (a step's rounds may outlive a failure).
+  if (auto* e = find(id);
+      e != nullptr && e->now != phase::done && e->now != phase::failed)
+    e->now = next;
+}
+
 void flight_recorder::finish(uint64_t id, const caf::error& err) {
   auto end = clock::now();
-  std::lock_guard<std::mutex> guard{mtx_};
-  auto* e = find(id);
-  if (e == nullptr)
-    return;
-  e->end = end;
-  e->now = err ? phase::failed : phase::done;
-  if (err)
-    e->error = describe(err);
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    auto* e = find(id);
+    if (e == nullptr)
+      return;
+    e->end = end;
+    e->now = err ? phase::failed : phase::done;
+    if (err)
+      e->error = describe(err);
+  }
+  if (err && on_failure_)
+    on_failure_(err);
 }
 
 std::vector<operation_record> flight_recorder::records(
@@ -54,7 +72,7 @@ std::vector<operation_record> flight_recorder::records(
   using std::chrono::duration_cast;
   using std::chrono::microseconds;
   static constexpr const char* phases[]
-    = {"running", "sequencing", "done", "failed"};
+    = {"running", "sequencing", "done", "failed", "agreed", "data", "voted"};
   std::vector<entry> held;
   {
     std::lock_guard<std::mutex> guard{mtx_};

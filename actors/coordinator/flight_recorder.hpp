@@ -40,8 +40,16 @@ public:
                  origin from);
   /// The operation went to the sequencer.
   void sequencing(uint64_t id);
+  /// Its round across processes passed a stage: "agreed", "data" or
+  /// "voted" (any thread).
+  void reached(uint64_t id, const char* stage);
   /// Its answer: none or the error.
   void finish(uint64_t id, const caf::error& err);
+  /// Called with the error of every operation that fails from now on
+  /// (outside the lock; set before the recorder is shared).
+  void on_failure(std::function<void(const caf::error&)> fn) {
+    on_failure_ = std::move(fn);
+  }
 
   /// The records held, oldest first; `name_of` names a variable id.
   std::vector<operation_record>
@@ -50,7 +58,15 @@ public:
   uint64_t dispatched() const;
 
 private:
-  enum class phase : uint8_t { running, sequencing, done, failed };
+  enum class phase : uint8_t {
+    running,
+    sequencing,
+    done,
+    failed,
+    agreed,
+    data,
+    voted
+  };
   struct entry {
     uint64_t id = 0;
     const char* kind = "";
@@ -69,6 +85,7 @@ private:
   mutable std::mutex mtx_;
   std::vector<entry> ring_;
   uint64_t next_ = 1;
+  std::function<void(const caf::error&)> on_failure_;
 };
 
 } // namespace varsync

@@ -91,6 +91,12 @@ struct strategy_options {
   /// its last operations; one in one process does where this is set (it
   /// costs about 0.15 us per operation, a few % of a local read).
   bool flight_recorder = false;
+  /// M8: a directory where each process writes its flight recorder when an
+  /// operation misses its deadline, a replica or process fails, or the
+  /// processes fall out of step, and on SIGUSR1 (the recorder is then on):
+  /// `flight.<rank>.<reason>.json`. Empty: the environment's
+  /// `VARSYNC_FLIGHT_DIR`, or no dumps. It must be a writable directory.
+  std::string flight_dump_dir;
 };
 
 namespace detail {

@@ -23,8 +23,10 @@ struct operation_record {
   /// Services mode: its place in the sequencer's one order where this
   /// process runs it in its turn; 0 elsewhere.
   uint64_t sequence = 0;
-  /// "sequencing" (sent to the sequencer, not back yet), "running",
-  /// "done" or "failed".
+  /// "sequencing" (sent to the sequencer, not back yet), "running";
+  /// across processes the stage its round passed last: "agreed" (every
+  /// process issued it), "data" (the data moved), "voted" (every process
+  /// can apply it); then "done" or "failed".
   std::string phase;
   /// Microseconds since it was dispatched, when the report was made.
   int64_t age_us = 0;

@@ -2,7 +2,11 @@
 // (rule M7: each process's to_json(s.stats()), e.g. its metrics endpoint's
 // /flight) into one report that says who is where.
 //
-//   varsync-trace [--processes N] FILE...
+//   varsync-trace [--processes N] FILE|DIR...
+//
+// A directory is one written by the processes' automatic dumps (rule M8,
+// strategy_options::flight_dump_dir): of its flight.<rank>.<reason>.json
+// files, the latest of each process is read.
 //
 // Operations line up across processes by their key: in services mode the
 // sequencer's number, in training mode this process's operation number
@@ -14,6 +18,7 @@
 // operation is unanswered, 2 on bad input.
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -41,6 +46,8 @@ struct process_view {
   bool services = false;
   /// Services mode: calls issued here, not back from the sequencer yet.
   int sequencing = 0;
+  /// M8: why the dump was written (empty: asked for) and what said so.
+  std::string reason, detail;
 };
 
 std::string describe(const op& o) {
@@ -75,6 +82,8 @@ process_view read_dump(const std::string& path) {
                                     "{\"process\", \"operations\": [...]})");
   process_view v;
   v.rank = j["process"].get<int>();
+  v.reason = j.value("reason", "");
+  v.detail = j.value("detail", "");
   for (auto& r : j["operations"])
     if (r.value("sequence", 0) > 0)
       v.services = true;
@@ -104,6 +113,35 @@ process_view read_dump(const std::string& path) {
   return v;
 }
 
+// M8: the latest automatic dump of each process in `dir` (by the time
+// each says it was written).
+std::vector<std::string> dumps_in(const std::string& dir) {
+  std::map<int, std::pair<int64_t, std::string>> latest;
+  for (auto& e : std::filesystem::directory_iterator{dir}) {
+    const auto name = e.path().filename().string();
+    int rank = -1;
+    char reason[32];
+    if (std::sscanf(name.c_str(), "flight.%d.%31[a-z].json", &rank, reason)
+          != 2
+        || name.size() < 5 || name.compare(name.size() - 5, 5, ".json") != 0)
+      continue;
+    std::ifstream in{e.path()};
+    auto j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+      throw std::runtime_error(e.path().string() + ": not JSON");
+    const auto when = j.value("unix_ms", int64_t{0});
+    auto [at, fresh] = latest.try_emplace(rank, when, e.path().string());
+    if (!fresh && when > at->second.first)
+      at->second = {when, e.path().string()};
+  }
+  if (latest.empty())
+    throw std::runtime_error(dir + ": holds no flight.<rank>.<reason>.json");
+  std::vector<std::string> out;
+  for (auto& [rank, found] : latest)
+    out.push_back(found.second);
+  return out;
+}
+
 int run(int argc, char** argv) {
   int expected = 0;
   std::vector<std::string> files;
@@ -112,8 +150,11 @@ int run(int argc, char** argv) {
     if (a == "--processes" && i + 1 < argc) {
       expected = std::stoi(argv[++i]);
     } else if (a == "-h" || a == "--help") {
-      std::cout << "usage: varsync-trace [--processes N] FILE...\n";
+      std::cout << "usage: varsync-trace [--processes N] FILE|DIR...\n";
       return 0;
+    } else if (std::filesystem::is_directory(a)) {
+      for (auto& f : dumps_in(a))
+        files.push_back(f);
     } else {
       files.push_back(a);
     }
@@ -132,6 +173,9 @@ int run(int argc, char** argv) {
   bool any_waiting = false;
   std::optional<uint64_t> earliest;
   for (auto& [rank, v] : views) {
+    if (!v.reason.empty())
+      std::cout << "process " << rank << ": dumped on " << v.reason
+                << (v.detail.empty() ? "" : " (" + v.detail + ")") << "\n";
     if (v.waiting) {
       any_waiting = true;
       std::cout << "process " << rank << ": at " << describe(*v.waiting)

@@ -34,6 +34,11 @@ namespace {
 
 using namespace cross_process_wire;
 
+void passed(const collective_plan& plan, const char* phase) {
+  if (plan.on_phase)
+    plan.on_phase(phase);
+}
+
 std::string item_name(const collective_plan& plan, size_t k) {
   auto& name = plan.items[k].name;
   return name.empty() ? "item " + std::to_string(k) : "'" + name + "'";
@@ -250,8 +255,10 @@ public:
       return err;
     if (auto err = move_items())
       return err;
+    passed(plan_, "data");
     if (auto err = vote())
       return err;
+    passed(plan_, "voted");
     return apply_results(plan_, buffers_, result_, scattered_);
   }
 
@@ -630,8 +637,12 @@ caf::error run_cross_process(const collective_plan& plan,
   // An outcome the processes share and nothing else (a training step, a
   // checkpoint, a barrier, a destroy): the agreement round is the whole
   // operation.
-  if (plan.items.empty())
-    return agree_across_processes(plan, group);
+  if (plan.items.empty()) {
+    auto err = agree_across_processes(plan, group);
+    if (!err)
+      passed(plan, "agreed");
+    return err;
+  }
   int total_replicas = 0;
   for (auto n : replicas_per_rank)
     total_replicas += n;
@@ -642,6 +653,7 @@ caf::error run_cross_process(const collective_plan& plan,
   std::vector<agreement_message> all;
   if (auto err = agreement_round(plan, group, payload, all, plan.local_error))
     return err;
+  passed(plan, small ? "data" : "agreed"); // a small plan's data came with it
   if (small)
     return finish_small(plan, buffers, all, small->offset, total_replicas);
   return large_run{plan, buffers, group.transport(), replicas_per_rank,

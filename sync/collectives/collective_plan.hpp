@@ -9,6 +9,7 @@
 // chosen once per strategy (sync/collectives/collective_algorithm.hpp).
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -115,6 +116,10 @@ struct collective_plan {
   /// fails it alike (no items).
   caf::error local_error;
   std::vector<collective_item> items;
+  /// Across processes: told each stage the processes passed ("agreed",
+  /// "data", "voted"), on the collective's thread (the flight recorder,
+  /// M7). Not sent anywhere.
+  std::function<void(const char*)> on_phase;
 
   /// Creates an item with the per-replica slots sized for this plan.
   collective_item& add_item();

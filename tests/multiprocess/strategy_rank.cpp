@@ -34,6 +34,7 @@
 #include <limits>
 #include <stdexcept>
 #include <condition_variable>
+#include <filesystem>
 #include <future>
 #include <mutex>
 #include <string>
@@ -1064,15 +1065,21 @@ int training_stopped(strategy& s) {
 // waits (the peer timeout is 2 s), each writes its flight recorder to
 // "<path>.<rank>.json" for the harness's varsync-trace; the assign then
 // fails once the stop is noticed.
-int hang_report(strategy& s, const std::string& path) {
+// The hangs' start: every process creates `a`, then the last one stops
+// itself (the harness kills it).
+variable create_then_stop_last(strategy& s) {
   auto a = must(s.create_variable("a", tensor::scalar<float>(3),
                                   synchronization::on_write, aggregation::sum),
                 "create a");
+  if (s.process_rank() == s.num_processes() - 1)
+    for (;;)
+      std::raise(SIGSTOP);
+  return a;
+}
+
+int hang_report(strategy& s, const std::string& path) {
+  auto a = create_then_stop_last(s);
   const int rank = s.process_rank();
-  if (rank == s.num_processes() - 1) {
-    std::raise(SIGSTOP);
-    return 0; // never runs: the harness kills it
-  }
   auto dump = std::async(std::launch::async, [&s, &path, rank] {
     std::this_thread::sleep_for(500ms);
     auto d = must(s.stats(), "stats while the assign waits");
@@ -1088,6 +1095,34 @@ int hang_report(strategy& s, const std::string& path) {
   auto err = s.assign_add(a, 1.0);
   check(static_cast<bool>(err), "the assign fails once the stop is noticed");
   dump.get();
+  return failures == 0 ? 0 : 1;
+}
+
+// M8, the same hang with automatic dumps into `dir`: half a second in, the
+// process signals itself (SIGUSR1) and writes flight.<rank>.signal.json;
+// once the stop is noticed, the failed assign writes its failure (or, at
+// Gloo's deadline, timeout) dump, which this process waits for.
+int hang_dumps(strategy& s, const std::string& dir) {
+  auto a = create_then_stop_last(s);
+  const int rank = s.process_rank();
+  auto signal = std::async(std::launch::async, [] {
+    std::this_thread::sleep_for(500ms);
+    std::raise(SIGUSR1);
+  });
+  auto err = s.assign_add(a, 1.0);
+  check(static_cast<bool>(err), "the assign fails once the stop is noticed");
+  signal.get();
+  const auto base = dir + "/flight." + std::to_string(rank);
+  bool written = false;
+  for (int i = 0; i < 500 && !written; ++i) {
+    written = std::filesystem::exists(base + ".failure.json")
+              || std::filesystem::exists(base + ".timeout.json");
+    if (!written)
+      std::this_thread::sleep_for(10ms);
+  }
+  check(written, "the failed assign wrote a dump");
+  check(std::filesystem::exists(base + ".signal.json"),
+        "SIGUSR1 wrote a dump");
   return failures == 0 ? 0 : 1;
 }
 
@@ -1217,6 +1252,8 @@ int main(int argc, char** argv) {
   opts.cluster = **cluster;
   if (scenario == "desync") // a step that throws fails the step only
     opts.step_exception = on_step_exception::fail_step;
+  if (scenario == "hang_dumps") // M8: automatic dumps into the directory
+    opts.flight_dump_dir = argv[3];
   auto s = strategy::create(opts);
   // Scenarios in which joining must fail with `code`, saying `words`.
   auto refused = [&](errc code, const char* words) {
@@ -1260,6 +1297,8 @@ int main(int argc, char** argv) {
     rc = training_stopped(*s);
   else if (scenario == "hang_report" && argc == 4)
     rc = hang_report(*s, argv[3]);
+  else if (scenario == "hang_dumps" && argc == 4)
+    rc = hang_dumps(*s, argv[3]);
   else if (scenario == "services_stopped")
     rc = services_stopped(*s);
   else if (scenario == "killed" && argc == 4)

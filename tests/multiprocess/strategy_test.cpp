@@ -71,6 +71,20 @@ run_strategy(const std::string& scenario, int processes, int local,
   return out;
 }
 
+// varsync-trace --processes 3 `args`: its exit status and report (written
+// in `dir` for the while).
+std::pair<int, std::string> trace_report(const std::string& dir,
+                                         const std::string& args) {
+  auto out = dir + "/report.txt";
+  auto cmd = std::string{VARSYNC_TRACE_EXE} + " --processes 3 " + args + " > "
+             + out + " 2>&1";
+  int rc = std::system(cmd.c_str());
+  std::ifstream in{out};
+  std::string report{std::istreambuf_iterator<char>{in}, {}};
+  std::filesystem::remove(out);
+  return {WEXITSTATUS(rc), report};
+}
+
 } // namespace
 
 TEST_CASE("multiprocess strategy: the rules across 2 processes x 2 replicas") {
@@ -208,14 +222,10 @@ TEST_CASE("multiprocess strategy: M7: a real hang (one process stopped): "
   auto r = run_strategy("hang_report", 3, 1, 20s, false, base, {}, 2s);
   // The stopped process is killed by the harness (-1).
   CHECK(r.exit_codes == std::vector<int>{0, 0, -1});
-  auto out = (dir / "report.txt").string();
-  auto cmd = std::string{VARSYNC_TRACE_EXE} + " --processes 3 " + base
-             + ".0.json " + base + ".1.json > " + out + " 2>&1";
-  int rc = std::system(cmd.c_str());
-  std::ifstream in{out};
-  std::string report{std::istreambuf_iterator<char>{in}, {}};
+  auto [rc, report] = trace_report(dir.string(), base + ".0.json " + base
+                                                   + ".1.json");
   INFO(report);
-  CHECK(WEXITSTATUS(rc) == 1);
+  CHECK(rc == 1);
   CHECK(report.find("process 0: at #2 update(a) from process 0, running")
         != std::string::npos);
   CHECK(report.find("process 1: at #2 update(a) from process 1, running")
@@ -223,6 +233,41 @@ TEST_CASE("multiprocess strategy: M7: a real hang (one process stopped): "
   CHECK(report.find("summary: process 2 has not reached #2; processes 0 and "
                     "1 wait at #2")
         != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("multiprocess strategy: M8: the same hang with a dump directory: "
+          "SIGUSR1 and the failure write each waiting process's recorder, "
+          "and varsync-trace on them names the stopped process") {
+  char dir_template[] = "/tmp/varsync-dumps-XXXXXX";
+  REQUIRE(mkdtemp(dir_template) != nullptr);
+  const std::string dir = dir_template;
+  auto r = run_strategy("hang_dumps", 3, 1, 20s, false, dir, {}, 2s);
+  CHECK(r.exit_codes == std::vector<int>{0, 0, -1});
+  auto trace = [&](const std::string& args) {
+    return trace_report(dir, args);
+  };
+  // The dumps of the signal, taken while the others waited.
+  auto [rc, report] = trace(dir + "/flight.0.signal.json " + dir
+                            + "/flight.1.signal.json");
+  INFO(report);
+  CHECK(rc == 1);
+  CHECK(report.find("process 0: dumped on signal (SIGUSR1)")
+        != std::string::npos);
+  CHECK(report.find("process 1: at #2 update(a) from process 1, running")
+        != std::string::npos);
+  CHECK(report.find("summary: process 2 has not reached #2; processes 0 and "
+                    "1 wait at #2")
+        != std::string::npos);
+  // The directory: the latest of each, the failed assign's, and no dump of
+  // the stopped process.
+  auto [dir_rc, latest] = trace(dir);
+  INFO(latest);
+  CHECK(dir_rc == 1);
+  CHECK(latest.find("process 0: idle after #2 update(a) from process 0 "
+                    "(failed")
+        != std::string::npos);
+  CHECK(latest.find("process 2: no dump") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
 

@@ -10,6 +10,10 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <mutex>
 #include <regex>
@@ -653,4 +657,132 @@ TEST_CASE("M7: an operation that hangs shows as running, and the report "
   REQUIRE(done != nullptr);
   CHECK(done->phase == "done");
   CHECK(done->duration_us >= 1000000);
+}
+
+namespace {
+
+// A temporary directory, removed with what it holds.
+struct temp_dir {
+  std::string path;
+  temp_dir() {
+    char name[] = "/tmp/varsync-m8-XXXXXX";
+    REQUIRE(::mkdtemp(name) != nullptr);
+    path = name;
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+// The dump at `file` once it exists (the coordinator writes it after the
+// answer), within 10 s.
+std::optional<nlohmann::json> await_dump(const std::string& file,
+                                         int64_t newer_than = -1) {
+  for (int i = 0; i < 1000; ++i) {
+    std::ifstream in{file};
+    if (in) {
+      auto j = nlohmann::json::parse(in, nullptr, false);
+      if (!j.is_discarded() && j.value("unix_ms", int64_t{0}) > newer_than)
+        return j;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+TEST_CASE("M8: with a dump directory, a missed deadline, a failed replica "
+          "and SIGUSR1 each write the flight recorder to "
+          "flight.<rank>.<reason>.json",
+          "[one-process]") {
+  temp_dir dir;
+  strategy_options options;
+  options.devices = {"cpu:0", "cpu:1"};
+  options.timeout = 200ms;
+  options.flight_dump_dir = dir.path;
+  // Replica 1 fails at its 4th operation.
+  auto made = varsync::testing::create_with_faults(
+    options, {fail_replica_at(1, 4, "m8 fault")});
+  REQUIRE(made);
+  auto s = std::move(*made);
+  auto w = make_var(s, "w", tensor::scalar<float>(1),
+                    synchronization::on_write, aggregation::sum);
+  // A deadline: waiting for a variable nobody creates.
+  VS_CHECK_CODE(error_of(s.wait_for_variable("never")), timeout);
+  auto timeout = await_dump(dir.path + "/flight.0.timeout.json");
+  REQUIRE(timeout);
+  CHECK((*timeout)["reason"] == "timeout");
+  CHECK((*timeout)["detail"].get<std::string>().find("timeout")
+        != std::string::npos);
+  CHECK((*timeout)["pid"] == ::getpid());
+  CHECK((*timeout)["process"] == 0);
+  auto& last = (*timeout)["operations"].back();
+  CHECK(last["kind"] == "wait_for");
+  CHECK(last["variable"] == "never");
+  CHECK(last["phase"] == "failed");
+  // A second one at once is not written again within a second.
+  const auto first = (*timeout)["unix_ms"].get<int64_t>();
+  VS_CHECK_CODE(error_of(s.wait_for_variable("never")), timeout);
+  std::this_thread::sleep_for(300ms);
+  auto again = await_dump(dir.path + "/flight.0.timeout.json");
+  REQUIRE(again);
+  const auto second = (*again)["unix_ms"].get<int64_t>();
+  CHECK((second == first || second - first >= 1000));
+  // A failure: the replica's fault fails an operation with replica_failed.
+  caf::error failed;
+  for (int i = 0; i < 5 && !failed; ++i)
+    failed = s.assign(w, tensor::scalar<float>(2));
+  REQUIRE(has_code(failed, errc::replica_failed));
+  auto failure = await_dump(dir.path + "/flight.0.failure.json");
+  REQUIRE(failure);
+  CHECK((*failure)["reason"] == "failure");
+  INFO((*failure)["detail"].get<std::string>());
+  CHECK((*failure)["detail"].get<std::string>().find("replica_failed")
+        != std::string::npos);
+  CHECK((*failure)["operations"].back()["phase"] == "failed");
+  // SIGUSR1: every strategy with a dump directory writes, whatever it does.
+  REQUIRE(std::raise(SIGUSR1) == 0);
+  auto signal = await_dump(dir.path + "/flight.0.signal.json");
+  REQUIRE(signal);
+  CHECK((*signal)["reason"] == "signal");
+  CHECK((*signal)["detail"] == "SIGUSR1");
+  CHECK((*signal)["dispatched"].get<uint64_t>() >= 4);
+  // No partial file stays behind.
+  for (auto& e : std::filesystem::directory_iterator{dir.path})
+    CHECK(e.path().extension() == ".json");
+}
+
+TEST_CASE("M8: a dump directory that is not a writable directory is refused "
+          "when the strategy starts, naming it, also from "
+          "VARSYNC_FLIGHT_DIR",
+          "[one-process][bad-input]") {
+  temp_dir dir;
+  const auto file = dir.path + "/a-file";
+  std::ofstream{file} << "x";
+  for (const auto& bad : {std::string{"/nonexistent/varsync"}, file}) {
+    strategy_options options;
+    options.devices = {"cpu:0"};
+    options.flight_dump_dir = bad;
+    auto s = strategy::create(options);
+    REQUIRE_FALSE(s);
+    CHECK(has_code(s.error(), errc::invalid_argument));
+    CHECK(message_of(s.error()).find(bad) != std::string::npos);
+  }
+  REQUIRE(::setenv("VARSYNC_FLIGHT_DIR", file.c_str(), 1) == 0);
+  strategy_options options;
+  options.devices = {"cpu:0"};
+  auto s = strategy::create(options);
+  ::unsetenv("VARSYNC_FLIGHT_DIR");
+  REQUIRE_FALSE(s);
+  CHECK(message_of(s.error()).find("VARSYNC_FLIGHT_DIR") != std::string::npos);
+  // From the environment, a good one turns the recorder on.
+  REQUIRE(::setenv("VARSYNC_FLIGHT_DIR", dir.path.c_str(), 1) == 0);
+  auto good = strategy::create(options);
+  ::unsetenv("VARSYNC_FLIGHT_DIR");
+  REQUIRE(good);
+  make_var(*good, "v", tensor::scalar<float>(1), synchronization::on_write,
+           aggregation::sum);
+  CHECK(VS_VALUE(good->stats()).operations_dispatched == 1);
 }

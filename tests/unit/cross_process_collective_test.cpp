@@ -637,3 +637,60 @@ TEST_CASE("cross-process collective: data from a process the group does not "
   CHECK(message_of(err).find("process 5") != std::string::npos);
   CHECK(group.broadcasts.empty());
 }
+
+TEST_CASE("cross-process collective: M7: the plan is told the stages the "
+          "processes passed: a small step its data with the agreement, an "
+          "integer step agreed, data and voted, a failed round none") {
+  auto watch = [](collective_plan& plan) {
+    auto seen = std::make_shared<std::vector<std::string>>();
+    plan.on_phase = [seen](const char* p) { seen->push_back(p); };
+    return seen;
+  };
+  {
+    step_fixture f;
+    auto seen = watch(f.plan);
+    scripted_group g;
+    agreement_record same;
+    same.fingerprint = fingerprint_of(f.plan);
+    float theirs[3] = {100, 200, 300};
+    g.peer.push_back(agreement_bytes(same, theirs, sizeof(theirs)));
+    REQUIRE(!run_cross_process(f.plan, f.buffers, g.pg, {1, 1}));
+    CHECK(*seen == std::vector<std::string>{"data"});
+  }
+  {
+    int_step f;
+    auto seen = watch(f.plan);
+    scripted_group g;
+    agreement_record same;
+    same.fingerprint = fingerprint_of(f.plan);
+    g.peer.push_back(agreement_bytes(same));
+    g.peer.push_back(bytes_of(vote_record{}));
+    auto err = run_cross_process(f.plan, f.buffers, g.pg, {1, 1});
+    INFO(describe(err));
+    CHECK(!err);
+    CHECK(*seen == std::vector<std::string>{"agreed", "data", "voted"});
+  }
+  {
+    step_fixture f;
+    f.plan.items.clear();
+    f.buffers.items.clear();
+    auto seen = watch(f.plan);
+    scripted_group g;
+    agreement_record same;
+    same.fingerprint = fingerprint_of(f.plan);
+    g.peer.push_back(agreement_bytes(same));
+    REQUIRE(!run_cross_process(f.plan, f.buffers, g.pg, {1, 1}));
+    CHECK(*seen == std::vector<std::string>{"agreed"});
+  }
+  {
+    step_fixture f;
+    auto seen = watch(f.plan);
+    scripted_group g;
+    agreement_record other;
+    other.fingerprint = fingerprint_of(f.plan);
+    other.code = static_cast<uint32_t>(errc::timeout);
+    g.peer.push_back(agreement_bytes(other));
+    CHECK(run_cross_process(f.plan, f.buffers, g.pg, {1, 1}));
+    CHECK(seen->empty());
+  }
+}
