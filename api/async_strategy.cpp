@@ -92,6 +92,12 @@ void async_strategy::metrics(callback<strategy_metrics> done) const {
   s_.core_->metrics(std::move(done));
 }
 
+void async_strategy::metrics_of_processes(
+  callback<std::vector<strategy_metrics>> done) const {
+  s_.core_->submit(ops::metrics_of_processes{}, to_timespan(s_.timeout_),
+                   std::move(done));
+}
+
 void async_strategy::create_variable(variable_spec spec,
                                      callback<variable> done) const {
   s_.core_->submit(ops::create{std::move(spec)}, to_timespan(s_.timeout_),

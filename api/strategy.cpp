@@ -414,6 +414,14 @@ caf::expected<strategy_metrics> strategy::metrics() const {
   });
 }
 
+caf::expected<std::vector<strategy_metrics>>
+strategy::metrics_of_processes() const {
+  return blocking<std::vector<strategy_metrics>>(
+    *this, [](auto& api, auto done) {
+      api.metrics_of_processes(std::move(done));
+    });
+}
+
 async_strategy strategy::async() const {
   return async_strategy{*this};
 }

@@ -31,7 +31,8 @@ using completion
                  reply_fn<std::vector<variable_info>>,
                  reply_fn<std::vector<tensor>>,
                  reply_fn<std::vector<std::optional<tensor>>>,
-                 reply_fn<strategy_description>, reply_fn<strategy_metrics>>;
+                 reply_fn<strategy_description>, reply_fn<strategy_metrics>,
+                 reply_fn<std::vector<strategy_metrics>>>;
 
 template <class T>
 completion make_completion(reply_fn<T> fn) {

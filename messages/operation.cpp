@@ -51,6 +51,7 @@ bool sequenceable(const operation& op) {
       [](const ops::local_values&) { return true; },
       [](const ops::all_values&) { return true; },
       [](const ops::barrier&) { return true; },
+      [](const ops::metrics_of_processes&) { return true; },
       [](const auto&) { return false; },
     },
     op);

@@ -182,6 +182,14 @@ struct barrier {
 };
 VARSYNC_OPERATION_INSPECT(barrier, true)
 
+/// M9: every process's metrics snapshot, in rank order: a collective
+/// across processes (P4), ordered like any operation in services mode.
+struct metrics_of_processes {
+  using result = std::vector<strategy_metrics>;
+  static constexpr const char* name = "metrics_of_processes";
+};
+VARSYNC_OPERATION_INSPECT(metrics_of_processes, true)
+
 #undef VARSYNC_OPERATION_INSPECT
 
 } // namespace varsync::ops
@@ -193,7 +201,7 @@ using operation
                  ops::update, ops::scatter, ops::local_values, ops::all_values,
                  ops::survivor_values, ops::run, ops::all_reduce,
                  ops::describe, ops::metrics, ops::agree, ops::wait_for,
-                 ops::barrier>;
+                 ops::barrier, ops::metrics_of_processes>;
 
 template <class Op>
 using result_of = typename Op::result;

@@ -185,6 +185,10 @@ coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
     [this](barrier_atom) -> caf::result<ok_atom> {
       return accept(*this, ops::barrier{});
     },
+    [this](process_metrics_atom)
+      -> caf::result<std::vector<strategy_metrics>> {
+      return accept(*this, ops::metrics_of_processes{});
+    },
     [this](agree_atom, caf::error& local,
            std::string& what) -> caf::result<ok_atom> {
       return accept(*this, ops::agree{std::move(what), std::move(local)});
@@ -355,6 +359,31 @@ layout_of(const coordinator_config& cfg) {
 
 } // namespace
 
+namespace {
+
+/// The coordinator's settings from its config and what spawning found.
+coordinator_settings
+settings_of(const coordinator_config& cfg, selected_collective collective,
+            std::optional<process_layout> layout,
+            std::shared_ptr<std::atomic<uint64_t>> dropped) {
+  coordinator_settings settings;
+  settings.default_timeout = cfg.default_timeout;
+  settings.collective = std::move(collective);
+  settings.budget = memory_budget{cfg.memory_budget_bytes};
+  settings.max_queued_operations = cfg.max_queued_operations;
+  settings.max_queued_bytes = cfg.max_queued_bytes;
+  settings.local_adds_dropped = std::move(dropped);
+  settings.small_step_bytes = cfg.small_step_bytes;
+  settings.processes = std::move(layout);
+  settings.collect_metrics = cfg.collect_metrics;
+  settings.stall_threshold = cfg.stall_threshold;
+  settings.flight_recorder = cfg.flight_recorder;
+  settings.flight_dump_dir = cfg.flight_dump_dir;
+  return settings;
+}
+
+} // namespace
+
 caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& sys,
                                                    coordinator_config cfg) {
   if (auto err = check_config(cfg))
@@ -415,21 +444,9 @@ caf::expected<coordinator_internal_actor> spawn_coordinator(caf::actor_system& s
     driver = *selected->driver;
   auto collective = selected->description;
   const bool sequenced = layout && layout->submit_sequenced;
-  coordinator_settings settings;
-  settings.default_timeout = cfg.default_timeout;
-  settings.collective = std::move(*selected);
-  settings.budget = memory_budget{cfg.memory_budget_bytes};
-  settings.max_queued_operations = cfg.max_queued_operations;
-  settings.max_queued_bytes = cfg.max_queued_bytes;
-  settings.local_adds_dropped = dropped;
-  settings.small_step_bytes = cfg.small_step_bytes;
-  settings.processes = std::move(layout);
-  settings.collect_metrics = cfg.collect_metrics;
-  settings.stall_threshold = cfg.stall_threshold;
-  settings.flight_recorder = cfg.flight_recorder;
-  settings.flight_dump_dir = cfg.flight_dump_dir;
   auto coordinator = spawn_maybe_hidden<coordinator_actor_impl>(
-    sys, cfg.hidden, cfg.devices, replicas, std::move(settings));
+    sys, cfg.hidden, cfg.devices, replicas,
+    settings_of(cfg, std::move(*selected), std::move(layout), dropped));
   // The replicas (and the device collective driver) go down with their
   // coordinator.
   coordinator->attach_functor([replicas, driver](const caf::error&) {

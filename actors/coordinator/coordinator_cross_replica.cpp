@@ -238,7 +238,7 @@ void coordinator_state::dispatch_update(caf::timespan timeout, uint64_t id,
           return self_->request(replicas_[i], caf::infinite,
                                 component_update_atom::value, id, op, value);
         },
-        std::move(done), on_deadline::committed);
+        std::move(done), replica_set::on_deadline::committed);
     case update_target::first_component:
       if (processes) {
         // Replica 0 is in process 0: the others learn its outcome (an
@@ -260,7 +260,7 @@ void coordinator_state::dispatch_update(caf::timespan timeout, uint64_t id,
           return self_->request(replicas_[0], caf::infinite,
                                 component_update_atom::value, id, op, value);
         },
-        std::move(done), on_deadline::committed);
+        std::move(done), replica_set::on_deadline::committed);
     case update_target::split:
       return replicas_.gather_ok(
         replicas_.size(), timeout,
@@ -268,7 +268,7 @@ void coordinator_state::dispatch_update(caf::timespan timeout, uint64_t id,
           return self_->request(replicas_[i], caf::infinite,
                                 component_split_atom::value, id, value);
         },
-        std::move(done), on_deadline::committed);
+        std::move(done), replica_set::on_deadline::committed);
   }
 }
 

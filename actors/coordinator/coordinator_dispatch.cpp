@@ -76,6 +76,10 @@ struct runner {
   void operator()(ops::barrier&, reply_fn<ok_atom> d) {
     c.barrier(t, std::move(d));
   }
+  void operator()(ops::metrics_of_processes&,
+                  reply_fn<std::vector<strategy_metrics>> d) {
+    c.metrics_of_processes(t, std::move(d));
+  }
 };
 
 // A client call's answer, shared by the copies of its reply function:

@@ -202,7 +202,7 @@ void coordinator_state::dispatch_scatter(caf::timespan timeout, uint64_t id,
       return self_->request(replicas_[i], caf::infinite,
                             component_scatter_atom::value, u, split);
     },
-    std::move(done), on_deadline::committed);
+    std::move(done), replica_set::on_deadline::committed);
 }
 
 } // namespace varsync

@@ -160,15 +160,15 @@ public:
   /// The metrics request: never queued behind operations (a snapshot is
   /// most wanted when they pile up).
   caf::result<strategy_metrics> metrics_now();
-  const std::vector<replica_actor>& replicas() const {
-    return replicas_.handles();
-  }
+  /// M9: every process's snapshot, in rank order (coordinator_process_
+  /// metrics.cpp).
+  void metrics_of_processes(caf::timespan timeout,
+                            reply_fn<std::vector<strategy_metrics>> done);
   /// Stops the replicas and the coordinator.
   void shutdown();
 
 private:
   friend class services_ordering;
-  using entry = variable_entry;
 
   /// The description of the variable named `name` if it exists (and its
   /// creation completed) here, else null.
@@ -221,11 +221,15 @@ private:
   /// Destroys `id` here (after the processes agreed).
   void destroy_here(caf::timespan timeout, uint64_t id,
                     reply_fn<ok_atom> done);
-  caf::expected<entry*> find(uint64_t id) { return variables_.find(id); }
+  caf::expected<variable_entry*> find(uint64_t id) {
+    return variables_.find(id);
+  }
+  /// M9's second round: the snapshots padded to the longest of `lengths`.
+  void gather_snapshots(caf::timespan timeout, const tensor& lengths,
+                        std::vector<char> bytes,
+                        reply_fn<std::vector<strategy_metrics>> done);
   /// Host bytes of one copy of `nbytes` on every host replica.
   uint64_t host_copies_bytes(uint64_t nbytes) const;
-
-  using on_deadline = replica_set::on_deadline;
 
   /// Runs a collective (collective_runner.hpp), or for a small step's plan
   /// (`small`, sync/collectives/small_step.hpp) combines the contributions
@@ -246,6 +250,9 @@ private:
   /// report), combined row by row; an error before anything is applied.
   caf::error add_step_scatter(collective_plan& plan, size_t k,
                               std::vector<step_report>& reports);
+  /// The plan item of a step's dense update k (its contributions moved).
+  caf::error add_step_update(collective_plan& plan, size_t k,
+                             std::vector<step_report>& reports);
   caf::error check_step_collectives(
     const std::vector<step_report>& reports) const override;
   /// Every replica ended step `seq`: one fused collective applies its

@@ -66,6 +66,43 @@ caf::error check_reduce_values(size_t k, const std::vector<tensor>& group,
 
 // -- replica steps ----------------------------------------------------------------
 
+caf::error coordinator_state::add_step_update(
+  collective_plan& plan, size_t k, std::vector<step_report>& reports) {
+  auto& first = reports[0].updates;
+  auto e = find(first[k].variable_id);
+  if (!e)
+    return std::move(e.error());
+  auto rule = (*e)->policy()->combine_contributions(*(*e)->info);
+  auto& item = plan.add_item();
+  item.variable_id = first[k].variable_id;
+  item.type = (*e)->info->type;
+  item.count = element_count((*e)->info->shape);
+  item.rop = rule.op;
+  // An update made alike on every replica takes replica 0's value.
+  item.first_only = rule.first_only || first[k].alike;
+  item.require_equal = rule.require_equal && !first[k].alike;
+  item.uop = first[k].op;
+  item.source = collective_source::contributions;
+  item.target = collective_target::components;
+  item.mirrored = (*e)->policy()->mirrored();
+  if (processes) {
+    item.name = (*e)->info->name;
+    plan.description += (k == 0 ? "step: '" : ", '") + item.name + "' "
+                         + std::string{to_string(item.uop)}
+                         + (first[k].alike ? " (update_mirrored)" : "");
+  }
+  for (auto& report : reports) {
+    item.staged[item.contributions.size()] = report.updates[k].staged;
+    item.contributions.push_back(std::move(report.updates[k].value));
+  }
+  // The collective names the variable in a V4 or W4 error it finds on
+  // the device.
+  if (item.name.empty() && (item.require_equal || !is_floating(item.type))
+      && staged_on_device(item))
+    item.name = (*e)->info->name;
+  return {};
+}
+
 void coordinator_state::finish_step(caf::timespan timeout,
                                     std::vector<step_report>& reports,
                                     uint64_t seq, caf::timespan waited,
@@ -109,37 +146,8 @@ void coordinator_state::finish_step(caf::timespan timeout,
         return fail(std::move(err));
       continue;
     }
-    auto e = find(first[k].variable_id);
-    if (!e)
-      return fail(std::move(e.error()));
-    auto rule = (*e)->policy()->combine_contributions(*(*e)->info);
-    auto& item = plan->add_item();
-    item.variable_id = first[k].variable_id;
-    item.type = (*e)->info->type;
-    item.count = element_count((*e)->info->shape);
-    item.rop = rule.op;
-    // An update made alike on every replica takes replica 0's value.
-    item.first_only = rule.first_only || first[k].alike;
-    item.require_equal = rule.require_equal && !first[k].alike;
-    item.uop = first[k].op;
-    item.source = collective_source::contributions;
-    item.target = collective_target::components;
-    item.mirrored = (*e)->policy()->mirrored();
-    if (processes) {
-      item.name = (*e)->info->name;
-      plan->description += (k == 0 ? "step: '" : ", '") + item.name + "' "
-                           + std::string{to_string(item.uop)}
-                           + (first[k].alike ? " (update_mirrored)" : "");
-    }
-    for (auto& report : reports) {
-      item.staged[item.contributions.size()] = report.updates[k].staged;
-      item.contributions.push_back(std::move(report.updates[k].value));
-    }
-    // The collective names the variable in a V4 or W4 error it finds on
-    // the device.
-    if (item.name.empty() && (item.require_equal || !is_floating(item.type))
-        && staged_on_device(item))
-      item.name = (*e)->info->name;
+    if (auto err = add_step_update(*plan, k, reports))
+      return fail(std::move(err));
   }
   // Replica-run (host, one process) collectives only for now: device
   // replicas would stage small contributions through the host to take

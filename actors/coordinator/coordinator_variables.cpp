@@ -177,7 +177,7 @@ void coordinator_state::destroy_here(caf::timespan timeout, uint64_t id,
       return self_->request(replicas_[i], caf::infinite,
                             component_destroy_atom::value, id);
     },
-    std::move(done), on_deadline::committed);
+    std::move(done), replica_set::on_deadline::committed);
 }
 
 } // namespace varsync

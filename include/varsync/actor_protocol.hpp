@@ -39,6 +39,8 @@ using run_atom = caf::atom_constant<caf::atom("vs_run")>;
 using allreduce_atom = caf::atom_constant<caf::atom("vs_allred")>;
 using describe_atom = caf::atom_constant<caf::atom("vs_desc")>;
 using metrics_atom = caf::atom_constant<caf::atom("vs_metrics")>;
+/// M9: every process's metrics snapshot.
+using process_metrics_atom = caf::atom_constant<caf::atom("vs_pmetric")>;
 using wait_for_atom = caf::atom_constant<caf::atom("vs_waitfor")>;
 using barrier_atom = caf::atom_constant<caf::atom("vs_barrier")>;
 using agree_atom = caf::atom_constant<caf::atom("vs_agree")>;
@@ -94,7 +96,9 @@ using coordinator_actor = caf::typed_actor<
   // the operation in words (P15).
   caf::replies_to<agree_atom, caf::error, std::string>::with<ok_atom>,
   // A metrics snapshot (varsync/ext/metrics.hpp).
-  caf::replies_to<metrics_atom>::with<strategy_metrics>>;
+  caf::replies_to<metrics_atom>::with<strategy_metrics>,
+  // Every process's snapshot, in rank order (M9; a collective, P4).
+  caf::replies_to<process_metrics_atom>::with<std::vector<strategy_metrics>>>;
 
 /// One replica as seen by an actor bound to it: replica-context reads and
 /// updates of that replica's components outside a step (R1, N1; ON_WRITE

@@ -178,6 +178,10 @@ public:
   /// varsync::metrics_endpoint serves both over HTTP
   /// (varsync/ext/metrics_endpoint.hpp).
   caf::expected<strategy_metrics> metrics() const;
+  /// M9: every process's snapshot, in rank order (one in one process):
+  /// across processes a collective every process must issue in training
+  /// mode (P4), ordered like any operation in services mode.
+  caf::expected<std::vector<strategy_metrics>> metrics_of_processes() const;
 
   /// The callback API (callbacks run on the coordinator's thread: keep them
   /// short and never block in them). The blocking calls of this class fail
@@ -396,6 +400,8 @@ public:
   void stats(callback<strategy_description> done) const;
   /// See strategy::metrics.
   void metrics(callback<strategy_metrics> done) const;
+  /// See strategy::metrics_of_processes.
+  void metrics_of_processes(callback<std::vector<strategy_metrics>> done) const;
 
   // -- variables ---------------------------------------------------------------
 

@@ -142,6 +142,35 @@ std::vector<std::string> dumps_in(const std::string& dir) {
   return out;
 }
 
+// Prints where each process is; returns the key of the earliest unanswered
+// operation, if any process waits.
+std::optional<uint64_t> print_places(const std::map<int, process_view>& views) {
+  std::optional<uint64_t> earliest;
+  for (auto& [rank, v] : views) {
+    if (!v.reason.empty())
+      std::cout << "process " << rank << ": dumped on " << v.reason
+                << (v.detail.empty() ? "" : " (" + v.detail + ")") << "\n";
+    if (v.waiting) {
+      std::cout << "process " << rank << ": at " << describe(*v.waiting)
+                << ", " << v.waiting->phase << " for "
+                << ms(v.waiting->age_us) << "\n";
+      if (!earliest || v.waiting->key < *earliest)
+        earliest = v.waiting->key;
+    } else if (v.last) {
+      std::cout << "process " << rank << ": idle after " << describe(*v.last)
+                << " (" << v.last->phase
+                << (v.last->error.empty() ? "" : ": " + v.last->error)
+                << ")\n";
+    } else {
+      std::cout << "process " << rank << ": no operations recorded\n";
+    }
+    if (v.sequencing > 0)
+      std::cout << "process " << rank << ": " << v.sequencing
+                << " call(s) issued here wait for the sequencer\n";
+  }
+  return earliest;
+}
+
 int run(int argc, char** argv) {
   int expected = 0;
   std::vector<std::string> files;
@@ -170,31 +199,8 @@ int run(int argc, char** argv) {
                                + std::to_string(v.rank));
     views[v.rank] = std::move(v);
   }
-  bool any_waiting = false;
-  std::optional<uint64_t> earliest;
-  for (auto& [rank, v] : views) {
-    if (!v.reason.empty())
-      std::cout << "process " << rank << ": dumped on " << v.reason
-                << (v.detail.empty() ? "" : " (" + v.detail + ")") << "\n";
-    if (v.waiting) {
-      any_waiting = true;
-      std::cout << "process " << rank << ": at " << describe(*v.waiting)
-                << ", " << v.waiting->phase << " for "
-                << ms(v.waiting->age_us) << "\n";
-      if (!earliest || v.waiting->key < *earliest)
-        earliest = v.waiting->key;
-    } else if (v.last) {
-      std::cout << "process " << rank << ": idle after " << describe(*v.last)
-                << " (" << v.last->phase
-                << (v.last->error.empty() ? "" : ": " + v.last->error)
-                << ")\n";
-    } else {
-      std::cout << "process " << rank << ": no operations recorded\n";
-    }
-    if (v.sequencing > 0)
-      std::cout << "process " << rank << ": " << v.sequencing
-                << " call(s) issued here wait for the sequencer\n";
-  }
+  const auto earliest = print_places(views);
+  const bool any_waiting = earliest.has_value();
   std::vector<int> missing;
   for (int r = 0; r < expected; ++r)
     if (views.count(r) == 0)

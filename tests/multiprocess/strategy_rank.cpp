@@ -910,6 +910,33 @@ int waits(strategy& s) {
   }
   must(rank == 0 ? s.barrier() : caf::error{}, "process 0's barrier 4");
   must(s.barrier(), "barrier 5");
+  // M9: every process's snapshot, in rank order, in either mode.
+  auto all = must(s.metrics_of_processes(), "metrics_of_processes");
+  check(static_cast<int>(all.size()) == s.num_processes(),
+        "one snapshot per process, got " + std::to_string(all.size()));
+  for (size_t k = 0; k < all.size(); ++k)
+    check(all[k].process_rank == static_cast<int>(k)
+            && all[k].processes == s.num_processes()
+            && static_cast<int>(all[k].replicas.size())
+                 == s.num_local_replicas()
+            && all[k].replicas.front().replica
+                 == static_cast<int>(k) * s.num_local_replicas(),
+          "snapshot " + std::to_string(k) + " is process "
+            + std::to_string(all[k].process_rank) + "'s, of "
+            + std::to_string(all[k].processes) + " processes and "
+            + std::to_string(all[k].replicas.size()) + " replicas from "
+            + (all[k].replicas.empty()
+                 ? std::string{"none"}
+                 : std::to_string(all[k].replicas.front().replica)));
+  std::promise<caf::expected<std::vector<strategy_metrics>>> async_all;
+  s.async().metrics_of_processes(
+    [&](caf::expected<std::vector<strategy_metrics>> r) {
+      async_all.set_value(std::move(r));
+    });
+  auto second = async_all.get_future().get();
+  check(second && second->size() == all.size()
+          && (*second)[rank].completed > all[rank].completed,
+        "the async form, later: every process again, counts grown");
   std::printf("process %d: waits done\n", rank);
   return failures == 0 ? 0 : 1;
 }

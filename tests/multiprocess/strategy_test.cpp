@@ -177,14 +177,16 @@ TEST_CASE("multiprocess strategy: services mode across 2 processes x 2 "
 
 TEST_CASE("multiprocess strategy: waiting for a variable, barriers and "
           "agreement "
-          "(C10, P14, P15) across 3 processes in services mode") {
+          "(C10, P14, P15) and every process's metrics (M9) across 3 "
+          "processes in services mode") {
   auto r = run_strategy("waits", 3, 1, 20s, false, {}, "services");
   CHECK(r.exit_codes == std::vector<int>{0, 0, 0});
 }
 
 TEST_CASE("multiprocess strategy: waiting for a variable, barriers and "
           "agreement "
-          "(C10, P14, P15) across 2 processes x 2 replicas in training mode") {
+          "(C10, P14, P15) and every process's metrics (M9) across 2 "
+          "processes x 2 replicas in training mode") {
   auto r = run_strategy("waits", 2, 2, 20s);
   CHECK(r.exit_codes == std::vector<int>{0, 0});
 }

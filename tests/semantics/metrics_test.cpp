@@ -786,3 +786,34 @@ TEST_CASE("M8: a dump directory that is not a writable directory is refused "
            aggregation::sum);
   CHECK(VS_VALUE(good->stats()).operations_dispatched == 1);
 }
+
+TEST_CASE("M9: in one process, metrics_of_processes is one snapshot, from "
+          "the blocking, async and actor forms",
+          "[one-process]") {
+  auto s = make_strategy(2);
+  make_var(s, "w", tensor::scalar<float>(1), synchronization::on_write,
+           aggregation::sum);
+  auto all = VS_VALUE(s.metrics_of_processes());
+  REQUIRE(all.size() == 1);
+  CHECK(all[0].process_rank == 0);
+  CHECK(all[0].processes == 1);
+  CHECK(all[0].replicas.size() == 2);
+  CHECK(all[0].completed >= 1);
+  std::promise<caf::expected<std::vector<strategy_metrics>>> async_all;
+  s.async().metrics_of_processes(
+    [&](caf::expected<std::vector<strategy_metrics>> r) {
+      async_all.set_value(std::move(r));
+    });
+  auto second = async_all.get_future().get();
+  REQUIRE(second);
+  REQUIRE(second->size() == 1);
+  CHECK((*second)[0].completed > all[0].completed);
+  caf::scoped_actor self{
+    varsync::detail::strategy_access::core(s)->system()};
+  std::vector<strategy_metrics> from_actor;
+  self->request(coordinator_of(s), 5s, process_metrics_atom::value)
+    .receive([&](std::vector<strategy_metrics>& r) { from_actor = r; },
+             [&](caf::error& err) { FAIL(describe(err)); });
+  REQUIRE(from_actor.size() == 1);
+  CHECK(from_actor[0].replicas.size() == 2);
+}
