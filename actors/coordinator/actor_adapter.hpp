@@ -71,10 +71,12 @@ caf::result<actor_result_t<result_of<Op>>> accept(coordinator_state& c,
   if (auto err = c.refuse_if_full(bytes))
     return err;
   auto rp = promise();
+  const auto recorded = c.note_if_queued(value);
   c.admit(
-    [&c, value = std::move(value), rp]() mutable {
+    [&c, value = std::move(value), rp, recorded]() mutable {
       c.execute(c.default_timeout(), std::move(value),
-                make_completion(delivering<T>(c, std::move(rp), true)));
+                make_completion(delivering<T>(c, std::move(rp), true)),
+                std::nullopt, recorded);
     },
     bytes);
   return rp;

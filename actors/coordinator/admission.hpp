@@ -48,6 +48,8 @@ public:
       {clock::now(), std::function<void()>{std::forward<F>(op)}, bytes});
   }
 
+  /// Whether an operation admitted now would wait.
+  bool would_queue() const { return in_flight_ >= limit_ || !waiting_.empty(); }
   /// `overloaded` if a request of `bytes` would have to wait and the queue
   /// already holds max_queued_operations requests or the bytes would pass
   /// max_queued_bytes: refused at once, not queued.

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include <caf/actor_system.hpp>
 #include <caf/system_messages.hpp>
@@ -140,94 +141,110 @@ caf::result<strategy_metrics> coordinator_state::metrics_now() {
   return rp;
 }
 
+namespace {
+
+// The public protocol's operations (varsync/actor_protocol.hpp): every
+// request is admitted (see admit) and releases its slot when it delivers
+// its response; accept() adapts a request to its operation value.
+auto operation_handlers(coordinator_state& c) {
+  return std::make_tuple(
+    [&c](create_atom, variable_spec& spec) -> caf::result<variable_info> {
+      return accept(c, ops::create{std::move(spec)});
+    },
+    [&c](lookup_atom, std::string& name) -> caf::result<variable_info> {
+      return accept(c, ops::lookup{std::move(name)});
+    },
+    [&c](list_atom) -> caf::result<std::vector<variable_info>> {
+      return accept(c, ops::list{});
+    },
+    [&c](destroy_atom, uint64_t id) -> caf::result<ok_atom> {
+      return accept(c, ops::destroy{id});
+    },
+    [&c](read_atom, uint64_t id) -> caf::result<tensor> {
+      return accept(c, ops::read{id});
+    },
+    [&c](update_atom, uint64_t id, update_op op,
+         tensor& value) -> caf::result<ok_atom> {
+      return accept(c, ops::update{id, op, std::move(value)});
+    },
+    [&c](scatter_atom, uint64_t id, scatter_op op,
+         indexed_slices& slices) -> caf::result<ok_atom> {
+      return accept(c, ops::scatter{id, op, std::move(slices)});
+    },
+    [&c](values_atom, uint64_t id) -> caf::result<std::vector<tensor>> {
+      return accept(c, ops::local_values{id});
+    },
+    [&c](run_atom, const replica_step_ptr& step) -> caf::result<ok_atom> {
+      return accept(c, ops::run{step});
+    },
+    [&c](allreduce_atom, reduce_op op,
+         std::vector<std::vector<tensor>>& values)
+      -> caf::result<std::vector<tensor>> {
+      return accept(c, ops::all_reduce{op, std::move(values)});
+    },
+    [&c](wait_for_atom, std::string& name) -> caf::result<variable_info> {
+      return accept(c, ops::wait_for{std::move(name)});
+    },
+    [&c](barrier_atom) -> caf::result<ok_atom> {
+      return accept(c, ops::barrier{});
+    },
+    [&c](process_metrics_atom)
+      -> caf::result<std::vector<strategy_metrics>> {
+      return accept(c, ops::metrics_of_processes{});
+    },
+    [&c](agree_atom, caf::error& local,
+         std::string& what) -> caf::result<ok_atom> {
+      return accept(c, ops::agree{std::move(what), std::move(local)});
+    });
+}
+
+} // namespace
+
 coordinator_internal_actor::behavior_type coordinator_state::make_behavior() {
   bind_replicas();
-  // Every request is admitted (see admit) and releases its slot when it
-  // delivers its response: accept() adapts a request to an operation.
-  return {
-    [this](create_atom, variable_spec& spec) -> caf::result<variable_info> {
-      return accept(*this, ops::create{std::move(spec)});
+  return std::apply(
+    [this](auto&&... operations) -> coordinator_internal_actor::behavior_type {
+      return {
+        std::move(operations)...,
+        [this](describe_atom) -> caf::result<strategy_description> {
+          return describe();
+        },
+        // Never queued behind operations: a snapshot is most wanted when they
+        // pile up.
+        [this](metrics_atom) -> caf::result<strategy_metrics> {
+          return metrics_now();
+        },
+        [this](client_now_atom, const client_call_ptr& call) {
+          start_call(call, false);
+        },
+        [this](replicas_atom) -> caf::result<std::vector<replica_actor>> {
+          return replicas_.handles();
+        },
+        [this](client_atom, const client_call_ptr& call) {
+          // Waiting for a variable holds no slot (see accept).
+          if (std::holds_alternative<ops::wait_for>(call->op))
+            return start_call(call, false);
+          admit([this, call, recorded = note_if_queued(call->op)] {
+            start_call(call, true, recorded);
+          }, call->bytes);
+        },
+        [this](shutdown_atom) { shutdown(); },
+        [this](sequenced_atom, sequenced_operation& op) {
+          ordering_->ordered(std::move(op));
+        },
+        [this](sequencer_down_atom, caf::error& reason) {
+          ordering_->lost(std::move(reason));
+        },
+        [this](deadline_atom) { deadlines_.tick(); },
+        [this](flight_dump_atom, uint8_t why, const std::string& detail) {
+          if (why < flight_dumps::reason_names.size())
+            dumps_.write(static_cast<flight_dumps::reason>(why), detail,
+                         describe());
+        },
+        [this](flush_writes_atom) { writes_.on_flush_message(); },
+      };
     },
-    [this](lookup_atom, std::string& name) -> caf::result<variable_info> {
-      return accept(*this, ops::lookup{std::move(name)});
-    },
-    [this](list_atom) -> caf::result<std::vector<variable_info>> {
-      return accept(*this, ops::list{});
-    },
-    [this](destroy_atom, uint64_t id) -> caf::result<ok_atom> {
-      return accept(*this, ops::destroy{id});
-    },
-    [this](read_atom, uint64_t id) -> caf::result<tensor> {
-      return accept(*this, ops::read{id});
-    },
-    [this](update_atom, uint64_t id, update_op op,
-           tensor& value) -> caf::result<ok_atom> {
-      return accept(*this, ops::update{id, op, std::move(value)});
-    },
-    [this](scatter_atom, uint64_t id, scatter_op op,
-           indexed_slices& slices) -> caf::result<ok_atom> {
-      return accept(*this, ops::scatter{id, op, std::move(slices)});
-    },
-    [this](values_atom, uint64_t id) -> caf::result<std::vector<tensor>> {
-      return accept(*this, ops::local_values{id});
-    },
-    [this](run_atom, const replica_step_ptr& step) -> caf::result<ok_atom> {
-      return accept(*this, ops::run{step});
-    },
-    [this](allreduce_atom, reduce_op op,
-           std::vector<std::vector<tensor>>& values)
-      -> caf::result<std::vector<tensor>> {
-      return accept(*this, ops::all_reduce{op, std::move(values)});
-    },
-    [this](wait_for_atom, std::string& name) -> caf::result<variable_info> {
-      return accept(*this, ops::wait_for{std::move(name)});
-    },
-    [this](barrier_atom) -> caf::result<ok_atom> {
-      return accept(*this, ops::barrier{});
-    },
-    [this](process_metrics_atom)
-      -> caf::result<std::vector<strategy_metrics>> {
-      return accept(*this, ops::metrics_of_processes{});
-    },
-    [this](agree_atom, caf::error& local,
-           std::string& what) -> caf::result<ok_atom> {
-      return accept(*this, ops::agree{std::move(what), std::move(local)});
-    },
-    [this](describe_atom) -> caf::result<strategy_description> {
-      return describe();
-    },
-    // Never queued behind operations: a snapshot is most wanted when they
-    // pile up.
-    [this](metrics_atom) -> caf::result<strategy_metrics> {
-      return metrics_now();
-    },
-    [this](client_now_atom, const client_call_ptr& call) {
-      start_call(call, false);
-    },
-    [this](replicas_atom) -> caf::result<std::vector<replica_actor>> {
-      return replicas_.handles();
-    },
-    [this](client_atom, const client_call_ptr& call) {
-      // Waiting for a variable holds no slot (see accept).
-      if (std::holds_alternative<ops::wait_for>(call->op))
-        return start_call(call, false);
-      admit([this, call] { start_call(call, true); }, call->bytes);
-    },
-    [this](shutdown_atom) { shutdown(); },
-    [this](sequenced_atom, sequenced_operation& op) {
-      ordering_->ordered(std::move(op));
-    },
-    [this](sequencer_down_atom, caf::error& reason) {
-      ordering_->lost(std::move(reason));
-    },
-    [this](deadline_atom) { deadlines_.tick(); },
-    [this](flight_dump_atom, uint8_t why, const std::string& detail) {
-      if (why < flight_dumps::reason_names.size())
-        dumps_.write(static_cast<flight_dumps::reason>(why), detail,
-                     describe());
-    },
-    [this](flush_writes_atom) { writes_.on_flush_message(); },
-  };
+    operation_handlers(*this));
 }
 
 // -- spawning -------------------------------------------------------------------------

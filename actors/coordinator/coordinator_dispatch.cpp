@@ -141,15 +141,20 @@ reply_fn<T> closing_flight(std::shared_ptr<flight_recorder> flight,
   };
 }
 
-// Records `op` in the flight recorder (M7); its answer closes the entry.
-// Reports (describe, metrics) are not recorded: a scraper would push the
-// operations out of the ring.
-completion record_flight(const std::shared_ptr<flight_recorder>& flight,
-                         const operation& op, flight_recorder::origin from,
-                         completion&& done, uint64_t& id) {
+// This process, as the issuer of an operation.
+flight_recorder::origin here(const std::optional<process_layout>& processes) {
+  return {processes ? processes->rank : 0, 0};
+}
+
+// Records `op` in the flight recorder (M7), `queued` where it waits for
+// admission; 0 for the reports (describe, metrics), which are not
+// recorded: a scraper would push the operations out of the ring.
+uint64_t begin_flight(flight_recorder& flight, const operation& op,
+                      flight_recorder::origin from, bool queued) {
   if (std::holds_alternative<ops::describe>(op)
       || std::holds_alternative<ops::metrics>(op))
-    return std::move(done);
+    return 0;
+  uint64_t id = 0;
   std::visit(
     [&](auto& x) {
       using Op = std::decay_t<decltype(x)>;
@@ -159,25 +164,27 @@ completion record_flight(const std::shared_ptr<flight_recorder>& flight,
         variable = x.variable;
       else if constexpr (requires { x.variable_name; })
         name = x.variable_name;
-      id = flight->begin(Op::name, variable, name, from);
+      id = flight.begin(Op::name, variable, name, from, queued);
     },
     op);
-  return wrap_completion(std::move(done), [&flight, id](auto fn) {
-    return closing_flight(flight, id, std::move(fn));
-  });
+  return id;
 }
 
 } // namespace
 
 void coordinator_state::execute(caf::timespan timeout, operation&& op,
                                 completion&& done,
-                                std::optional<flight_recorder::origin> from) {
-  uint64_t id = 0;
-  if (flight_)
-    done = record_flight(flight_, op,
-                         from.value_or(flight_recorder::origin{
-                           processes ? processes->rank : 0, 0}),
-                         std::move(done), id);
+                                std::optional<flight_recorder::origin> from,
+                                uint64_t recorded) {
+  uint64_t id = recorded;
+  if (flight_ && id != 0)
+    flight_->admitted(id);
+  else if (flight_)
+    id = begin_flight(*flight_, op, from.value_or(here(processes)), false);
+  if (id != 0) // its answer closes the entry
+    done = wrap_completion(std::move(done), [this, id](auto fn) {
+      return closing_flight(flight_, id, std::move(fn));
+    });
   if (ordering_->take(timeout, op, done)) {
     if (flight_)
       flight_->sequencing(id);
@@ -201,8 +208,14 @@ void coordinator_state::execute(caf::timespan timeout, operation&& op,
     op);
 }
 
+uint64_t coordinator_state::note_if_queued(const operation& op) {
+  if (!flight_ || !admission_.would_queue())
+    return 0;
+  return begin_flight(*flight_, op, here(processes), true);
+}
+
 void coordinator_state::start_call(const client_call_ptr& call,
-                                   bool admitted) {
+                                   bool admitted, uint64_t recorded) {
   auto done = call->take_completion();
   if (admitted && call->state) {
     int expected = call_pending;
@@ -212,6 +225,11 @@ void coordinator_state::start_call(const client_call_ptr& call,
       release_slot();
       // Counted as a deadline hit.
       record_.deadline_missed();
+      if (flight_ && recorded != 0)
+        flight_->finish(recorded,
+                        make_error(errc::timeout,
+                                   "its blocking caller's deadline passed "
+                                   "while it waited for admission"));
       return;
     }
   }
@@ -221,7 +239,8 @@ void coordinator_state::start_call(const client_call_ptr& call,
   // The deadline counts from the request, not from when the coordinator
   // got to it.
   run_requested_at(call->submitted, [&] {
-    execute(call->timeout, std::move(call->op), std::move(done));
+    execute(call->timeout, std::move(call->op), std::move(done), std::nullopt,
+            recorded);
   });
 }
 

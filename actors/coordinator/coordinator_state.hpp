@@ -96,20 +96,21 @@ public:
   }
   self_pointer self() const { return self_; }
 
-  static constexpr size_t max_in_flight = 64;
-
   // -- operations; `done` runs on the coordinator's thread -------------------
 
-  /// The one dispatch (coordinator_dispatch.cpp): runs `op`, or hands it
-  /// to the ordering first (services mode: the sequencer) and runs it when
-  /// it comes back in order. `done` holds a reply_fn of the result type.
-  /// The flight recorder notes it, `from` where another process issued it.
+  /// The one dispatch (coordinator_dispatch.cpp): runs `op` once the
+  /// ordering lets it (services mode: back from the sequencer); `done`
+  /// holds a reply_fn of its result. The flight recorder notes it (`from`:
+  /// another process issued it; `recorded`: its entry while it queued).
   void execute(caf::timespan timeout, operation&& op, completion&& done,
-               std::optional<flight_recorder::origin> from = std::nullopt);
-  /// A call of the async or blocking API (or a checkpoint): started here
-  /// unless its blocking caller abandoned it. `admitted`: it holds an
-  /// admission slot, released when it completes.
-  void start_call(const client_call_ptr& call, bool admitted);
+               std::optional<flight_recorder::origin> from = std::nullopt,
+               uint64_t recorded = 0);
+  /// M7: `op`'s entry as queued if admission will queue it (0: none).
+  uint64_t note_if_queued(const operation& op);
+  /// A call of the async or blocking API, started unless its blocking
+  /// caller abandoned it; `admitted`: it holds an admission slot.
+  void start_call(const client_call_ptr& call, bool admitted,
+                  uint64_t recorded = 0);
   /// C10: answers when a variable named `name` exists in this process.
   void wait_for(caf::timespan timeout, std::string name,
                 reply_fn<shared_variable_info> done);

@@ -11,7 +11,8 @@ flight_recorder::flight_recorder() : ring_(capacity) {
 }
 
 uint64_t flight_recorder::begin(const char* kind, uint64_t variable,
-                                const std::string& name, origin from) {
+                                const std::string& name, origin from,
+                                bool queued) {
   std::lock_guard<std::mutex> guard{mtx_};
   const auto id = next_++;
   auto& e = ring_[id % capacity];
@@ -20,7 +21,7 @@ uint64_t flight_recorder::begin(const char* kind, uint64_t variable,
   e.variable = variable;
   e.name = name;
   e.from = from;
-  e.now = phase::running;
+  e.now = queued ? phase::queued : phase::running;
   e.start = clock::now();
   e.error.clear();
   return id;
@@ -31,6 +32,12 @@ flight_recorder::entry* flight_recorder::find(uint64_t id) {
     return nullptr; // not recorded
   auto& e = ring_[id % capacity];
   return e.id == id ? &e : nullptr; // else overwritten since
+}
+
+void flight_recorder::admitted(uint64_t id) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (auto* e = find(id); e != nullptr && e->now == phase::queued)
+    e->now = phase::running;
 }
 
 void flight_recorder::sequencing(uint64_t id) {
@@ -72,7 +79,8 @@ std::vector<operation_record> flight_recorder::records(
   using std::chrono::duration_cast;
   using std::chrono::microseconds;
   static constexpr const char* phases[]
-    = {"running", "sequencing", "done", "failed", "agreed", "data", "voted"};
+    = {"running", "sequencing", "done", "failed",
+       "agreed",  "data",       "voted", "queued"};
   std::vector<entry> held;
   {
     std::lock_guard<std::mutex> guard{mtx_};

@@ -37,7 +37,9 @@ public:
   /// `variable`: its variable's id (0: none), `name`: a variable's name
   /// where the operation names one instead (lookup, wait_for).
   uint64_t begin(const char* kind, uint64_t variable, const std::string& name,
-                 origin from);
+                 origin from, bool queued = false);
+  /// A queued operation was admitted: it runs from now on.
+  void admitted(uint64_t id);
   /// The operation went to the sequencer.
   void sequencing(uint64_t id);
   /// Its round across processes passed a stage: "agreed", "data" or
@@ -65,7 +67,8 @@ private:
     failed,
     agreed,
     data,
-    voted
+    voted,
+    queued
   };
   struct entry {
     uint64_t id = 0;

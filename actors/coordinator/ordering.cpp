@@ -13,7 +13,7 @@ namespace {
 class local_ordering final : public ordering {
 public:
   size_t in_flight_limit() const override {
-    return coordinator_state::max_in_flight;
+    return max_in_flight;
   }
   bool every_process_takes_part() const override { return true; }
   bool take(caf::timespan, operation&, completion&) override { return false; }

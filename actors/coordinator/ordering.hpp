@@ -24,6 +24,9 @@ struct strategy_metrics;
 
 class ordering {
 public:
+  /// Admitted operations that run at once where the mode allows several.
+  static constexpr size_t max_in_flight = 64;
+
   virtual ~ordering() = default;
 
   /// At most this many admitted operations run at once.

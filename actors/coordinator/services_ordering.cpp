@@ -272,7 +272,7 @@ services_ordering::~services_ordering() {
 }
 
 size_t services_ordering::in_flight_limit() const {
-  return coordinator_state::max_in_flight;
+  return max_in_flight;
 }
 
 bool services_ordering::take(caf::timespan timeout, operation& op,

@@ -23,7 +23,8 @@ struct operation_record {
   /// Services mode: its place in the sequencer's one order where this
   /// process runs it in its turn; 0 elsewhere.
   uint64_t sequence = 0;
-  /// "sequencing" (sent to the sequencer, not back yet), "running";
+  /// "queued" (waiting for admission, V3), "sequencing" (sent to the
+  /// sequencer, not back yet), "running";
   /// across processes the stage its round passed last: "agreed" (every
   /// process issued it), "data" (the data moved), "voted" (every process
   /// can apply it); then "done" or "failed".

@@ -103,7 +103,8 @@ process_view read_dump(const std::string& path) {
     o.error = r.value("error", "");
     o.origin = r.value("origin", -1);
     o.age_us = r.value("age_us", int64_t{0});
-    if (o.phase == "running" || o.phase == "sequencing") {
+    // Unanswered: queued, sequencing, running, or a round's stage.
+    if (o.phase != "done" && o.phase != "failed") {
       if (!v.waiting || o.key < v.waiting->key)
         v.waiting = o;
     } else if (!v.last || o.key > v.last->key) {

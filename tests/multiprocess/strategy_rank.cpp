@@ -936,7 +936,14 @@ int waits(strategy& s) {
   auto second = async_all.get_future().get();
   check(second && second->size() == all.size()
           && (*second)[rank].completed > all[rank].completed,
-        "the async form, later: every process again, counts grown");
+        "the async form, later: every process again, counts grown: "
+          + (second ? std::to_string(second->size()) + " snapshots, "
+                        + std::to_string(all[rank].completed) + " then "
+                        + std::to_string((*second)[rank].completed)
+                        + " completed"
+                    : describe(second.error())));
+  // Services mode: nobody leaves while another's call still needs it.
+  must(s.barrier(), "barrier 6");
   std::printf("process %d: waits done\n", rank);
   return failures == 0 ? 0 : 1;
 }

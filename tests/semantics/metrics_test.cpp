@@ -817,3 +817,53 @@ TEST_CASE("M9: in one process, metrics_of_processes is one snapshot, from "
   REQUIRE(from_actor.size() == 1);
   CHECK(from_actor[0].replicas.size() == 2);
 }
+
+TEST_CASE("M7: operations that wait for admission show as queued, keep "
+          "their number when they run, and end done",
+          "[one-process]") {
+  // Replica 1 answers from its second operation on 600 ms late: the first
+  // 64 assigns (the admission limit) hold every slot, the rest queue.
+  strategy_options options;
+  options.devices = {"cpu:0", "cpu:1"};
+  options.timeout = 20s;
+  options.flight_recorder = true;
+  auto made = varsync::testing::create_with_faults(
+    options, {delay_replica(1, 600ms, 2)});
+  REQUIRE(made);
+  auto s = std::move(*made);
+  auto w = make_var(s, "w", tensor::scalar<float>(1),
+                    synchronization::on_write, aggregation::sum);
+  constexpr int calls = 70;
+  std::atomic<int> answered{0};
+  std::atomic<int> failed{0};
+  for (int i = 0; i < calls; ++i)
+    s.async().assign(w, 2.0, [&](caf::error err) {
+      if (err)
+        ++failed;
+      ++answered;
+    });
+  auto count = [](const strategy_description& d, const std::string& phase) {
+    return std::count_if(d.recent_operations.begin(),
+                         d.recent_operations.end(),
+                         [&](const operation_record& r) {
+                           return r.kind == "update" && r.phase == phase;
+                         });
+  };
+  strategy_description d;
+  for (int i = 0; i < 200 && count(d, "queued") == 0; ++i) {
+    d = VS_VALUE(s.stats());
+    if (count(d, "queued") == 0)
+      std::this_thread::sleep_for(2ms);
+  }
+  CHECK(count(d, "queued") > 0);
+  CHECK(count(d, "queued") + count(d, "running") + count(d, "done")
+        == calls);
+  for (int i = 0; i < 1000 && answered < calls; ++i)
+    std::this_thread::sleep_for(10ms);
+  REQUIRE(answered == calls);
+  CHECK(failed == 0);
+  d = VS_VALUE(s.stats());
+  // One entry each, numbered in issue order after the create.
+  CHECK(count(d, "done") == calls);
+  CHECK(d.operations_dispatched == calls + 1);
+}
