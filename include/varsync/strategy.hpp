@@ -94,8 +94,9 @@ struct strategy_options {
   /// M8: a directory where each process writes its flight recorder when an
   /// operation misses its deadline, a replica or process fails, or the
   /// processes fall out of step, and on SIGUSR1 (the recorder is then on):
-  /// `flight.<rank>.<reason>.json`. Empty: the environment's
-  /// `VARSYNC_FLIGHT_DIR`, or no dumps. It must be a writable directory.
+  /// one file per process rank and reason, flight.RANK.REASON.json. Empty:
+  /// the environment's `VARSYNC_FLIGHT_DIR`, or no dumps. It must be a
+  /// writable directory.
   std::string flight_dump_dir;
 };
 
