@@ -333,6 +333,29 @@ int run_rank(int rank, int size, uint16_t store_port, uint16_t strategy_port,
       double a = timed_step(*s, only, contribution, rank);
       if (a < 0)
         return 1;
+      double m = 0;
+      if (shm) {
+        // Right after the step, before the bare Gloo calls: a socket's
+        // wake-up may put both processes on one core for milliseconds,
+        // a state the step itself does not leave them in. The ranks
+        // start together, awake (the peer's barrier spins): the
+        // first meeting absorbs the skew of the work before, during which
+        // a rank that waited long went to sleep; the second starts them
+        // within microseconds.
+        for (int meet = 0; meet < 2; ++meet) {
+          float one = 0;
+          if (shm->all_reduce(reduce_op::sum, dtype::float32, &one, 1))
+            ++failures;
+        }
+        auto t0 = bench::clock_type::now();
+        if (shm->all_reduce(reduce_op::sum, dtype::float32, shm_buf.data(), n))
+          ++failures;
+        float slowest = static_cast<float>(bench::micros_since(t0));
+        if (shm->all_reduce(reduce_op::max, dtype::float32, &slowest, 1))
+          ++failures;
+        m = slowest;
+        std::fill(shm_buf.begin(), shm_buf.begin() + n, 1.0f);
+      }
       auto t0 = bench::clock_type::now();
       bare.all_reduce(buf.data(), static_cast<size_t>(n));
       double b = bench::micros_since(t0);
@@ -344,26 +367,6 @@ int run_rank(int rank, int size, uint16_t store_port, uint16_t strategy_port,
       for (int64_t i = 0; i < n; ++i)
         component[static_cast<size_t>(i)] += pack[static_cast<size_t>(i)];
       double extra = bench::micros_since(t0);
-      double m = 0;
-      if (shm) {
-        // The ranks start together, awake (the peer's barrier spins): the
-        // first meeting absorbs the skew of the work before, during which
-        // a rank that waited long went to sleep; the second starts them
-        // within microseconds.
-        for (int meet = 0; meet < 2; ++meet) {
-          float one = 0;
-          if (shm->all_reduce(reduce_op::sum, dtype::float32, &one, 1))
-            ++failures;
-        }
-        t0 = bench::clock_type::now();
-        if (shm->all_reduce(reduce_op::sum, dtype::float32, shm_buf.data(), n))
-          ++failures;
-        float slowest = static_cast<float>(bench::micros_since(t0));
-        if (shm->all_reduce(reduce_op::max, dtype::float32, &slowest, 1))
-          ++failures;
-        m = slowest;
-        std::fill(shm_buf.begin(), shm_buf.begin() + n, 1.0f);
-      }
       if (it >= 2) {
         ours.push_back(a);
         theirs.push_back(b);

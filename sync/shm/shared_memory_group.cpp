@@ -28,7 +28,7 @@ namespace {
 using clock = std::chrono::steady_clock;
 
 constexpr uint64_t segment_magic = 0x7661727379736d31; // "varsysm1"
-constexpr uint32_t segment_version = 2;
+constexpr uint32_t segment_version = 3;
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free
               && sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
@@ -41,6 +41,7 @@ struct alignas(64) rank_header {
   std::atomic<uint64_t> pid_namespace; // its pid means something here if equal
   std::atomic<uint32_t> overflow[2]; // per slot set: this rank's slice
   std::atomic<uint64_t> call[2];     // per slot set: what the chunk is
+  std::atomic<int32_t> cpu;          // where it last arrived at a barrier
 };
 
 struct segment_header {
@@ -218,7 +219,10 @@ struct shared_memory_group::impl {
   caf::error barrier(const char* what) {
     const uint64_t b = ++barriers;
     const auto size = static_cast<uint64_t>(options.size);
-    rank_at(header, options.rank).reached.store(b, std::memory_order_release);
+    auto& self = rank_at(header, options.rank);
+    const int cpu = sched_getcpu();
+    self.cpu.store(cpu, std::memory_order_relaxed);
+    self.reached.store(b, std::memory_order_release);
     const auto target = static_cast<uint32_t>(b * size);
     auto* word = &header->arrivals;
     // seq_cst, with the sleepers' count below: a rank going to sleep either
@@ -243,10 +247,29 @@ struct shared_memory_group::impl {
       const auto waited = clock::now() - start;
       if (waited >= waits.awake)
         break;
-      if (waited >= waits.spin)
+      if (waited >= waits.spin || shares_cpu_with_missing(b, cpu))
         sched_yield();
     }
     return sleep_until_arrived(b, target, what);
+  }
+
+  // Whether a rank that has not reached barrier `b` arrived last time on
+  // `cpu`, this rank's. Then spinning only delays it: both are runnable on
+  // one core (a wake-up, say from a socket, put them there, and the
+  // scheduler takes milliseconds to move a task that never sleeps), so the
+  // waiter yields the core at once instead of after its spin.
+  bool shares_cpu_with_missing(uint64_t b, int cpu) const {
+    if (cpu < 0)
+      return false;
+    for (int r = 0; r < options.size; ++r) {
+      if (r == options.rank)
+        continue;
+      auto& peer = rank_at(header, r);
+      if (peer.reached.load(std::memory_order_acquire) < b
+          && peer.cpu.load(std::memory_order_relaxed) == cpu)
+        return true;
+    }
+    return false;
   }
 
   // The barrier's slow path: sleeps on the futex in steps of at most 10 ms,
