@@ -176,8 +176,10 @@ void coordinator_state::update(caf::timespan timeout, uint64_t id,
     what += std::string{" (value #"} + hex + ")";
     read_barrier::write_started(**e); // reads wait from now on (W8)
     return agree(timeout, what, {},
-                 [this, timeout, id, op, value = std::move(value),
-                  done = std::move(done)](caf::expected<ok_atom> r) mutable {
+                 in_this_flight([this, timeout, id, op,
+                                 value = std::move(value),
+                                 done = std::move(done)](
+                                  caf::expected<ok_atom> r) mutable {
                    if (!r) {
                      reads_.write_done(id);
                      return done(std::move(r.error()));
@@ -185,7 +187,7 @@ void coordinator_state::update(caf::timespan timeout, uint64_t id,
                    dispatch_update(timeout, id, op, std::move(value),
                                    std::move(done));
                    reads_.write_done(id); // the dispatch holds the reads now
-                 });
+                 }));
   }
   // V4: an op outside the enum would throw in every replica's kernel.
   if (auto err = check_update_op(op, info.name))
@@ -243,13 +245,14 @@ void coordinator_state::dispatch_update(caf::timespan timeout, uint64_t id,
       if (processes) {
         // Replica 0 is in process 0: the others learn its outcome (an
         // overflow there fails the update everywhere).
-        auto agreed = [this, timeout, op, name = info.name,
-                       done = std::move(done)](caf::expected<ok_atom> r) mutable {
-          agree(timeout,
-                "outcome on replica 0 of " + std::string{to_string(op)}
-                  + " of '" + name + "'",
-                r ? caf::error{} : std::move(r.error()), std::move(done));
-        };
+        auto agreed = in_this_flight(
+          [this, timeout, op, name = info.name,
+           done = std::move(done)](caf::expected<ok_atom> r) mutable {
+            agree(timeout,
+                  "outcome on replica 0 of " + std::string{to_string(op)}
+                    + " of '" + name + "'",
+                  r ? caf::error{} : std::move(r.error()), std::move(done));
+          });
         if (processes->rank != 0)
           return agreed(ok_atom::value);
         done = std::move(agreed);

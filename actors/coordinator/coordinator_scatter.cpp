@@ -184,11 +184,12 @@ void coordinator_state::dispatch_scatter(caf::timespan timeout, uint64_t id,
   if (target == update_target::first_component && processes) {
     // Replica 0 is in process 0: the others learn its outcome (an overflow
     // there fails the scatter everywhere).
-    auto agreed = [this, timeout, what,
-                   done = std::move(done)](caf::expected<ok_atom> r) mutable {
-      agree(timeout, "outcome on replica 0 of " + what,
-            r ? caf::error{} : std::move(r.error()), std::move(done));
-    };
+    auto agreed = in_this_flight(
+      [this, timeout, what,
+       done = std::move(done)](caf::expected<ok_atom> r) mutable {
+        agree(timeout, "outcome on replica 0 of " + what,
+              r ? caf::error{} : std::move(r.error()), std::move(done));
+      });
     if (processes->rank != 0)
       return agreed(ok_atom::value);
     done = std::move(agreed);

@@ -107,6 +107,19 @@ public:
                uint64_t recorded = 0);
   /// M7: `op`'s entry as queued if admission will queue it (0: none).
   uint64_t note_if_queued(const operation& op);
+  /// M7: the entry of `op`, ordered in services mode, opened before the
+  /// round that brings its data (0: not recorded); execute() continues it.
+  uint64_t record_ordered(const operation& op, flight_recorder::origin from);
+  /// M7: `fn` as a continuation that runs later (an answer's callback):
+  /// the rounds it starts still belong to the operation dispatched now.
+  template <class F>
+  auto in_this_flight(F fn) {
+    return [this, id = flight_now_, fn = std::move(fn)](auto&&... xs) mutable {
+      const auto outer = std::exchange(flight_now_, id);
+      fn(std::forward<decltype(xs)>(xs)...);
+      flight_now_ = outer;
+    };
+  }
   /// A call of the async or blocking API, started unless its blocking
   /// caller abandoned it; `admitted`: it holds an admission slot.
   void start_call(const client_call_ptr& call, bool admitted,
@@ -256,6 +269,8 @@ private:
                              std::vector<step_report>& reports);
   caf::error check_step_collectives(
     const std::vector<step_report>& reports) const override;
+  void in_step_flight(uint64_t seq,
+                      const std::function<void()>& fn) override;
   /// Every replica ended step `seq`: one fused collective applies its
   /// updates, in issue order (it waited `waited` for its slowest replica,
   /// M2).
@@ -295,9 +310,9 @@ private:
   /// close them.
   std::shared_ptr<flight_recorder> flight_;
   /// The recorded operation being dispatched (0: none), whose plans tell
-  /// the recorder their stages; a step's {number, operation} for its last.
+  /// the recorder their stages; {number, operation} of the steps running.
   uint64_t flight_now_ = 0;
-  std::pair<uint64_t, uint64_t> step_flight_{};
+  std::vector<std::pair<uint64_t, uint64_t>> step_flights_;
   /// M8: the recorder written to files (where set up).
   flight_dumps dumps_;
   /// Metrics (coordinator_metrics.hpp); refusals are counted by const

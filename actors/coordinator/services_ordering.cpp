@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "actors/coordinator/coordinator_helpers.hpp"
 #include "actors/coordinator/coordinator_state.hpp"
 #include "core/logging.hpp"
 #include "varsync/error.hpp"
@@ -131,7 +132,8 @@ void services_ordering::replay(sequenced_operation op) {
 
 void services_ordering::apply_ordered(sequenced_operation op,
                                       std::shared_ptr<ticket> owner,
-                                      std::function<void()> finished) {
+                                      std::function<void()> finished,
+                                      uint64_t recorded) {
   if (std::holds_alternative<ops::barrier>(op.op))
     return arrive_at_barrier(op.origin, std::move(owner), std::move(finished));
   // The caller's completion where it waits here, wrapped to end the turn;
@@ -159,7 +161,7 @@ void services_ordering::apply_ordered(sequenced_operation op,
   replaying_ = true;
   c_.run_requested_at(since, [&] {
     c_.execute(timeout, std::move(op.op), std::move(done),
-               flight_recorder::origin{op.origin, op.sequence});
+               flight_recorder::origin{op.origin, op.sequence}, recorded);
   });
   replaying_ = saved;
 }
@@ -199,7 +201,13 @@ void services_ordering::receive_payload(sequenced_operation op,
                          what + ": this process no longer holds the data it "
                                 "issued; nothing was changed");
   }
-  auto plan = c_.new_plan(what);
+  const uint64_t recorded
+    = c_.record_ordered(op.op, {op.origin, op.sequence});
+  std::shared_ptr<collective_plan> plan;
+  {
+    coordinator_helpers::restore_on_exit scope{c_.flight_now_, recorded};
+    plan = c_.new_plan(what);
+  }
   plan->local_error = local;
   if (!local) {
     auto& value = plan->add_item();
@@ -223,8 +231,11 @@ void services_ordering::receive_payload(sequenced_operation op,
   c_.run_collective(
     timeout, plan,
     [this, plan, op = std::move(op), owner,
-     finished = std::move(finished)](caf::expected<ok_atom> r) mutable {
+     finished = std::move(finished),
+     recorded](caf::expected<ok_atom> r) mutable {
       if (!r) {
+        if (recorded != 0)
+          c_.flight_->finish(recorded, r.error());
         if (owner && !owner->answered)
           owner->answer(std::move(r.error()));
         return finished();
@@ -234,7 +245,8 @@ void services_ordering::receive_payload(sequenced_operation op,
       if (plan->items.size() > 1)
         received.indices = plan->items[1].result.to_vector<int64_t>();
       restore_payload(op, std::move(received));
-      apply_ordered(std::move(op), std::move(owner), std::move(finished));
+      apply_ordered(std::move(op), std::move(owner), std::move(finished),
+                    recorded);
     });
 }
 

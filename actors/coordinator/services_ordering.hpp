@@ -62,11 +62,14 @@ private:
   void replay(sequenced_operation op);
   /// The ordered operation `op` runs here (its data back in it); `owner`
   /// is its ticket where it was issued here, `finished` ends its turn.
+  /// `recorded`: its flight recorder entry, opened by receive_payload.
   void apply_ordered(sequenced_operation op, std::shared_ptr<ticket> owner,
-                     std::function<void()> finished);
+                     std::function<void()> finished, uint64_t recorded = 0);
   /// Every process receives the deferred data of `op` from the process
   /// that issued it (one collective round through the process group),
   /// then applies it; a failure fails the operation on every process.
+  /// The round is the first stage of the operation's entry in the flight
+  /// recorder (M7).
   void receive_payload(sequenced_operation op, std::shared_ptr<ticket> owner,
                        std::function<void()> finished);
   /// P14: process `origin`'s barrier came in its turn.

@@ -67,6 +67,14 @@ void step_driver::run(caf::timespan timeout, replica_step_ptr step,
 void step_driver::answered(round r,
                            caf::expected<std::vector<step_report>> reports,
                            reply_fn<ok_atom> done) {
+  owner_.in_step_flight(r.seq, [&] {
+    answered_in_flight(r, std::move(reports), std::move(done));
+  });
+}
+
+void step_driver::answered_in_flight(
+  round r, caf::expected<std::vector<step_report>> reports,
+  reply_fn<ok_atom> done) {
   auto fail = [this, &r, &done](caf::error err) {
     replicas_.tell_all(step_abort_atom::value, r.seq);
     owner_.agree_outcome(r.timeout, "step", std::move(err), std::move(done));

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,6 +48,10 @@ public:
     virtual void run_step_collective(caf::timespan timeout,
                                      std::vector<step_report>& reports,
                                      reply_fn<std::vector<tensor>> done)
+      = 0;
+    /// M7: runs `fn` with step `seq`'s flight recorder entry as the
+    /// operation whose rounds start now.
+    virtual void in_step_flight(uint64_t seq, const std::function<void()>& fn)
       = 0;
     /// Every replica ended step `seq` (it waited `waited` for the slowest):
     /// its updates are applied.
@@ -96,6 +101,9 @@ private:
   /// step ends, or its collective runs and the replicas go on.
   void answered(round r, caf::expected<std::vector<step_report>> reports,
                 reply_fn<ok_atom> done);
+  void answered_in_flight(round r,
+                          caf::expected<std::vector<step_report>> reports,
+                          reply_fn<ok_atom> done);
   /// The collective's result: the replicas resume the step.
   void resume(round r, std::vector<tensor> result, reply_fn<ok_atom> done);
   std::shared_ptr<reply_times> new_times() const;

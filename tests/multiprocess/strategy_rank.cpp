@@ -1132,6 +1132,51 @@ int hang_report(strategy& s, const std::string& path) {
   return failures == 0 ? 0 : 1;
 }
 
+// M7 in services mode: process 1 issues an update whose data travels in a
+// round of its own after the sequencer numbered it (8 KiB, past the
+// by-value size), and the last process stops. Process 0, which issued
+// nothing, and process 1 record it as running from the start of that
+// round, and report it half a second in; process 0 then waits until it
+// failed there too.
+int hang_report_services(strategy& s, const std::string& path) {
+  const int rank = s.process_rank();
+  if (rank == 0)
+    must(s.create_variable("big", tensor::zeros(dtype::float32, {2048}),
+                           synchronization::on_write, aggregation::sum),
+         "create big");
+  auto big = must(s.with_timeout(20s).wait_for_variable("big"), "big");
+  must(s.barrier(), "barrier before the stop");
+  if (rank == s.num_processes() - 1)
+    for (;;)
+      std::raise(SIGSTOP);
+  auto report = std::async(std::launch::async, [&s, &path, rank] {
+    std::this_thread::sleep_for(500ms);
+    auto d = must(s.stats(), "stats while the update waits");
+    auto file = path + "." + std::to_string(rank) + ".json";
+    FILE* f = std::fopen(file.c_str(), "w");
+    check(f != nullptr, "open " + file);
+    if (f != nullptr) {
+      auto text = to_json(d);
+      std::fwrite(text.data(), 1, text.size(), f);
+      std::fclose(f);
+    }
+  });
+  if (rank == 1) {
+    auto err = s.assign_add(big, tensor::filled(dtype::float32, {2048}, 1));
+    check(static_cast<bool>(err), "the update fails once the stop is noticed");
+  }
+  report.get();
+  bool ended = rank == 1;
+  for (int i = 0; i < 1000 && !ended; ++i) {
+    for (auto& r : must(s.stats(), "stats").recent_operations)
+      ended = ended || (r.variable == "big" && r.duration_us >= 0);
+    if (!ended)
+      std::this_thread::sleep_for(10ms);
+  }
+  check(ended, "the update ended on process 0 too");
+  return failures == 0 ? 0 : 1;
+}
+
 // M8, the same hang with automatic dumps into `dir`: half a second in, the
 // process signals itself (SIGUSR1) and writes flight.<rank>.signal.json;
 // once the stop is noticed, the failed assign writes its failure (or, at
@@ -1331,6 +1376,8 @@ int main(int argc, char** argv) {
     rc = training_stopped(*s);
   else if (scenario == "hang_report" && argc == 4)
     rc = hang_report(*s, argv[3]);
+  else if (scenario == "hang_report_services" && argc == 4)
+    rc = hang_report_services(*s, argv[3]);
   else if (scenario == "hang_dumps" && argc == 4)
     rc = hang_dumps(*s, argv[3]);
   else if (scenario == "services_stopped")

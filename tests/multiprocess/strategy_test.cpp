@@ -238,6 +238,29 @@ TEST_CASE("multiprocess strategy: M7: a real hang (one process stopped): "
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("multiprocess strategy: M7: in services mode an update whose "
+          "data round hangs is recorded as running on every process, not "
+          "only where it was issued") {
+  auto dir = std::filesystem::temp_directory_path()
+             / ("varsync-hang-services-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  auto base = (dir / "flight").string();
+  auto r = run_strategy("hang_report_services", 3, 1, 20s, false, base,
+                        "services", 2s);
+  CHECK(r.exit_codes == std::vector<int>{0, 0, -1});
+  auto [rc, report] = trace_report(dir.string(), base + ".0.json " + base
+                                                   + ".1.json");
+  INFO(report);
+  CHECK(report.find("process 0: at #5 update(big) from process 1, running")
+        != std::string::npos);
+  CHECK(report.find("process 1: at #5 update(big) from process 1, running")
+        != std::string::npos);
+  CHECK(report.find("summary: process 2 has not reached #5; processes 0 and "
+                    "1 wait at #5")
+        != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("multiprocess strategy: M8: the same hang with a dump directory: "
           "SIGUSR1 and the failure write each waiting process's recorder, "
           "and varsync-trace on them names the stopped process") {
