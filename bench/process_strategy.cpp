@@ -17,7 +17,9 @@
 //    streamed: calls back to back, per call (the transport's own cost, once
 //    no rank waits for a peer that the scheduler has yet to run; on a host
 //    whose cores the threads of several processes share, that wake-up, not
-//    the transport, is most of a single small call).
+//    the transport, is most of a single small call). The step and its
+//    transport are timed first, the bare Gloo calls after them: a socket's
+//    wake-up can leave the processes on one core for milliseconds.
 //  - small operations: a cross-replica scalar assign and an ON_READ + SUM
 //    scalar read, against the floor the issue names: a bare CAF remote
 //    request/response (process 1 to an echo actor in process 0) plus one
@@ -329,16 +331,17 @@ int run_rank(int rank, int size, uint16_t store_port, uint16_t strategy_port,
     auto contribution = tensor::filled(dtype::float32, {n}, 1.0);
     const std::vector<variable> only{*v};
     std::vector<double> ours, theirs, floors, shms;
+    // The step and the bare shared memory transport first, the bare Gloo
+    // calls after them: a socket's wake-up can leave the processes on one
+    // core for milliseconds, a state the step itself does not leave them
+    // in (the step's data moves through shared memory on one host).
     for (int it = 0; it < iters + 2; ++it) { // 2 warm-ups each
       double a = timed_step(*s, only, contribution, rank);
       if (a < 0)
         return 1;
       double m = 0;
       if (shm) {
-        // Right after the step, before the bare Gloo calls: a socket's
-        // wake-up may put both processes on one core for milliseconds,
-        // a state the step itself does not leave them in. The ranks
-        // start together, awake (the peer's barrier spins): the
+        // The ranks start together, awake (the peer's barrier spins): the
         // first meeting absorbs the skew of the work before, during which
         // a rank that waited long went to sleep; the second starts them
         // within microseconds.
@@ -356,6 +359,16 @@ int run_rank(int rank, int size, uint16_t store_port, uint16_t strategy_port,
         m = slowest;
         std::fill(shm_buf.begin(), shm_buf.begin() + n, 1.0f);
       }
+      if (it >= 2) {
+        ours.push_back(a);
+        if (shm)
+          shms.push_back(m);
+      }
+    }
+    (void) s->destroy(*v);
+    double streamed = shm ? shm_streamed(*shm, shm_buf.data(), n, failures)
+                          : 0.0;
+    for (int it = 0; it < iters + 2; ++it) {
       auto t0 = bench::clock_type::now();
       bare.all_reduce(buf.data(), static_cast<size_t>(n));
       double b = bench::micros_since(t0);
@@ -368,16 +381,10 @@ int run_rank(int rank, int size, uint16_t store_port, uint16_t strategy_port,
         component[static_cast<size_t>(i)] += pack[static_cast<size_t>(i)];
       double extra = bench::micros_since(t0);
       if (it >= 2) {
-        ours.push_back(a);
         theirs.push_back(b);
         floors.push_back(b + extra);
-        if (shm)
-          shms.push_back(m);
       }
     }
-    (void) s->destroy(*v);
-    double streamed = shm ? shm_streamed(*shm, shm_buf.data(), n, failures)
-                          : 0.0;
     auto a = bench::summarize(ours);
     auto b = bench::summarize(theirs);
     auto f = bench::summarize(floors);

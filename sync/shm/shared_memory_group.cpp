@@ -94,15 +94,20 @@ void wait_on(std::atomic<uint32_t>* word, uint32_t seen,
 // usually arrive within microseconds, and a futex sleep and wake-up costs
 // tens of them), then yields its core until `awake`. With more ranks than
 // cores, spinning would take the core from a rank that has yet to arrive:
-// a short spin, then sleep.
+// a short spin, then sleep. `yield_to_shared_core`: yield at once while the
+// rank waited for last arrived on this core (see shares_cpu_with_missing);
+// not with more ranks than cores, where ranks share cores all the time and
+// a rank that yielded, instead of sleeping, is not woken when the last one
+// arrives (a small step of 4 processes on 2 cores ran slower).
 struct wait_policy {
   std::chrono::microseconds spin;
   std::chrono::microseconds awake;
+  bool yield_to_shared_core;
 };
 constexpr wait_policy spin_then_yield{std::chrono::microseconds(10),
-                                      std::chrono::microseconds(200)};
+                                      std::chrono::microseconds(200), true};
 constexpr wait_policy oversubscribed{std::chrono::microseconds(2),
-                                     std::chrono::microseconds(2)};
+                                     std::chrono::microseconds(2), false};
 
 // The policy for `ranks` on this host's cores (those this process may run
 // on).
@@ -247,7 +252,8 @@ struct shared_memory_group::impl {
       const auto waited = clock::now() - start;
       if (waited >= waits.awake)
         break;
-      if (waited >= waits.spin || shares_cpu_with_missing(b, cpu))
+      if (waited >= waits.spin
+          || (waits.yield_to_shared_core && shares_cpu_with_missing(b, cpu)))
         sched_yield();
     }
     return sleep_until_arrived(b, target, what);
