@@ -250,9 +250,12 @@ caf::error overflow_error(const char* fn, reduce_op op, dtype type,
 }
 
 caf::error unknown_op(const char* fn, reduce_op op) {
-  return make_error(errc::invalid_argument,
-                    std::string{fn} + ": unknown reduce_op "
-                      + std::to_string(static_cast<int>(op)));
+  // Appended, not a chain of +: GCC 12 warns (-Warray-bounds) about the
+  // moved temporaries of the chain.
+  std::string what{fn};
+  what.append(": unknown reduce_op ")
+    .append(std::to_string(static_cast<int>(op)));
+  return make_error(errc::invalid_argument, what);
 }
 
 bool known_op(reduce_op op) {
