@@ -1111,13 +1111,12 @@ variable create_then_stop_last(strategy& s) {
   return a;
 }
 
-int hang_report(strategy& s, const std::string& path) {
-  auto a = create_then_stop_last(s);
-  const int rank = s.process_rank();
-  auto dump = std::async(std::launch::async, [&s, &path, rank] {
+// Half a second from now, this process's report (stats) in `file`, while
+// an operation waits.
+std::future<void> report_later(strategy& s, std::string file) {
+  return std::async(std::launch::async, [&s, file = std::move(file)] {
     std::this_thread::sleep_for(500ms);
-    auto d = must(s.stats(), "stats while the assign waits");
-    auto file = path + "." + std::to_string(rank) + ".json";
+    auto d = must(s.stats(), "stats while the operation waits");
     FILE* f = std::fopen(file.c_str(), "w");
     check(f != nullptr, "open " + file);
     if (f != nullptr) {
@@ -1126,6 +1125,12 @@ int hang_report(strategy& s, const std::string& path) {
       std::fclose(f);
     }
   });
+}
+
+int hang_report(strategy& s, const std::string& path) {
+  auto a = create_then_stop_last(s);
+  const int rank = s.process_rank();
+  auto dump = report_later(s, path + "." + std::to_string(rank) + ".json");
   auto err = s.assign_add(a, 1.0);
   check(static_cast<bool>(err), "the assign fails once the stop is noticed");
   dump.get();
@@ -1149,18 +1154,8 @@ int hang_report_services(strategy& s, const std::string& path) {
   if (rank == s.num_processes() - 1)
     for (;;)
       std::raise(SIGSTOP);
-  auto report = std::async(std::launch::async, [&s, &path, rank] {
-    std::this_thread::sleep_for(500ms);
-    auto d = must(s.stats(), "stats while the update waits");
-    auto file = path + "." + std::to_string(rank) + ".json";
-    FILE* f = std::fopen(file.c_str(), "w");
-    check(f != nullptr, "open " + file);
-    if (f != nullptr) {
-      auto text = to_json(d);
-      std::fwrite(text.data(), 1, text.size(), f);
-      std::fclose(f);
-    }
-  });
+  auto report
+    = report_later(s, path + "." + std::to_string(rank) + ".json");
   if (rank == 1) {
     auto err = s.assign_add(big, tensor::filled(dtype::float32, {2048}, 1));
     check(static_cast<bool>(err), "the update fails once the stop is noticed");
