@@ -43,7 +43,7 @@ void run_pair(const std::string& mode) {
     ranks[r].argv = {rank_exe(), mode, std::to_string(r), dir};
     ranks[r].env = {"NCCL_HOSTID=varsync-test-" + tag + "-" + std::to_string(r)};
     if (std::getenv("NCCL_SOCKET_IFNAME") == nullptr)
-      ranks[r].env.push_back("NCCL_SOCKET_IFNAME=lo");
+      ranks[r].env.emplace_back("NCCL_SOCKET_IFNAME=lo");
   }
   auto out = varsync::testing::run_children(ranks, 90s);
   std::filesystem::remove_all(dir);
