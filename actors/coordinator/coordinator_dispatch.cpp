@@ -272,17 +272,6 @@ void coordinator_state::wait_for(caf::timespan timeout, std::string name,
 
 void coordinator_state::run(caf::timespan timeout, replica_step_ptr step,
                             reply_fn<ok_atom> done) {
-  // M7: the step's later rounds are its own (steps may overlap). Noted
-  // before the run: its replicas may answer at once, in this call.
-  if (flight_now_ != 0) {
-    const uint64_t seq = steps_.started() + 1;
-    step_flights_.emplace_back(seq, flight_now_);
-    done = [this, seq, done = std::move(done)](caf::expected<ok_atom> r) {
-      std::erase_if(step_flights_,
-                    [seq](const auto& x) { return x.first == seq; });
-      done(std::move(r));
-    };
-  }
   steps_.run(timeout, std::move(step), std::move(done));
 }
 

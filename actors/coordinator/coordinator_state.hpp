@@ -269,8 +269,10 @@ private:
                              std::vector<step_report>& reports);
   caf::error check_step_collectives(
     const std::vector<step_report>& reports) const override;
-  void in_step_flight(uint64_t seq,
-                      const std::function<void()>& fn) override;
+  uint64_t flight_now() const override { return flight_now_; }
+  uint64_t exchange_flight(uint64_t entry) override {
+    return std::exchange(flight_now_, entry);
+  }
   /// Every replica ended step `seq`: one fused collective applies its
   /// updates, in issue order (it waited `waited` for its slowest replica,
   /// M2).
@@ -310,9 +312,8 @@ private:
   /// close them.
   std::shared_ptr<flight_recorder> flight_;
   /// The recorded operation being dispatched (0: none), whose plans tell
-  /// the recorder their stages; {number, operation} of the steps running.
+  /// the recorder their stages.
   uint64_t flight_now_ = 0;
-  std::vector<std::pair<uint64_t, uint64_t>> step_flights_;
   /// M8: the recorder written to files (where set up).
   flight_dumps dumps_;
   /// Metrics (coordinator_metrics.hpp); refusals are counted by const

@@ -103,17 +103,6 @@ caf::error coordinator_state::add_step_update(
   return {};
 }
 
-void coordinator_state::in_step_flight(uint64_t seq,
-                                       const std::function<void()>& fn) {
-  // M7: the plans of the step's rounds tell the recorder its stages.
-  auto id = flight_now_;
-  for (const auto& [step, entry] : step_flights_)
-    if (step == seq)
-      id = entry;
-  restore_on_exit scope{flight_now_, id};
-  fn();
-}
-
 void coordinator_state::finish_step(caf::timespan timeout,
                                     std::vector<step_report>& reports,
                                     uint64_t seq, caf::timespan waited,

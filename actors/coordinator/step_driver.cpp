@@ -44,6 +44,7 @@ void step_driver::run(caf::timespan timeout, replica_step_ptr step,
     };
   }
   round r{seq, timeout, operation_deadlines::clock::now()};
+  r.flight = owner_.flight_now();
   auto times = new_times();
   // User code runs in parallel on the scheduler's threads, unless the last
   // round showed it to be cheaper than waking a thread for it (a few to
@@ -67,9 +68,9 @@ void step_driver::run(caf::timespan timeout, replica_step_ptr step,
 void step_driver::answered(round r,
                            caf::expected<std::vector<step_report>> reports,
                            reply_fn<ok_atom> done) {
-  owner_.in_step_flight(r.seq, [&] {
-    answered_in_flight(r, std::move(reports), std::move(done));
-  });
+  const auto outer = owner_.exchange_flight(r.flight);
+  answered_in_flight(r, std::move(reports), std::move(done));
+  owner_.exchange_flight(outer);
 }
 
 void step_driver::answered_in_flight(

@@ -8,7 +8,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,10 +48,11 @@ public:
                                      std::vector<step_report>& reports,
                                      reply_fn<std::vector<tensor>> done)
       = 0;
-    /// M7: runs `fn` with step `seq`'s flight recorder entry as the
-    /// operation whose rounds start now.
-    virtual void in_step_flight(uint64_t seq, const std::function<void()>& fn)
-      = 0;
+    /// M7: the flight recorder entry of the operation being dispatched
+    /// (0: none); `exchange_flight` makes `entry` that operation and
+    /// returns the one before, so that a step's later rounds are its own.
+    virtual uint64_t flight_now() const = 0;
+    virtual uint64_t exchange_flight(uint64_t entry) = 0;
     /// Every replica ended step `seq` (it waited `waited` for the slowest):
     /// its updates are applied.
     virtual void finish_step(caf::timespan timeout,
@@ -93,6 +93,8 @@ private:
     /// How long the first replica to answer waited for the last, over the
     /// step's rounds so far (M2).
     caf::timespan waited{0};
+    /// Its flight recorder entry (M7; 0: none).
+    uint64_t flight = 0;
     /// What is left of the step's deadline (negative once past it).
     caf::timespan left() const;
   };
