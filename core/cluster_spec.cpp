@@ -82,6 +82,19 @@ std::string token_problem(size_t size) {
               : "");
 }
 
+std::string arbiter_problem(const std::string& arbiter) {
+  if (arbiter == "host")
+    return {};
+  if (arbiter.rfind("host:", 0) != 0)
+    return "is not one of 'host', 'host:<absolute path>'";
+  const auto path = arbiter.substr(5);
+  if (path.empty() || path.front() != '/')
+    return "names no absolute path after 'host:'";
+  if (path.size() > 4096 || path.find('\0') != std::string::npos)
+    return "names a path longer than 4096 bytes or with a NUL byte";
+  return {};
+}
+
 } // namespace
 
 caf::error validate(const cluster_spec& spec) {
@@ -122,6 +135,17 @@ caf::error validate(const cluster_spec& spec) {
       && spec.transport != host_transport::shared_memory)
     return bad("transport " + std::to_string(static_cast<int>(spec.transport))
                + " is not one of 0 (automatic), 1 (gloo), 2 (shared_memory)");
+  if (!spec.arbiter.empty()) {
+    if (auto why = arbiter_problem(spec.arbiter); !why.empty())
+      return bad("arbiter '" + spec.arbiter + "' " + why);
+    if (spec.mode != cluster_mode::services)
+      return bad("arbiter '" + spec.arbiter
+                 + "': an arbiter decides who orders services mode's "
+                   "operations; training mode has none to order");
+    if (spec.peer_timeout.count() == 0)
+      return bad("arbiter '" + spec.arbiter
+                 + "' needs a peer timeout: it is the lead's lease");
+  }
   return {};
 }
 
@@ -254,6 +278,12 @@ caf::error read_mode_transport_token(Get& get, cluster_spec& spec) {
       return make_error(errc::invalid_argument,
                         "environment variable VARSYNC_CLUSTER_TOKEN " + why);
     spec.cluster_token = *token;
+  }
+  if (auto arbiter = get("VARSYNC_ARBITER")) {
+    if (auto why = arbiter_problem(*arbiter); !why.empty())
+      return make_error(errc::invalid_argument,
+                        "VARSYNC_ARBITER is '" + *arbiter + "': it " + why);
+    spec.arbiter = *arbiter;
   }
   return caf::none;
 }

@@ -29,6 +29,7 @@ std::string_view to_string(errc code) {
     case errc::overflow: return "overflow";
     case errc::would_block: return "would_block";
     case errc::overloaded: return "overloaded";
+    case errc::fenced: return "fenced";
   }
   return "unknown_error_code";
 }

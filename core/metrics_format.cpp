@@ -366,6 +366,7 @@ json flight_json(const strategy_description& d) {
                    {"variable", r.variable},
                    {"origin", r.origin},
                    {"sequence", r.sequence},
+                   {"epoch", r.epoch},
                    {"phase", r.phase},
                    {"age_us", r.age_us},
                    {"duration_us", r.duration_us},

@@ -142,7 +142,7 @@ public:
   }
 
   void sequenced_operation_value() {
-    skip(8 + 4 + 8);      // sequence, origin, ticket
+    skip(8 + 4 + 8 + 8);  // sequence, origin, ticket, epoch
     operation_value();    // messages/operation.hpp
     skip(1 + 1);               // deferred: present, dtype
     skip(uint64_t{seq()} * 8); // deferred: shape

@@ -26,6 +26,7 @@ using sequence_deliver_atom = caf::atom_constant<caf::atom("vs_sqdel")>;
 using sequence_gone_atom = caf::atom_constant<caf::atom("vs_sqgone")>;
 using sequence_leave_atom = caf::atom_constant<caf::atom("vs_sqleave")>;
 using sequence_close_atom = caf::atom_constant<caf::atom("vs_sqclose")>;
+using sequence_renew_atom = caf::atom_constant<caf::atom("vs_sqrenew")>;
 
 /// One process's end: submit comes from its coordinator, deliver and gone
 /// (rank, reason, orderly: it shut its strategy down) from the sequencer.
@@ -44,11 +45,13 @@ using sequence_link_actor = caf::typed_actor<
 /// joined; submissions of a link that has not joined are dropped. leave
 /// (from a link) marks its process as leaving in order; close (from process
 /// 0's shutdown) tells every other link, and answers once they heard it.
+/// renew: its own timer, which keeps its lead under an arbiter (P16).
 using operation_sequencer_actor = caf::typed_actor<
   caf::replies_to<sequence_join_atom, int32_t, sequence_link_actor>::with<
     ok_atom>,
   caf::reacts_to<sequence_submit_atom, sequenced_operation>,
   caf::replies_to<sequence_leave_atom>::with<ok_atom>,
-  caf::replies_to<sequence_close_atom>::with<ok_atom>>;
+  caf::replies_to<sequence_close_atom>::with<ok_atom>,
+  caf::reacts_to<sequence_renew_atom>>;
 
 } // namespace varsync

@@ -63,6 +63,10 @@ struct sequenced_operation {
   int32_t origin = -1;
   /// The issuing process's number for the waiting caller.
   uint64_t ticket = 0;
+  /// Set by the sequencer: the epoch of its lead under an arbiter (P16),
+  /// 0 without one. A process never applies an operation of an epoch
+  /// older than one it has seen.
+  uint64_t epoch = 0;
   /// One that sequenceable() accepts.
   operation op = ops::list{};
   /// Set where the bulk data (an update's value, a scatter's rows and
@@ -108,7 +112,7 @@ typename Inspector::result_type inspect(Inspector& f, sequenced_operation& x) {
     return caf::none;
   });
   return f(caf::meta::type_name("varsync::sequenced_operation"), x.sequence,
-           x.origin, x.ticket, x.op, x.deferred, load);
+           x.origin, x.ticket, x.epoch, x.op, x.deferred, load);
 }
 
 } // namespace varsync

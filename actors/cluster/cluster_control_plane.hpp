@@ -27,6 +27,8 @@
 
 namespace varsync {
 
+class host_arbiter;
+
 // The control plane's own small actor system (CAF's network layer loaded),
 // so that a strategy embedded in a user's system needs nothing from it. CAF
 // 0.17 wants a system destroyed by the thread that built it: a thread of
@@ -101,6 +103,9 @@ public:
   /// control system's teardown).
   std::function<void()> leave_in_order;
   std::shared_ptr<departures> gone; // process 0
+  /// The arbiter named (P16): process 0's sequencer renews its lead in it;
+  /// the others keep it open for the day they must take over.
+  std::shared_ptr<host_arbiter> arbiter;
   std::shared_ptr<group_health> health = std::make_shared<group_health>();
 
   void attach_sequencer(sequence_receiver receiver) override {

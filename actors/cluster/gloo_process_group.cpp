@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +25,7 @@
 
 #include "actors/cluster/cluster_control_plane.hpp"
 #include "actors/cluster/control_connections.hpp"
+#include "actors/cluster/host_arbiter.hpp"
 #include "actors/cluster/operation_sequencer_actor.hpp"
 #include "actors/cluster/peer_handshake.hpp"
 #include "actors/cluster/rendezvous_gate.hpp"
@@ -260,14 +262,15 @@ publish_or_fetch_sequencer(control_system& control,
                            rendezvous_store_actor store,
                            const cluster_spec& spec,
                            clock::time_point deadline,
-                           cluster_control_plane& pg) {
+                           cluster_control_plane& pg, sequencer_lead lead) {
   auto& sys = control.sys();
   const std::string key = spec.group_name + "/sequencer";
   caf::scoped_actor self{sys};
   caf::error failed;
   if (spec.rank == 0) {
     pg.gone = std::make_shared<departures>(spec.world_size - 1);
-    auto sequencer = spawn_operation_sequencer(sys, spec.world_size, pg.gone);
+    auto sequencer = spawn_operation_sequencer(sys, spec.world_size, pg.gone,
+                                               std::move(lead));
     control.on_destroy([sequencer] {
       caf::anon_send_exit(sequencer, caf::exit_reason::user_shutdown);
     });
@@ -298,7 +301,7 @@ void link_to_sequencer(control_system& control,
                        operation_sequencer_actor sequencer,
                        const cluster_spec& spec, cluster_control_plane& pg) {
   auto& sys = control.sys();
-  pg.endpoint = std::make_shared<sequence_endpoint>();
+  pg.endpoint = std::make_shared<sequence_endpoint>(spec.rank == 0);
   pg.endpoint->on_lost([health = pg.health](caf::error reason, bool orderly) {
     // A process that shut its strategy down is how every run ends: the
     // next cross-process call still fails with the reason.
@@ -385,9 +388,9 @@ caf::error join_in_order(caf::actor_system& sys, rendezvous_store_actor store,
 caf::error join_sequencer(control_system& control,
                           rendezvous_store_actor store,
                           const cluster_spec& spec, clock::time_point deadline,
-                          cluster_control_plane& pg) {
+                          cluster_control_plane& pg, sequencer_lead lead) {
   auto sequencer = publish_or_fetch_sequencer(control, store, spec, deadline,
-                                              pg);
+                                              pg, std::move(lead));
   if (!sequencer)
     return std::move(sequencer.error());
   link_to_sequencer(control, *sequencer, spec, pg);
@@ -450,6 +453,90 @@ attach_shared_memory(const cluster_spec& spec, gloo_group& mesh,
   return nullptr;
 }
 
+// The arbiter's file: the one named, or one in /dev/shm for the group and
+// its rendezvous address.
+std::string arbiter_file(const cluster_spec& spec) {
+  if (spec.arbiter.rfind("host:", 0) == 0)
+    return spec.arbiter.substr(5);
+  uint64_t h = 0xcbf29ce484222325; // FNV-1a
+  for (char ch : spec.group_name + "@" + spec.rendezvous_host + ":"
+                   + std::to_string(spec.rendezvous_port)) {
+    h ^= static_cast<unsigned char>(ch);
+    h *= 0x100000001b3;
+  }
+  char name[64];
+  std::snprintf(name, sizeof(name), "/dev/shm/varsync-arbiter-%016llx",
+                static_cast<unsigned long long>(h));
+  return name;
+}
+
+// P16: with an arbiter, process 0 takes the lead of a new epoch and every
+// other process finds that epoch, held by process 0, in its own arbiter's
+// file (so they share one host and one file); the ranks agree on the
+// outcome over the mesh. Process 0's lead, or the arbiter kept for later.
+caf::expected<sequencer_lead> take_the_lead(const cluster_spec& spec,
+                                            gloo_group& mesh,
+                                            cluster_control_plane& pg) {
+  if (spec.arbiter.empty())
+    return sequencer_lead{};
+  const auto path = arbiter_file(spec);
+  caf::error mine;
+  uint64_t epoch = 0;
+  auto opened = host_arbiter::open({path, spec.rank, spec.peer_timeout});
+  if (!opened)
+    mine = std::move(opened.error());
+  else
+    pg.arbiter = std::move(*opened);
+  if (spec.rank == 0 && !mine) {
+    auto taken = pg.arbiter->try_acquire();
+    if (taken)
+      epoch = *taken;
+    else
+      mine = make_error(errc::invalid_argument,
+                        "rank 0 cannot take the lead (does another strategy "
+                        "use the same arbiter?): "
+                          + message_of(taken.error()));
+  }
+  if (auto err = mesh.broadcast(&epoch, sizeof(epoch), 0))
+    return err;
+  if (spec.rank != 0 && !mine) {
+    auto lead = pg.arbiter->current();
+    if (!lead)
+      mine = std::move(lead.error());
+    else if (epoch == 0 || lead->epoch != epoch || lead->rank != 0
+             || !lead->alive)
+      mine = make_error(
+        errc::invalid_argument,
+        "its file " + path + " holds epoch " + std::to_string(lead->epoch)
+          + " of process " + std::to_string(lead->rank) + ", not epoch "
+          + std::to_string(epoch)
+          + " of process 0: every process must run on one host and name "
+            "the same arbiter");
+  }
+  int32_t ok = mine ? 0 : 1;
+  if (auto err = mesh.all_reduce(reduce_op::min, dtype::int32, &ok, 1))
+    return err;
+  if (mine)
+    return make_error(code_of(mine) == errc::none ? errc::invalid_argument
+                                                  : code_of(mine),
+                      "rank " + std::to_string(spec.rank) + ": arbiter "
+                        + spec.arbiter + ": "
+                        + (message_of(mine).empty() ? describe(mine)
+                                                    : message_of(mine)));
+  if (ok != 1)
+    return make_error(errc::invalid_argument,
+                      "rank " + std::to_string(spec.rank) + ": arbiter "
+                        + spec.arbiter
+                        + ": another process could not use it (its error "
+                          "says why): every process must run on one host "
+                          "and name the same arbiter");
+  if (spec.rank != 0)
+    return sequencer_lead{};
+  log()->info("services mode: process 0 orders in epoch {} of the arbiter {}",
+              epoch, path);
+  return sequencer_lead{pg.arbiter, epoch};
+}
+
 // CAF 0.17 keeps a reference to the logger of the last system a thread
 // spawned into (a scoped_actor does), and that system's destructor waits
 // for it: the joining thread lets go of the control system's when it is
@@ -463,8 +550,9 @@ struct forget_logger_on_exit {
 };
 
 // What each rank joined with, gathered over the mesh: its replica count,
-// mode, whether its replicas have a GPU each, and its transport; every rank
-// must have the same mode and transport.
+// mode, whether its replicas have a GPU each, its transport and whether it
+// names an arbiter; every rank must have the same mode, transport and
+// arbiter.
 struct join_facts {
   std::vector<int> per_rank;
   bool every_gpu_own = true;
@@ -474,15 +562,16 @@ caf::expected<join_facts> exchange_join_facts(const cluster_spec& spec,
                                               gloo_group& mesh,
                                               int local_replicas,
                                               bool one_gpu_per_replica) {
-  std::vector<int32_t> counts(4 * static_cast<size_t>(spec.world_size));
-  int32_t mine[4] = {local_replicas, static_cast<int32_t>(spec.mode),
+  std::vector<int32_t> counts(5 * static_cast<size_t>(spec.world_size));
+  int32_t mine[5] = {local_replicas, static_cast<int32_t>(spec.mode),
                      one_gpu_per_replica ? 1 : 0,
-                     static_cast<int32_t>(spec.transport)};
+                     static_cast<int32_t>(spec.transport),
+                     spec.arbiter.empty() ? 0 : 1};
   if (auto err = mesh.all_gather(mine, counts.data(), sizeof(mine)))
     return err;
   join_facts facts;
   for (int r = 0; r < spec.world_size; ++r) {
-    const auto* theirs = counts.data() + 4 * static_cast<size_t>(r);
+    const auto* theirs = counts.data() + 5 * static_cast<size_t>(r);
     facts.per_rank.push_back(theirs[0]);
     auto mode = theirs[1];
     facts.every_gpu_own = facts.every_gpu_own && theirs[2] == 1;
@@ -508,6 +597,15 @@ caf::expected<join_facts> exchange_join_facts(const cluster_spec& spec,
                ? to_string(static_cast<host_transport>(transport))
                : "an unknown one")
           + ": every process must use the same transport");
+    if (theirs[4] != mine[4])
+      return make_error(
+        errc::invalid_argument,
+        "rank " + std::to_string(spec.rank)
+          + (mine[4] ? " names the arbiter " + spec.arbiter
+                     : std::string{" names no arbiter"})
+          + " but rank " + std::to_string(r)
+          + (theirs[4] ? " names one" : " none")
+          + ": every process must name the same arbiter");
   }
   return facts;
 }
@@ -546,6 +644,7 @@ caf::expected<process_membership> join_gloo(const cluster_spec& spec,
     return std::move(mesh.error());
   caf::expected<join_facts> facts{join_facts{}};
   caf::expected<std::unique_ptr<shared_memory_group>> local{nullptr};
+  caf::expected<sequencer_lead> lead{sequencer_lead{}};
   {
     // The caller's thread runs Gloo calls here: SIGPIPE blocked meanwhile,
     // the caller's mask back on every way out.
@@ -560,9 +659,12 @@ caf::expected<process_membership> join_gloo(const cluster_spec& spec,
     local = attach_shared_memory(spec, **mesh, plane->health);
     if (!local)
       return std::move(local.error());
+    lead = take_the_lead(spec, **mesh, *plane);
+    if (!lead)
+      return std::move(lead.error());
   }
   if (auto err = join_sequencer(*plane->control, *store, spec, deadline,
-                                *plane))
+                                *plane, std::move(*lead)))
     return err;
   auto text = std::string{*local ? "shared memory (one host)"
                                  : "gloo over TCP"}

@@ -233,7 +233,7 @@ caf::error host_arbiter::renew(uint64_t epoch) {
   auto err = d.transaction(true, [&](record& r) {
     if (epoch == 0 || epoch != d.held || r.epoch != epoch) {
       fenced = make_error(
-        errc::replica_failed,
+        errc::fenced,
         d.who() + ": fenced: epoch " + std::to_string(epoch)
           + " is not this process's to renew (the lead is in epoch "
           + std::to_string(r.epoch) + ", process " + std::to_string(r.rank)
@@ -248,6 +248,10 @@ caf::error host_arbiter::renew(uint64_t epoch) {
     return true;
   });
   return err ? err : fenced;
+}
+
+void host_arbiter::remove_file() {
+  ::unlink(impl_->options.path.c_str());
 }
 
 void host_arbiter::release(uint64_t epoch) {

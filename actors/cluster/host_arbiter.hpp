@@ -13,7 +13,8 @@
 // (fencing), and the operations it numbered under the old epoch are
 // refused by whoever knows the new one.
 //
-// Not yet wired into services mode (its failover is issue 36's next step).
+// Services mode's sequencer holds its lead through one (sequencer_lead.hpp,
+// P16); taking over from a lost sequencer is not there yet.
 // Blocking, short system calls; one object per process and file.
 
 #include <chrono>
@@ -68,15 +69,20 @@ public:
   /// long its lease still runs otherwise; this process holding the lead
   /// already is not an error (its epoch, renewed).
   caf::expected<uint64_t> try_acquire();
-  /// Extends this process's lease of `epoch`. replica_failed ("fenced")
-  /// when the epoch moved on, or when the lease ran out and this process
-  /// may not order anything until it acquired a new epoch.
+  /// Extends this process's lease of `epoch`: `fenced` when the epoch
+  /// moved on (another process took the lead; this one may order nothing
+  /// under it again). A lease that ran out while nobody took over is
+  /// renewed: nothing was ordered under another epoch meanwhile.
   caf::error renew(uint64_t epoch);
   /// Gives the lead up (an orderly exit): the next candidate takes it at
   /// once. Nothing when `epoch` is not this process's.
   void release(uint64_t epoch);
 
   const host_arbiter_options& options() const;
+
+  /// Removes the file (the strategy ended in order and no process uses it
+  /// any more); its name is free for the next run.
+  void remove_file();
 
   struct impl;
 

@@ -42,11 +42,25 @@ void sequence_endpoint::fail(caf::error reason) {
   if (failed_)
     return;
   failed_ = true;
-  failure_ = std::move(reason);
+  // P16: fenced is the sequencer's own process's word; to the others their
+  // sequencer is lost.
+  const bool fenced = has_code(reason, errc::fenced);
+  failure_ = fenced && !orders_here_
+               ? make_error(errc::replica_failed,
+                            "process 0 left the strategy (its sequencer lost "
+                            "its lead: "
+                              + message_of(reason)
+                              + "); cross-process operations fail from now "
+                                "on")
+               : std::move(reason);
   if (attached_)
     receiver_.failed(failure_);
   if (has_code(failure_, errc::shut_down)) // this process's own exit
     return;
+  if (fenced) {
+    lose(failure_, false);
+    return;
+  }
   const bool orderly = failure_ == caf::exit_reason::user_shutdown
                        || failure_ == caf::exit_reason::normal || closing_;
   lose(make_error(errc::replica_failed,
@@ -98,6 +112,12 @@ void departures::left() {
   cv_.notify_all();
 }
 
+void departures::stop_waiting() {
+  std::lock_guard<std::mutex> lock{mtx_};
+  others_ = 0;
+  cv_.notify_all();
+}
+
 bool departures::await_all(std::chrono::milliseconds limit) {
   std::unique_lock<std::mutex> lock{mtx_};
   return cv_.wait_for(lock, limit, [this] { return others_ <= 0; });
@@ -110,15 +130,22 @@ namespace {
 class sequencer_impl final : public operation_sequencer_actor::base {
 public:
   sequencer_impl(caf::actor_config& cfg, int world_size,
-                 std::shared_ptr<departures> gone)
+                 std::shared_ptr<departures> gone, sequencer_lead lead)
     : operation_sequencer_actor::base(cfg),
       links_(static_cast<size_t>(world_size)),
       leaving_(static_cast<size_t>(world_size), false),
-      gone_(std::move(gone)) {
+      gone_(std::move(gone)),
+      lead_(std::move(lead)) {
   }
 
   behavior_type make_behavior() override {
+    if (lead_.arbitrated())
+      delayed_send(this, lead_.renew_every(), sequence_renew_atom::value);
     set_down_handler([this](caf::down_msg& msg) {
+      // After a stop, the lead is checked before anything else: a sequencer
+      // fenced meanwhile says so rather than that the others left.
+      if (fenced(lead_.check()))
+        return;
       for (size_t r = 0; r < links_.size(); ++r) {
         auto& l = links_[r];
         if (!l || l.address() != msg.source)
@@ -170,6 +197,11 @@ public:
       [this](sequence_close_atom) -> caf::result<ok_atom> {
         return close_links();
       },
+      [this](sequence_renew_atom) {
+        if (!lead_.arbitrated() || fenced(lead_.renew()))
+          return;
+        delayed_send(this, lead_.renew_every(), sequence_renew_atom::value);
+      },
       [this](sequence_submit_atom, sequenced_operation& op) {
         // The sender's rank is the one it joined as, whatever op says.
         const int32_t origin = sender_rank();
@@ -178,7 +210,10 @@ public:
                       "that has not joined the sequencer");
           return;
         }
+        if (fenced(lead_.check()))
+          return;
         op.origin = origin;
+        op.epoch = lead_.epoch();
         op.sequence = ++sequence_;
         // The other processes first: their copy crosses the network, and
         // the operation's round waits for the last process to get it.
@@ -189,13 +224,28 @@ public:
     };
   }
 
-  // Promises and links hold remote proxies that can lead back here.
+  // Promises and links hold remote proxies that can lead back here. The
+  // lead is given up (unless fenced): this process orders nothing more;
+  // its file goes when no other process is left to use it.
   void on_exit() override {
     joining_.clear();
     links_.clear();
+    lead_.release(gone_ && gone_->await_all(std::chrono::milliseconds{0}));
   }
 
 private:
+  /// Stops the sequencer when `err` (from its lead) says it may order
+  /// nothing more: every link then fails with it.
+  bool fenced(caf::error err) {
+    if (!err)
+      return false;
+    log()->error("{}", describe(err));
+    if (gone_)
+      gone_->stop_waiting();
+    quit(std::move(err));
+    return true;
+  }
+
   /// The rank whose link sent the current message, or -1.
   int32_t sender_rank() {
     auto sender = current_sender();
@@ -236,6 +286,7 @@ private:
   size_t joined_ = 0;
   std::vector<caf::typed_response_promise<ok_atom>> joining_;
   uint64_t sequence_ = 0;
+  sequencer_lead lead_;
 };
 
 // -- link -----------------------------------------------------------------
@@ -261,9 +312,17 @@ public:
         send(sequencer_, sequence_submit_atom::value, std::move(op));
       },
       [this](sequence_deliver_atom, sequenced_operation& op) {
-        // Only the sequencer orders operations.
+        // Only the sequencer orders operations, and never under an epoch
+        // older than one seen (P16: a fenced sequencer's late message).
         if (current_sender() != sequencer_->ctrl())
           return;
+        if (op.epoch < epoch_) {
+          log()->warn("services mode: refused operation {} of epoch {}: "
+                      "epoch {} has ordered operations since",
+                      op.sequence, op.epoch, epoch_);
+          return;
+        }
+        epoch_ = op.epoch;
         endpoint_->deliver(std::move(op));
       },
       [this](sequence_gone_atom, int32_t rank, const std::string& reason,
@@ -299,14 +358,18 @@ public:
 private:
   operation_sequencer_actor sequencer_;
   std::shared_ptr<sequence_endpoint> endpoint_;
+  /// The newest epoch delivered.
+  uint64_t epoch_ = 0;
 };
 
 } // namespace
 
 operation_sequencer_actor
 spawn_operation_sequencer(caf::actor_system& sys, int world_size,
-                          std::shared_ptr<departures> gone) {
-  return sys.spawn<sequencer_impl>(world_size, std::move(gone));
+                          std::shared_ptr<departures> gone,
+                          sequencer_lead lead) {
+  return sys.spawn<sequencer_impl>(world_size, std::move(gone),
+                                   std::move(lead));
 }
 
 sequence_link_actor

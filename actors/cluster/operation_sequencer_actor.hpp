@@ -13,6 +13,7 @@
 
 #include <caf/actor_system.hpp>
 
+#include "actors/cluster/sequencer_lead.hpp"
 #include "messages/operation_sequencer.hpp"
 #include "sync/transport/process_group.hpp"
 
@@ -22,6 +23,11 @@ namespace varsync {
 /// attaches, or a queue until it does. Shared by the link and its group.
 class sequence_endpoint {
 public:
+  /// `orders_here`: this process runs the sequencer (it alone learns that
+  /// it was fenced as `fenced`; the others that their sequencer is lost).
+  explicit sequence_endpoint(bool orders_here = false)
+    : orders_here_(orders_here) {}
+
   void attach(sequence_receiver receiver);
   void deliver(sequenced_operation op);
   /// Once: later deliveries are dropped.
@@ -48,6 +54,7 @@ private:
   std::function<void(caf::error, bool)> lost_;
   bool lost_called_ = false;
   bool closing_ = false;
+  const bool orders_here_;
 
   void lose(caf::error reason, bool orderly); // under the lock
 };
@@ -58,6 +65,9 @@ class departures {
 public:
   explicit departures(int others) : others_(others) {}
   void left();
+  /// This process orders nothing any more (its sequencer was fenced): no
+  /// other process waits for it, so its shutdown waits for none.
+  void stop_waiting();
   bool await_all(std::chrono::milliseconds limit);
 
 private:
@@ -67,10 +77,13 @@ private:
 };
 
 /// The sequencer of `world_size` processes; it reports the other
-/// processes' links going down to `gone`.
+/// processes' links going down to `gone`. Under an arbiter, it orders
+/// under `lead`'s epoch while it can renew it, and stops with `fenced`
+/// once it cannot (P16).
 operation_sequencer_actor
 spawn_operation_sequencer(caf::actor_system& sys, int world_size,
-                          std::shared_ptr<departures> gone);
+                          std::shared_ptr<departures> gone,
+                          sequencer_lead lead = {});
 
 /// A process's link: forwards its submissions to `sequencer` and its
 /// deliveries to `endpoint`; a lost sequencer fails the endpoint.

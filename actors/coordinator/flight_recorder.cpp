@@ -98,6 +98,7 @@ std::vector<operation_record> flight_recorder::records(
     r.variable = e.variable != 0 ? name_of(e.variable) : e.name;
     r.origin = e.from.process;
     r.sequence = e.from.sequence;
+    r.epoch = e.from.epoch;
     r.phase = phases[static_cast<size_t>(e.now)];
     r.age_us = duration_cast<microseconds>(now - e.start).count();
     if (e.now == phase::done || e.now == phase::failed)

@@ -25,10 +25,12 @@ public:
   static constexpr size_t capacity = 256;
 
   /// Where an operation came from: the issuing process and, in services
-  /// mode, its number in the sequencer's order (0 elsewhere).
+  /// mode, its number in the sequencer's order and the epoch it was
+  /// ordered in (0 elsewhere).
   struct origin {
     int32_t process = 0;
     uint64_t sequence = 0;
+    uint64_t epoch = 0;
   };
 
   flight_recorder();

@@ -161,7 +161,8 @@ void services_ordering::apply_ordered(sequenced_operation op,
   replaying_ = true;
   c_.run_requested_at(since, [&] {
     c_.execute(timeout, std::move(op.op), std::move(done),
-               flight_recorder::origin{op.origin, op.sequence}, recorded);
+               flight_recorder::origin{op.origin, op.sequence, op.epoch},
+               recorded);
   });
   replaying_ = saved;
 }
@@ -202,7 +203,7 @@ void services_ordering::receive_payload(sequenced_operation op,
                                 "issued; nothing was changed");
   }
   const uint64_t recorded
-    = c_.record_ordered(op.op, {op.origin, op.sequence});
+    = c_.record_ordered(op.op, {op.origin, op.sequence, op.epoch});
   std::shared_ptr<collective_plan> plan;
   {
     coordinator_helpers::restore_on_exit scope{c_.flight_now_, recorded};
@@ -253,12 +254,16 @@ void services_ordering::receive_payload(sequenced_operation op,
 void services_ordering::lost(caf::error reason) {
   if (sequencer_failure_)
     return;
-  sequencer_failure_ = make_error(
-    errc::replica_failed,
-    "process 0, which orders the cross-replica operations of services mode, "
-    "cannot be reached ("
-      + c_.self_->system().render(reason)
-      + "); cross-replica operations fail from now on");
+  // Fenced (P16): this process's own sequencer lost its lead, or another
+  // process's did; those words say it better than "cannot be reached".
+  sequencer_failure_
+    = has_code(reason, errc::fenced) || has_code(reason, errc::replica_failed)
+        ? std::move(reason)
+        : make_error(errc::replica_failed,
+                     "process 0, which orders the cross-replica operations "
+                     "of services mode, cannot be reached ("
+                       + c_.self_->system().render(reason)
+                       + "); cross-replica operations fail from now on");
   log()->error("services mode: {}", varsync::describe(sequencer_failure_));
   // Callers still waiting never get their operation back.
   c_.waits_.fail_barriers(sequencer_failure_);

@@ -84,6 +84,18 @@ struct cluster_spec {
   /// never sent. Empty: any process that reaches the rendezvous port may
   /// join (keep it on loopback, the default).
   std::string cluster_token;
+  /// Services mode: who decides which process orders the operations
+  /// (docs/multiprocess.md, "Who orders"). Empty: no arbiter; process 0
+  /// orders, and once it is lost cross-process operations fail (P3).
+  /// "host": the kernel of the one host every process runs on, through a
+  /// lock file in /dev/shm named after the group and rendezvous address;
+  /// "host:<absolute path>": that file. With an arbiter, process 0 holds
+  /// the lead for an epoch, renewed every third of the peer timeout (its
+  /// lease), and every operation it orders carries that epoch; a process 0
+  /// that stopped for longer than its lease while another took the lead
+  /// orders nothing more and fails with `fenced` (P16). Needs a peer
+  /// timeout. Every process must name the same arbiter.
+  std::string arbiter;
 };
 
 /// The bounds on a cluster token's length.
@@ -110,7 +122,8 @@ using environment_reader
 /// bind address, VARSYNC_TIMEOUT_MS both timeouts, VARSYNC_PEER_TIMEOUT_MS
 /// the peer timeout, VARSYNC_MODE the mode ("training" or "services"),
 /// VARSYNC_HOST_TRANSPORT the transport ("automatic", "gloo" or
-/// "shared_memory"), VARSYNC_CLUSTER_TOKEN the cluster token. A value that
+/// "shared_memory"), VARSYNC_CLUSTER_TOKEN the cluster token, VARSYNC_ARBITER
+/// the arbiter ("host" or "host:<path>"). A value that
 /// is not a number, out of range, or a missing companion variable is
 /// invalid_argument naming the variable (never quoting the token).
 caf::expected<std::optional<cluster_spec>>
@@ -120,7 +133,9 @@ cluster_from_environment(const environment_reader& getenv = {});
 /// (rank outside [0, world_size), no rendezvous port with several
 /// processes, a non-positive timeout, a peer timeout under 100 ms but not
 /// zero, an empty host, a mode or transport that is not one, a cluster
-/// token that is not empty but shorter than 16 or longer than 1024 bytes).
+/// token that is not empty but shorter than 16 or longer than 1024 bytes,
+/// an arbiter that is not "host" or "host:<absolute path>", or one outside
+/// services mode or without a peer timeout).
 caf::error validate(const cluster_spec& spec);
 
 } // namespace varsync

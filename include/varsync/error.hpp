@@ -43,6 +43,10 @@ enum class errc : uint8_t {
   /// Refused at once because the queue it would wait in is full (V3):
   /// nothing was changed, nothing was sent; retry later or slow down.
   overloaded,
+  /// Services mode with an arbiter: this process ordered operations, and
+  /// its lead passed to another epoch (it stopped for longer than its
+  /// lease). It may order nothing more; the operation was not ordered.
+  fenced,
 };
 
 /// The atom naming varsync's error category ("varsync").

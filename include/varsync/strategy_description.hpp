@@ -23,6 +23,9 @@ struct operation_record {
   /// Services mode: its place in the sequencer's one order where this
   /// process runs it in its turn; 0 elsewhere.
   uint64_t sequence = 0;
+  /// Services mode with an arbiter (P16): the epoch of the lead that
+  /// ordered it; 0 elsewhere.
+  uint64_t epoch = 0;
   /// "queued" (waiting for admission, V3), "sequencing" (sent to the
   /// sequencer, not back yet), "running";
   /// across processes the stage its round passed last: "agreed" (every
@@ -40,7 +43,7 @@ struct operation_record {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, operation_record& x) {
   return f(caf::meta::type_name("varsync::operation_record"), x.id, x.kind,
-           x.variable, x.origin, x.sequence, x.phase, x.age_us,
+           x.variable, x.origin, x.sequence, x.epoch, x.phase, x.age_us,
            x.duration_us, x.error);
 }
 
@@ -68,8 +71,8 @@ struct strategy_description {
 };
 
 /// The flight recorder's report as JSON: {"process", "dispatched",
-/// "operations": [{"id", "kind", "variable", "origin", "sequence", "phase",
-/// "age_us", "duration_us", "error"}, ...]}.
+/// "operations": [{"id", "kind", "variable", "origin", "sequence", "epoch",
+/// "phase", "age_us", "duration_us", "error"}, ...]}.
 std::string to_json(const strategy_description& d);
 
 template <class Inspector>

@@ -36,6 +36,7 @@ struct op {
   uint64_t key = 0;
   std::string kind, variable, phase, error;
   int origin = 0;
+  uint64_t epoch = 0;
   int64_t age_us = 0;
 };
 
@@ -55,6 +56,8 @@ std::string describe(const op& o) {
   out += "(" + o.variable + ")";
   if (o.origin >= 0)
     out += " from process " + std::to_string(o.origin);
+  if (o.epoch > 0) // P16: the lead that ordered it
+    out += " (epoch " + std::to_string(o.epoch) + ")";
   return out;
 }
 
@@ -102,6 +105,7 @@ process_view read_dump(const std::string& path) {
     o.phase = r.value("phase", "");
     o.error = r.value("error", "");
     o.origin = r.value("origin", -1);
+    o.epoch = r.value("epoch", uint64_t{0});
     o.age_us = r.value("age_us", int64_t{0});
     // Unanswered: queued, sequencing, running, or a round's stage.
     if (o.phase != "done" && o.phase != "failed") {

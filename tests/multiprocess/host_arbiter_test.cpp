@@ -123,8 +123,8 @@ TEST_CASE("host arbiter: a holder that stops answering loses the lead when "
   CHECK(*taken == 2);
   // The old holder wakes: epoch 1 is gone, and it says so.
   auto fenced = a->renew(1);
-  CHECK(has(fenced, errc::replica_failed, "fenced: epoch 1"));
-  CHECK(has(fenced, errc::replica_failed, "the lead is in epoch 2, process 1"));
+  CHECK(has(fenced, errc::fenced, "fenced: epoch 1"));
+  CHECK(has(fenced, errc::fenced, "the lead is in epoch 2, process 1"));
   CHECK(has(a->try_acquire().error(), errc::replica_failed,
             "leads in epoch 2"));
   CHECK_FALSE(b->renew(2));

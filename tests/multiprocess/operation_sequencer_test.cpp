@@ -2,12 +2,16 @@
 // (actors/cluster/operation_sequencer_actor),
 // in one process: every link receives the operations in one order, stamped
 // with the rank that submitted them; joins and messages that do not belong
-// are refused or dropped.
+// are refused or dropped; under an arbiter, every operation carries the
+// lead's epoch, a sequencer that lost its lead stops with `fenced`, and a
+// link refuses an epoch older than one it saw (P16).
 
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -18,6 +22,7 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
+#include "actors/cluster/host_arbiter.hpp"
 #include "actors/cluster/operation_sequencer_actor.hpp"
 #include "varsync/config.hpp"
 #include "varsync/error.hpp"
@@ -52,7 +57,66 @@ struct recorder {
     std::unique_lock<std::mutex> lock{mtx};
     return cv.wait_for(lock, 5s, [&] { return ops.size() >= n; });
   }
+
+  caf::error wait_for_failure() {
+    std::unique_lock<std::mutex> lock{mtx};
+    cv.wait_for(lock, 5s, [&] { return bool{failure}; });
+    return failure;
+  }
+
+  /// What the endpoint's on_lost said (the process's group health).
+  caf::error lost;
+  std::function<void(caf::error, bool)> on_lost() {
+    return [this](caf::error err, bool) {
+      std::lock_guard<std::mutex> lock{mtx};
+      lost = std::move(err);
+      cv.notify_all();
+    };
+  }
+  caf::error wait_for_lost() {
+    std::unique_lock<std::mutex> lock{mtx};
+    cv.wait_for(lock, 5s, [&] { return bool{lost}; });
+    return lost;
+  }
 };
+
+// An arbiter file of this test's own, removed however the test ends.
+struct arbiter_file {
+  std::string path;
+  explicit arbiter_file(const std::string& what)
+    : path("/dev/shm/varsync-sequencer-test-" + std::to_string(getpid())
+           + "-" + what) {
+    std::filesystem::remove(path);
+  }
+  ~arbiter_file() { std::filesystem::remove(path); }
+  std::shared_ptr<host_arbiter> open(int rank,
+                                     std::chrono::milliseconds lease) {
+    auto a = host_arbiter::open({path, rank, lease});
+    REQUIRE(a);
+    return std::shared_ptr<host_arbiter>{std::move(*a)};
+  }
+};
+
+// Stands in for a sequencer: orders each submission back to the link that
+// joined, under the epoch the submission's ticket names.
+operation_sequencer_actor::behavior_type
+echo_sequencer(operation_sequencer_actor::pointer self,
+               std::shared_ptr<sequence_link_actor> joined) {
+  return {
+    [=](sequence_join_atom, int32_t, sequence_link_actor& link) {
+      *joined = link;
+      return ok_atom::value;
+    },
+    [=](sequence_submit_atom, sequenced_operation& op) {
+      op.epoch = op.ticket;
+      op.sequence = op.ticket;
+      self->send(*joined, sequence_deliver_atom::value, std::move(op));
+    },
+    [](sequence_leave_atom) { return ok_atom::value; },
+    [](sequence_close_atom) { return ok_atom::value; },
+    [](sequence_renew_atom) {},
+  };
+}
 
 struct config : caf::actor_system_config {
   config() { register_types(*this); }
@@ -145,4 +209,136 @@ TEST_CASE("operation sequencer: one order for every link, origin from the "
     std::unique_lock<std::mutex> lock{r.mtx};
     CHECK(r.cv.wait_for(lock, 5s, [&] { return bool{r.failure}; }));
   }
+}
+
+TEST_CASE("operation sequencer under an arbiter: every operation carries "
+          "the lead's epoch, and one that lost its lead while it could not "
+          "renew orders nothing and every link fails with fenced") {
+  config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  arbiter_file file{"lead"};
+
+  // A sequencer that keeps its lead: its operations carry epoch 1, also
+  // well past its lease (the timer renews it).
+  {
+    auto a = file.open(0, 300ms);
+    auto epoch = a->try_acquire();
+    REQUIRE(epoch);
+    CHECK(*epoch == 1);
+    auto sequencer = spawn_operation_sequencer(
+      sys, 1, std::make_shared<departures>(0), sequencer_lead{a, *epoch});
+    recorder rec;
+    auto end = std::make_shared<sequence_endpoint>(true);
+    end->attach(rec.receiver());
+    auto link = spawn_sequence_link(sys, sequencer, end);
+    self->request(sequencer, 5s, sequence_join_atom::value, int32_t{0}, link)
+      .receive([](ok_atom) {}, [](caf::error& e) { FAIL(to_string(e)); });
+    caf::anon_send(link, sequence_submit_atom::value, read_of(1, 1));
+    std::this_thread::sleep_for(700ms); // two leases
+    caf::anon_send(link, sequence_submit_atom::value, read_of(2, 2));
+    REQUIRE(rec.wait_for(2));
+    {
+      std::lock_guard<std::mutex> lock{rec.mtx};
+      CHECK(rec.ops[0].epoch == 1);
+      CHECK(rec.ops[1].epoch == 1);
+      CHECK(!rec.failure);
+    }
+    // Another candidate is refused meanwhile: the lead is alive and leased.
+    auto b = file.open(1, 300ms);
+    CHECK(!b->try_acquire());
+    // An orderly end gives the lead up: the candidate takes it at once;
+    // with no other process left, the file goes.
+    self->send_exit(link, caf::exit_reason::user_shutdown);
+    self->send_exit(sequencer, caf::exit_reason::user_shutdown);
+    self->wait_for(sequencer);
+    CHECK(!std::filesystem::exists(file.path));
+    auto next = b->try_acquire();
+    REQUIRE(next);
+    CHECK(*next == 2);
+    b->release(*next);
+  }
+
+  // A sequencer whose lease ran out while it did not renew (a stopped
+  // process), and whose lead another process took meanwhile.
+  auto a = file.open(0, 200ms);
+  auto epoch = a->try_acquire();
+  REQUIRE(epoch);
+  sequencer_lead lead{a, *epoch};
+  std::this_thread::sleep_for(300ms);
+  auto b = file.open(1, 5s);
+  auto taken = b->try_acquire();
+  REQUIRE(taken);
+  CHECK(*taken == *epoch + 1);
+  auto sequencer = spawn_operation_sequencer(
+    sys, 2, std::make_shared<departures>(1), std::move(lead));
+  // Link 0 is the sequencer's own process's, link 1 another's.
+  recorder rec[2];
+  sequence_link_actor link[2];
+  for (int r = 0; r < 2; ++r) {
+    auto end = std::make_shared<sequence_endpoint>(r == 0);
+    end->attach(rec[r].receiver());
+    end->on_lost(rec[r].on_lost());
+    link[r] = spawn_sequence_link(sys, sequencer, end);
+    self->request(sequencer, 5s, sequence_join_atom::value, int32_t{r},
+                  link[r]);
+  }
+  caf::anon_send(link[1], sequence_submit_atom::value, read_of(1, 1));
+  const auto lead_words = "the lead is in epoch " + std::to_string(*taken)
+                          + ", process 1";
+  auto failure = rec[0].wait_for_failure();
+  INFO(to_string(failure));
+  CHECK(has_code(failure, errc::fenced));
+  CHECK(message_of(failure).find("lost the lead") != std::string::npos);
+  CHECK(message_of(failure).find(lead_words) != std::string::npos);
+  // The process learns it in the same words (group health).
+  CHECK(has_code(rec[0].wait_for_lost(), errc::fenced));
+  // Another process: its sequencer is lost, in the same words.
+  auto other = rec[1].wait_for_failure();
+  INFO(to_string(other));
+  CHECK(has_code(other, errc::replica_failed));
+  CHECK(message_of(other).find(lead_words) != std::string::npos);
+  CHECK(has_code(rec[1].wait_for_lost(), errc::replica_failed));
+  std::this_thread::sleep_for(50ms);
+  for (auto& r : rec) {
+    std::lock_guard<std::mutex> lock{r.mtx};
+    CHECK(r.ops.empty()); // nothing was ordered
+  }
+  // The new holder's lead is untouched; the file is left to it.
+  auto now = b->current();
+  REQUIRE(now);
+  CHECK(now->epoch == *taken);
+  CHECK(now->rank == 1);
+  CHECK(std::filesystem::exists(file.path));
+  for (auto& l : link)
+    self->send_exit(l, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("sequence link: an operation of an epoch older than one it "
+          "delivered is refused, never applied (P16)") {
+  config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto joined = std::make_shared<sequence_link_actor>();
+  auto sequencer = sys.spawn(echo_sequencer, joined);
+  recorder rec;
+  auto end = std::make_shared<sequence_endpoint>();
+  end->attach(rec.receiver());
+  auto link = spawn_sequence_link(sys, sequencer, end);
+  self->request(sequencer, 5s, sequence_join_atom::value, int32_t{0}, link)
+    .receive([](ok_atom) {}, [](caf::error& e) { FAIL(to_string(e)); });
+  // The ticket is the epoch the stand-in orders it under.
+  for (uint64_t epoch : {1, 2, 1, 2, 3, 2})
+    caf::anon_send(link, sequence_submit_atom::value, read_of(epoch, epoch));
+  REQUIRE(rec.wait_for(4));
+  std::this_thread::sleep_for(100ms); // nothing else arrives
+  {
+    std::lock_guard<std::mutex> lock{rec.mtx};
+    std::vector<uint64_t> epochs;
+    for (auto& op : rec.ops)
+      epochs.push_back(op.epoch);
+    CHECK(epochs == std::vector<uint64_t>{1, 2, 2, 3});
+  }
+  self->send_exit(link, caf::exit_reason::user_shutdown);
+  self->send_exit(sequencer, caf::exit_reason::user_shutdown);
 }

@@ -119,9 +119,14 @@ inline children_result run_children(const std::vector<child_spec>& children,
         stopped[i] = true;
       }
       int status = 0;
-      if (waitpid(pids[i], &status, WNOHANG | WUNTRACED) == pids[i]) {
+      if (waitpid(pids[i], &status, WNOHANG | WUNTRACED | WCONTINUED)
+          == pids[i]) {
         if (WIFSTOPPED(status)) { // stopped itself (or by us)
           stopped[i] = true;
+          continue;
+        }
+        if (WIFCONTINUED(status)) { // woken by another child
+          stopped[i] = false;
           continue;
         }
         out.exit_codes[i] = WIFEXITED(status) ? WEXITSTATUS(status) : -2;

@@ -1058,6 +1058,48 @@ int services_stopped(strategy& s) {
   return failures == 0 ? 0 : 1;
 }
 
+// P16, services mode under an arbiter: process 0 orders in epoch 1; it
+// stops itself (as a long pause would) once the others saw its variables.
+// A successor (arbiter_successor, standing in for the take-over to come)
+// takes the lead when process 0's lease runs out, and wakes it: process
+// 0's next operations fail with fenced, nothing of them is applied, and
+// its local values stay readable. The others fail with replica_failed.
+int services_fenced(strategy& s) {
+  if (s.process_rank() != 0)
+    return services_stopped(s);
+  must(s.create_variable("c", tensor::scalar<float>(1),
+                         synchronization::on_read, aggregation::sum),
+       "create c");
+  auto a = must(s.create_variable("a", tensor::scalar<float>(3),
+                                  synchronization::on_write, aggregation::sum),
+                "create a");
+  for (int r = 1; r < s.num_processes(); ++r)
+    await_variable(s, "seen" + std::to_string(r));
+  std::raise(SIGSTOP); // until the successor took the lead
+  auto err = s.assign_add(a, 1.0);
+  check(has_code(err, errc::fenced),
+        "an operation of the woken sequencer fails with fenced: "
+          + describe(err));
+  check(message_of(err).find("lost the lead") != std::string::npos
+          && message_of(err).find("the lead is in epoch 2")
+               != std::string::npos,
+        "it says it lost the lead, and to which epoch: " + describe(err));
+  auto again = s.assign_add(a, 1.0);
+  check(has_code(again, errc::fenced), "so does every later one: "
+                                         + describe(again));
+  auto local = s.local_values(a);
+  check(local && local->front().to_vector<float>() == std::vector<float>{3},
+        "nothing was applied, and local values stay readable");
+  // The operations it ordered carry its epoch (M7).
+  auto stats = must(s.stats(), "stats");
+  bool stamped = false;
+  for (auto& r : stats.recent_operations)
+    stamped = stamped || (r.sequence > 0 && r.epoch == 1);
+  check(stamped, "the flight recorder shows epoch 1 on ordered operations");
+  std::printf("process 0: %s\n", describe(err).c_str());
+  return failures == 0 ? 0 : 1;
+}
+
 // Training mode: the last process stops (SIGSTOP) while every process is
 // idle. Process 0 closes its control connection after the peer timeout
 // (2 s here) and tells the others; their next operation fails at once with
@@ -1343,6 +1385,8 @@ int main(int argc, char** argv) {
     return refused(errc::invalid_argument, "same transport");
   if (scenario == "absent")
     return refused(errc::timeout, "never arrived");
+  if (scenario == "arbiter_mismatch")
+    return refused(errc::invalid_argument, "the same arbiter");
   // Process 0 and the others hold different cluster tokens.
   if (scenario == "wrong_token")
     return rank_ == 0 ? refused(errc::timeout, "never arrived")
@@ -1377,6 +1421,8 @@ int main(int argc, char** argv) {
     rc = hang_dumps(*s, argv[3]);
   else if (scenario == "services_stopped")
     rc = services_stopped(*s);
+  else if (scenario == "services_fenced")
+    rc = services_fenced(*s);
   else if (scenario == "killed" && argc == 4)
     rc = killed(*s, argv[3]);
   else if (scenario == "die" || scenario == "stop")

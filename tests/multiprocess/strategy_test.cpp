@@ -38,11 +38,12 @@ run_strategy(const std::string& scenario, int processes, int local,
              std::chrono::milliseconds timeout, bool absent = false,
              const std::string& path = {}, const std::string& mode = {},
              std::chrono::milliseconds peer_timeout = 5s,
-             const std::string& transport = "automatic") {
+             const std::string& transport = "automatic",
+             const std::string& arbiter = {}) {
   auto port = free_loopback_port();
   REQUIRE(port > 0);
   std::vector<child_spec> children;
-  for (int r = 0; r < processes - (absent ? 1 : 0); ++r)
+  for (int r = 0; r < processes - (absent ? 1 : 0); ++r) {
     children.push_back(
       {path.empty()
          ? std::vector<std::string>{STRATEGY_RANK_EXE, scenario,
@@ -66,6 +67,9 @@ run_strategy(const std::string& scenario, int processes, int local,
           + std::string{mode == "mixed_transport" && r == 0 ? "gloo"
                                                             : transport}},
        {}});
+    if (!arbiter.empty())
+      children.back().env.push_back("VARSYNC_ARBITER=" + arbiter);
+  }
   auto out = run_children(children, 120s);
   REQUIRE(out.spawned);
   return out;
@@ -167,19 +171,27 @@ TEST_CASE("multiprocess strategy: services mode (P2): one-sided operations "
 }
 
 TEST_CASE("multiprocess strategy: services mode across 2 processes x 2 "
-          "replicas") {
+          "replicas, under a host arbiter whose file goes at the orderly end "
+          "(P16)") {
   auto path = std::string{"/tmp/varsync-mp-services2-"}
               + std::to_string(::getpid()) + ".safetensors";
-  auto r = run_strategy("services", 2, 2, 20s, false, path, "services");
+  auto file = std::string{"/dev/shm/varsync-mp-arbiter-"}
+              + std::to_string(::getpid());
+  auto r = run_strategy("services", 2, 2, 20s, false, path, "services", 5s,
+                        "automatic", "host:" + file);
   CHECK(r.exit_codes == std::vector<int>{0, 0});
+  CHECK(!std::filesystem::exists(file));
   ::unlink(path.c_str());
+  ::unlink(file.c_str());
 }
 
 TEST_CASE("multiprocess strategy: waiting for a variable, barriers and "
           "agreement "
           "(C10, P14, P15) and every process's metrics (M9) across 3 "
           "processes in services mode") {
-  auto r = run_strategy("waits", 3, 1, 20s, false, {}, "services");
+  // Under the arbiter of the host's default file (P16).
+  auto r = run_strategy("waits", 3, 1, 20s, false, {}, "services", 5s,
+                        "automatic", "host");
   CHECK(r.exit_codes == std::vector<int>{0, 0, 0});
 }
 
@@ -204,6 +216,71 @@ TEST_CASE("multiprocess strategy: services mode notices a stopped process 0 "
                         2s);
   // The stopped process is killed by the harness (-1).
   CHECK(r.exit_codes == std::vector<int>{-1, 0, 0});
+}
+
+TEST_CASE("multiprocess strategy: P16: services mode under a host arbiter: "
+          "a process 0 that stopped past its lease while another process "
+          "took the lead wakes up fenced, and orders nothing") {
+  auto path = std::filesystem::temp_directory_path()
+              / ("varsync-fenced-" + std::to_string(::getpid()));
+  std::filesystem::remove(path);
+  auto port = free_loopback_port();
+  REQUIRE(port > 0);
+  std::vector<child_spec> children;
+  for (int r = 0; r < 3; ++r)
+    children.push_back({{STRATEGY_RANK_EXE, "services_fenced", "1"},
+                        {"VARSYNC_RANK=" + std::to_string(r),
+                         "VARSYNC_WORLD_SIZE=3",
+                         "VARSYNC_RENDEZVOUS=127.0.0.1:" + std::to_string(port),
+                         "VARSYNC_TIMEOUT_MS=20000",
+                         "VARSYNC_PEER_TIMEOUT_MS=1000",
+                         "VARSYNC_MODE=services",
+                         "VARSYNC_ARBITER=host:" + path.string()},
+                        {}});
+  // Rank 3 of the arbiter (a process outside the strategy); it holds the
+  // lead for 2 s once it took it.
+  children.push_back({{ARBITER_SUCCESSOR_EXE, path.string(), "3", "5000",
+                       "2000", "60000"},
+                      {},
+                      {}});
+  auto r = run_children(children, 120s);
+  REQUIRE(r.spawned);
+  std::filesystem::remove(path);
+  CHECK(r.exit_codes == std::vector<int>{0, 0, 0, 0});
+}
+
+TEST_CASE("multiprocess strategy: P16: processes that name different "
+          "arbiters, or one none, fail to join with invalid_argument saying "
+          "so") {
+  auto dir = std::filesystem::temp_directory_path();
+  const auto a = (dir / ("varsync-arbiter-a-" + std::to_string(::getpid())))
+                   .string();
+  const auto b = (dir / ("varsync-arbiter-b-" + std::to_string(::getpid())))
+                   .string();
+  for (auto second : {"host:" + b, std::string{}}) {
+    INFO("rank 1's arbiter: '" << second << "'");
+    auto port = free_loopback_port();
+    REQUIRE(port > 0);
+    std::vector<child_spec> children;
+    for (int r = 0; r < 2; ++r) {
+      std::vector<std::string> env{
+        "VARSYNC_RANK=" + std::to_string(r), "VARSYNC_WORLD_SIZE=2",
+        "VARSYNC_RENDEZVOUS=127.0.0.1:" + std::to_string(port),
+        "VARSYNC_TIMEOUT_MS=10000", "VARSYNC_PEER_TIMEOUT_MS=1000",
+        "VARSYNC_MODE=services"};
+      if (r == 0)
+        env.push_back("VARSYNC_ARBITER=host:" + a);
+      else if (!second.empty())
+        env.push_back("VARSYNC_ARBITER=" + second);
+      children.push_back(
+        {{STRATEGY_RANK_EXE, "arbiter_mismatch", "1"}, env, {}});
+    }
+    auto r = run_children(children, 60s);
+    REQUIRE(r.spawned);
+    CHECK(r.exit_codes == std::vector<int>{0, 0});
+  }
+  std::filesystem::remove(a);
+  std::filesystem::remove(b);
 }
 
 TEST_CASE("multiprocess strategy: training mode notices a process that "

@@ -280,6 +280,45 @@ TEST_CASE("cluster_spec: validate names the field") {
   CHECK(message_of(validate(s)).find("mode 7") != std::string::npos);
 }
 
+TEST_CASE("cluster_spec: VARSYNC_ARBITER names the arbiter, and validate "
+          "checks its form, its mode and the peer timeout it leases by") {
+  auto with = [](const char* arbiter) {
+    return cluster_from_environment(env({{"VARSYNC_RANK", "0"},
+                                         {"VARSYNC_WORLD_SIZE", "2"},
+                                         {"VARSYNC_RENDEZVOUS", "h:1"},
+                                         {"VARSYNC_MODE", "services"},
+                                         {"VARSYNC_ARBITER", arbiter}}));
+  };
+  auto host = with("host");
+  REQUIRE(host);
+  CHECK((*host)->arbiter == "host");
+  CHECK(!validate(**host));
+  auto file = with("host:/dev/shm/x");
+  REQUIRE(file);
+  CHECK((*file)->arbiter == "host:/dev/shm/x");
+  for (const char* bad : {"", "etcd", "host:", "host:relative", "Host"}) {
+    INFO(bad);
+    auto c = with(bad);
+    REQUIRE(!c);
+    CHECK(has_code(c.error(), errc::invalid_argument));
+    CHECK(message_of(c.error()).find("VARSYNC_ARBITER") != std::string::npos);
+  }
+  cluster_spec s;
+  s.world_size = 2;
+  s.rendezvous_port = 5000;
+  s.mode = cluster_mode::services;
+  s.arbiter = "host";
+  CHECK(!validate(s));
+  s.arbiter = "host:tmp/x";
+  CHECK(message_of(validate(s)).find("absolute path") != std::string::npos);
+  s.arbiter = "host";
+  s.peer_timeout = std::chrono::milliseconds{0};
+  CHECK(message_of(validate(s)).find("peer timeout") != std::string::npos);
+  s.peer_timeout = std::chrono::milliseconds{1000};
+  s.mode = cluster_mode::training;
+  CHECK(message_of(validate(s)).find("training mode") != std::string::npos);
+}
+
 TEST_CASE("process_group: global replica ids run over the ranks in order") {
   struct fake : data_transport {
     int rank() const override { return 1; }
