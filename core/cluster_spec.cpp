@@ -82,11 +82,34 @@ std::string token_problem(size_t size) {
               : "");
 }
 
+// An etcd address: "etcd:http://<host>:<port>" and an optional "/<key>".
+std::string etcd_problem(const std::string& arbiter) {
+  const std::string scheme = "etcd:http://";
+  if (arbiter.rfind(scheme, 0) != 0)
+    return "names no http:// address after 'etcd:' (TLS is not supported)";
+  const auto rest = arbiter.substr(scheme.size());
+  const auto hostport = rest.substr(0, rest.find('/'));
+  const auto colon = hostport.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    return "names no <host>:<port> after 'etcd:http://'";
+  const auto port = hostport.substr(colon + 1);
+  if (port.empty() || port.size() > 5
+      || port.find_first_not_of("0123456789") != std::string::npos
+      || std::stol(port) < 1 || std::stol(port) > 65535)
+    return "names no port from 1 to 65535";
+  if (arbiter.size() > 4096 || arbiter.find('\0') != std::string::npos)
+    return "is longer than 4096 bytes or holds a NUL byte";
+  return {};
+}
+
 std::string arbiter_problem(const std::string& arbiter) {
   if (arbiter == "host")
     return {};
+  if (arbiter.rfind("etcd:", 0) == 0)
+    return etcd_problem(arbiter);
   if (arbiter.rfind("host:", 0) != 0)
-    return "is not one of 'host', 'host:<absolute path>'";
+    return "is not one of 'host', 'host:<absolute path>', "
+           "'etcd:http://<host>:<port>[/<key>]'";
   const auto path = arbiter.substr(5);
   if (path.empty() || path.front() != '/')
     return "names no absolute path after 'host:'";

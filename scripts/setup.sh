@@ -7,7 +7,7 @@ set -euo pipefail
 
 packages=(g++ cmake ninja-build make libcaf-dev libspdlog-dev catch2
           nlohmann-json3-dev libgloo-dev ca-certificates git python3 python3-venv
-          pkg-config doxygen iproute2 "$@")
+          pkg-config doxygen iproute2 etcd-server "$@")
 
 missing=()
 for pkg in "${packages[@]}"; do

@@ -27,7 +27,7 @@
 
 namespace varsync {
 
-class host_arbiter;
+class arbiter;
 
 // The control plane's own small actor system (CAF's network layer loaded),
 // so that a strategy embedded in a user's system needs nothing from it. CAF
@@ -105,7 +105,7 @@ public:
   std::shared_ptr<departures> gone; // process 0
   /// The arbiter named (P16): process 0's sequencer renews its lead in it;
   /// the others keep it open for the day they must take over.
-  std::shared_ptr<host_arbiter> arbiter;
+  std::shared_ptr<varsync::arbiter> arbiter;
   std::shared_ptr<group_health> health = std::make_shared<group_health>();
 
   void attach_sequencer(sequence_receiver receiver) override {

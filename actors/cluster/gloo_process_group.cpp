@@ -25,7 +25,7 @@
 
 #include "actors/cluster/cluster_control_plane.hpp"
 #include "actors/cluster/control_connections.hpp"
-#include "actors/cluster/host_arbiter.hpp"
+#include "actors/cluster/arbiter.hpp"
 #include "actors/cluster/operation_sequencer_actor.hpp"
 #include "actors/cluster/peer_handshake.hpp"
 #include "actors/cluster/rendezvous_gate.hpp"
@@ -453,36 +453,22 @@ attach_shared_memory(const cluster_spec& spec, gloo_group& mesh,
   return nullptr;
 }
 
-// The arbiter's file: the one named, or one in /dev/shm for the group and
-// its rendezvous address.
-std::string arbiter_file(const cluster_spec& spec) {
-  if (spec.arbiter.rfind("host:", 0) == 0)
-    return spec.arbiter.substr(5);
-  uint64_t h = 0xcbf29ce484222325; // FNV-1a
-  for (char ch : spec.group_name + "@" + spec.rendezvous_host + ":"
-                   + std::to_string(spec.rendezvous_port)) {
-    h ^= static_cast<unsigned char>(ch);
-    h *= 0x100000001b3;
-  }
-  char name[64];
-  std::snprintf(name, sizeof(name), "/dev/shm/varsync-arbiter-%016llx",
-                static_cast<unsigned long long>(h));
-  return name;
-}
-
 // P16: with an arbiter, process 0 takes the lead of a new epoch and every
-// other process finds that epoch, held by process 0, in its own arbiter's
-// file (so they share one host and one file); the ranks agree on the
-// outcome over the mesh. Process 0's lead, or the arbiter kept for later.
+// other process finds that epoch, held by process 0, in the arbiter it
+// names (so they name one arbiter, and a host arbiter's processes share a
+// host); the ranks agree on the outcome over the mesh. Process 0's lead, or the arbiter kept for later.
 caf::expected<sequencer_lead> take_the_lead(const cluster_spec& spec,
                                             gloo_group& mesh,
                                             cluster_control_plane& pg) {
   if (spec.arbiter.empty())
     return sequencer_lead{};
-  const auto path = arbiter_file(spec);
+  const auto name = spec.group_name + "@" + spec.rendezvous_host + ":"
+                    + std::to_string(spec.rendezvous_port);
+  const auto path = arbiter_location(spec.arbiter, name);
   caf::error mine;
   uint64_t epoch = 0;
-  auto opened = host_arbiter::open({path, spec.rank, spec.peer_timeout});
+  auto opened = open_arbiter(spec.arbiter, name, spec.rank,
+                             spec.peer_timeout);
   if (!opened)
     mine = std::move(opened.error());
   else
@@ -507,11 +493,11 @@ caf::expected<sequencer_lead> take_the_lead(const cluster_spec& spec,
              || !lead->alive)
       mine = make_error(
         errc::invalid_argument,
-        "its file " + path + " holds epoch " + std::to_string(lead->epoch)
+        "it finds in " + path + " epoch " + std::to_string(lead->epoch)
           + " of process " + std::to_string(lead->rank) + ", not epoch "
           + std::to_string(epoch)
-          + " of process 0: every process must run on one host and name "
-            "the same arbiter");
+          + " of process 0: every process must name the same arbiter (and "
+            "run on one host for a host arbiter)");
   }
   int32_t ok = mine ? 0 : 1;
   if (auto err = mesh.all_reduce(reduce_op::min, dtype::int32, &ok, 1))
@@ -528,8 +514,9 @@ caf::expected<sequencer_lead> take_the_lead(const cluster_spec& spec,
                       "rank " + std::to_string(spec.rank) + ": arbiter "
                         + spec.arbiter
                         + ": another process could not use it (its error "
-                          "says why): every process must run on one host "
-                          "and name the same arbiter");
+                          "says why): every process must name the same "
+                          "arbiter (and run on one host for a host "
+                          "arbiter)");
   if (spec.rank != 0)
     return sequencer_lead{};
   log()->info("services mode: process 0 orders in epoch {} of the arbiter {}",

@@ -171,7 +171,7 @@ host_arbiter::host_arbiter(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 
 host_arbiter::~host_arbiter() = default;
 
-const host_arbiter_options& host_arbiter::options() const {
+const arbiter_options& host_arbiter::options() const {
   return impl_->options;
 }
 
@@ -250,7 +250,7 @@ caf::error host_arbiter::renew(uint64_t epoch) {
   return err ? err : fenced;
 }
 
-void host_arbiter::remove_file() {
+void host_arbiter::forget() {
   ::unlink(impl_->options.path.c_str());
 }
 

@@ -3,12 +3,13 @@
 #include <string>
 #include <utility>
 
-#include "actors/cluster/host_arbiter.hpp"
+#include "actors/cluster/arbiter.hpp"
+#include "core/logging.hpp"
 #include "varsync/error.hpp"
 
 namespace varsync {
 
-sequencer_lead::sequencer_lead(std::shared_ptr<host_arbiter> arbiter,
+sequencer_lead::sequencer_lead(std::shared_ptr<arbiter> arbiter,
                                uint64_t epoch)
   : arbiter_(std::move(arbiter)),
     epoch_(epoch),
@@ -26,6 +27,14 @@ caf::error sequencer_lead::renew() {
   // Measured before the renewal: the lease may start later, never earlier.
   const auto start = clock::now();
   if (auto err = arbiter_->renew(epoch_)) {
+    // Not an answer (etcd did not reply in time): the lead may still be
+    // ours; try again at the next tick while no one else can hold it.
+    if (!has_code(err, errc::fenced) && start < safe_until_) {
+      log()->warn("services mode: {}; the lead is kept until its lease "
+                  "may have run out",
+                  describe(err));
+      return {};
+    }
     fenced_ = has_code(err, errc::fenced)
                 ? make_error(errc::fenced,
                              "services mode: process "
@@ -61,7 +70,7 @@ void sequencer_lead::release(bool last) {
     return;
   arbiter_->release(epoch_);
   if (last)
-    arbiter_->remove_file();
+    arbiter_->forget();
 }
 
 } // namespace varsync

@@ -15,7 +15,7 @@
 
 namespace varsync {
 
-class host_arbiter;
+class arbiter;
 
 class sequencer_lead {
 public:
@@ -24,7 +24,7 @@ public:
   /// No arbiter: epoch 0, every check passes.
   sequencer_lead() = default;
   /// Holds `epoch` of `arbiter`, just acquired by this process.
-  sequencer_lead(std::shared_ptr<host_arbiter> arbiter, uint64_t epoch);
+  sequencer_lead(std::shared_ptr<arbiter> arbiter, uint64_t epoch);
 
   bool arbitrated() const { return arbiter_ != nullptr; }
   uint64_t epoch() const { return epoch_; }
@@ -36,12 +36,12 @@ public:
   /// Before an operation is numbered: renews first unless the last
   /// renewal is recent enough that no other process can hold the lead.
   caf::error check();
-  /// An orderly end: gives the lead up, and removes the arbiter's file
-  /// when `last` (no other process uses it any more).
+  /// An orderly end: gives the lead up, and has the arbiter forget this
+  /// strategy when `last` (no other process uses it any more).
   void release(bool last);
 
 private:
-  std::shared_ptr<host_arbiter> arbiter_;
+  std::shared_ptr<arbiter> arbiter_;
   uint64_t epoch_ = 0;
   /// Until then no other process can have taken the lead (two thirds of
   /// a lease after the last renewal began).

@@ -89,7 +89,10 @@ struct cluster_spec {
   /// orders, and once it is lost cross-process operations fail (P3).
   /// "host": the kernel of the one host every process runs on, through a
   /// lock file in /dev/shm named after the group and rendezvous address;
-  /// "host:<absolute path>": that file. With an arbiter, process 0 holds
+  /// "host:<absolute path>": that file. "etcd:http://<host>:<port>": an
+  /// etcd server (3.4, its JSON gateway; no TLS), the lead kept under a key
+  /// named after the group and rendezvous address, or "/<key>" appended.
+  /// With an arbiter, process 0 holds
   /// the lead for an epoch, renewed every third of the peer timeout (its
   /// lease), and every operation it orders carries that epoch; a process 0
   /// that stopped for longer than its lease while another took the lead
@@ -123,7 +126,8 @@ using environment_reader
 /// the peer timeout, VARSYNC_MODE the mode ("training" or "services"),
 /// VARSYNC_HOST_TRANSPORT the transport ("automatic", "gloo" or
 /// "shared_memory"), VARSYNC_CLUSTER_TOKEN the cluster token, VARSYNC_ARBITER
-/// the arbiter ("host" or "host:<path>"). A value that
+/// the arbiter ("host", "host:<path>" or "etcd:http://<host>:<port>[/<key>]").
+/// A value that
 /// is not a number, out of range, or a missing companion variable is
 /// invalid_argument naming the variable (never quoting the token).
 caf::expected<std::optional<cluster_spec>>
@@ -134,8 +138,9 @@ cluster_from_environment(const environment_reader& getenv = {});
 /// processes, a non-positive timeout, a peer timeout under 100 ms but not
 /// zero, an empty host, a mode or transport that is not one, a cluster
 /// token that is not empty but shorter than 16 or longer than 1024 bytes,
-/// an arbiter that is not "host" or "host:<absolute path>", or one outside
-/// services mode or without a peer timeout).
+/// an arbiter that is not "host", "host:<absolute path>" or
+/// "etcd:http://<host>:<port>[/<key>]", or one outside services mode or
+/// without a peer timeout).
 caf::error validate(const cluster_spec& spec);
 
 } // namespace varsync

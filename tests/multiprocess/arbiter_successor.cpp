@@ -4,7 +4,8 @@
 // wakes the old holder (SIGCONT) and keeps the lead a while, so that the
 // old holder finds itself fenced (P16).
 //
-//   arbiter_successor PATH RANK LEASE_MS HOLD_MS TIMEOUT_MS
+//   arbiter_successor ARBITER RANK LEASE_MS HOLD_MS TIMEOUT_MS
+// ARBITER as cluster_spec::arbiter names one, with its file or key.
 // Exit status 0 once it took the lead from another process, 1 otherwise.
 
 #include <chrono>
@@ -16,7 +17,7 @@
 
 #include <signal.h>
 
-#include "actors/cluster/host_arbiter.hpp"
+#include "actors/cluster/arbiter.hpp"
 #include "varsync/error.hpp"
 
 using namespace varsync;
@@ -29,25 +30,30 @@ int main(int argc, char** argv) {
   const std::chrono::milliseconds hold{std::atoi(argv[4])};
   const auto deadline = std::chrono::steady_clock::now()
                         + std::chrono::milliseconds{std::atoi(argv[5])};
-  auto arbiter = host_arbiter::open({argv[1], std::atoi(argv[2]), lease});
+  auto arbiter = open_arbiter(argv[1], "", std::atoi(argv[2]), lease);
   if (!arbiter) {
     std::printf("successor: %s\n", describe(arbiter.error()).c_str());
     return 1;
   }
+  // The holder it takes over from (etcd drops a lapsed holder's key, so
+  // the holder is remembered from while it was there).
+  arbiter::lead before;
   while (std::chrono::steady_clock::now() < deadline) {
     auto lead = (*arbiter)->current();
     if (!lead) {
       std::printf("successor: %s\n", describe(lead.error()).c_str());
       return 1;
     }
+    if (lead->epoch > 0 && lead->rank >= 0)
+      before = *lead;
     // Never the first holder: only a take-over from one.
-    if (lead->epoch > 0 && lead->rank >= 0) {
+    if (before.epoch > 0) {
       if (auto epoch = (*arbiter)->try_acquire()) {
         std::printf("successor: took epoch %llu from process %d (pid %d)\n",
-                    static_cast<unsigned long long>(*epoch), lead->rank,
-                    lead->pid);
+                    static_cast<unsigned long long>(*epoch), before.rank,
+                    before.pid);
         std::fflush(stdout);
-        kill(lead->pid, SIGCONT);
+        kill(before.pid, SIGCONT);
         std::this_thread::sleep_for(hold);
         (*arbiter)->release(*epoch);
         return 0;

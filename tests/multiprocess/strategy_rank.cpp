@@ -1080,9 +1080,9 @@ int services_fenced(strategy& s) {
   check(has_code(err, errc::fenced),
         "an operation of the woken sequencer fails with fenced: "
           + describe(err));
+  // The successor is the arbiter's rank 3 (host: epoch 2; etcd: a revision).
   check(message_of(err).find("lost the lead") != std::string::npos
-          && message_of(err).find("the lead is in epoch 2")
-               != std::string::npos,
+          && message_of(err).find(", process 3)") != std::string::npos,
         "it says it lost the lead, and to which epoch: " + describe(err));
   auto again = s.assign_add(a, 1.0);
   check(has_code(again, errc::fenced), "so does every later one: "
@@ -1094,8 +1094,8 @@ int services_fenced(strategy& s) {
   auto stats = must(s.stats(), "stats");
   bool stamped = false;
   for (auto& r : stats.recent_operations)
-    stamped = stamped || (r.sequence > 0 && r.epoch == 1);
-  check(stamped, "the flight recorder shows epoch 1 on ordered operations");
+    stamped = stamped || (r.sequence > 0 && r.epoch > 0);
+  check(stamped, "the flight recorder shows the epoch on ordered operations");
   std::printf("process 0: %s\n", describe(err).c_str());
   return failures == 0 ? 0 : 1;
 }

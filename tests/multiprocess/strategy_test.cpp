@@ -239,8 +239,8 @@ TEST_CASE("multiprocess strategy: P16: services mode under a host arbiter: "
                         {}});
   // Rank 3 of the arbiter (a process outside the strategy); it holds the
   // lead for 2 s once it took it.
-  children.push_back({{ARBITER_SUCCESSOR_EXE, path.string(), "3", "5000",
-                       "2000", "60000"},
+  children.push_back({{ARBITER_SUCCESSOR_EXE, "host:" + path.string(), "3",
+                       "5000", "2000", "60000"},
                       {},
                       {}});
   auto r = run_children(children, 120s);

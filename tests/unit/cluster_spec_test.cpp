@@ -296,7 +296,18 @@ TEST_CASE("cluster_spec: VARSYNC_ARBITER names the arbiter, and validate "
   auto file = with("host:/dev/shm/x");
   REQUIRE(file);
   CHECK((*file)->arbiter == "host:/dev/shm/x");
-  for (const char* bad : {"", "etcd", "host:", "host:relative", "Host"}) {
+  for (const char* good : {"etcd:http://127.0.0.1:2379",
+                           "etcd:http://etcd.local:2379/my/lead"}) {
+    INFO(good);
+    auto c = with(good);
+    REQUIRE(c);
+    CHECK((*c)->arbiter == good);
+    CHECK(!validate(**c));
+  }
+  for (const char* bad :
+       {"", "etcd", "host:", "host:relative", "Host", "etcd:https://h:2379",
+        "etcd:http://h", "etcd:http://h:0", "etcd:http://:2379",
+        "etcd:http://h:65536", "etcd:http://h:23x9"}) {
     INFO(bad);
     auto c = with(bad);
     REQUIRE(!c);
