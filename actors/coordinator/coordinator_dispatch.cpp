@@ -90,18 +90,25 @@ struct runner {
 // with the operation in flight), `fn` gets shut_down, so that no caller
 // waits for an answer that cannot come. One object, not a chain of
 // wrappers: this runs for every call of the async and blocking APIs.
+//
+// It closes the call's flight recorder entry too (M7), where there is one:
+// a wrapper of its own would cost an allocation per call.
 template <class T>
 struct call_reply {
   coordinator_state* c;
   bool admitted;
   reply_fn<T> fn;
   outstanding_slot counted;
+  std::shared_ptr<flight_recorder> flight;
+  uint64_t flight_id = 0;
 
   void operator()(caf::expected<T> r) {
     auto f = std::move(fn);
     fn = nullptr;
     if (!f)
       return;
+    if (flight_id != 0)
+      flight->finish(flight_id, r ? caf::error{} : r.error());
     counted.give_back();
     if (admitted) {
       c->release_slot();
@@ -112,20 +119,30 @@ struct call_reply {
 
   ~call_reply() {
     counted.give_back();
-    if (fn)
-      fn(make_error(errc::shut_down,
-                    "the strategy shut down before the operation completed"));
+    if (!fn)
+      return;
+    auto err = make_error(errc::shut_down, "the strategy shut down before "
+                                           "the operation completed");
+    if (flight_id != 0)
+      flight->finish(flight_id, err);
+    fn(std::move(err));
   }
 };
 
 template <class T>
 reply_fn<T> reply_to_call(coordinator_state* c, bool admitted,
-                          client_call& call, reply_fn<T> fn) {
+                          client_call& call, reply_fn<T> fn,
+                          const std::shared_ptr<flight_recorder>& flight,
+                          uint64_t flight_id) {
   auto reply = std::make_shared<call_reply<T>>();
   reply->c = c;
   reply->admitted = admitted;
   reply->fn = std::move(fn);
   reply->counted = std::move(call.counted);
+  if (flight_id != 0) {
+    reply->flight = flight;
+    reply->flight_id = flight_id;
+  }
   return [reply](caf::expected<T> r) { (*reply)(std::move(r)); };
 }
 
@@ -175,13 +192,16 @@ uint64_t begin_flight(flight_recorder& flight, const operation& op,
 void coordinator_state::execute(caf::timespan timeout, operation&& op,
                                 completion&& done,
                                 std::optional<flight_recorder::origin> from,
-                                uint64_t recorded) {
+                                uint64_t recorded, bool done_closes) {
   uint64_t id = recorded;
-  if (flight_ && id != 0)
+  if (done_closes) {
+    // start_call opened the entry, and its answer closes it.
+  } else if (flight_ && id != 0) {
     flight_->admitted(id);
-  else if (flight_)
+  } else if (flight_) {
     id = begin_flight(*flight_, op, from.value_or(here(processes)), false);
-  if (id != 0) // its answer closes the entry
+  }
+  if (id != 0 && !done_closes) // its answer closes the entry
     done = wrap_completion(std::move(done), [this, id](auto fn) {
       return closing_flight(flight_, id, std::move(fn));
     });
@@ -238,14 +258,22 @@ void coordinator_state::start_call(const client_call_ptr& call,
       return;
     }
   }
-  done = wrap_completion(std::move(done), [this, admitted, &call](auto fn) {
-    return reply_to_call(this, admitted, *call, std::move(fn));
-  });
+  // The entry (M7) opens here, so that the answer closes it.
+  uint64_t id = recorded;
+  if (flight_ && id != 0)
+    flight_->admitted(id);
+  else if (flight_)
+    id = begin_flight(*flight_, call->op, here(processes), false);
+  done = wrap_completion(std::move(done),
+                         [this, admitted, &call, id](auto fn) {
+                           return reply_to_call(this, admitted, *call,
+                                                std::move(fn), flight_, id);
+                         });
   // The deadline counts from the request, not from when the coordinator
   // got to it.
   run_requested_at(call->submitted, [&] {
     execute(call->timeout, std::move(call->op), std::move(done), std::nullopt,
-            recorded);
+            id, true);
   });
 }
 

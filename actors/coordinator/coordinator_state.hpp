@@ -101,10 +101,12 @@ public:
   /// The one dispatch (coordinator_dispatch.cpp): runs `op` once the
   /// ordering lets it (services mode: back from the sequencer); `done`
   /// holds a reply_fn of its result. The flight recorder notes it (`from`:
-  /// another process issued it; `recorded`: its entry while it queued).
+  /// another process issued it; `recorded`: its entry while it queued;
+  /// `done_closes`: `done` closes entry `recorded` itself, start_call's
+  /// answer, and the entry is admitted already).
   void execute(caf::timespan timeout, operation&& op, completion&& done,
                std::optional<flight_recorder::origin> from = std::nullopt,
-               uint64_t recorded = 0);
+               uint64_t recorded = 0, bool done_closes = false);
   /// M7: `op`'s entry as queued if admission will queue it (0: none).
   uint64_t note_if_queued(const operation& op);
   /// M7: the entry of `op`, ordered in services mode, opened before the
