@@ -340,9 +340,8 @@ caf::expected<T> blocking(const strategy& s, Start start) {
     s.timeout(), [&](callback<T> done) { start(api, std::move(done)); });
 }
 
-caf::error blocking_done(const strategy& s,
-                         std::function<void(const async_strategy&,
-                                            done_callback)> start) {
+template <class Start>
+caf::error blocking_done(const strategy& s, Start start) {
   auto r = blocking<ok_atom>(s, [&](const async_strategy& api,
                                     callback<ok_atom> done) {
     start(api, [done = std::move(done)](caf::error err) {
@@ -521,11 +520,22 @@ caf::error strategy::assign_sub(const variable& v, const tensor& x) const {
 
 namespace {
 
+// The blocking scalar update hands its answer to the coordinator as it is:
+// through the async API's error-only callback it would be wrapped twice
+// (an allocation each), on the path of every scalar counter update.
 caf::error scalar_update(const strategy& s, const variable& v, update_op op,
                          double value) {
-  return blocking_done(s, [&](auto& api, done_callback done) {
-    api.update(v, op, value, std::move(done));
-  });
+  auto core = detail::strategy_access::core(s);
+  auto start = [&](reply_fn<ok_atom> done) {
+    if (auto err = require_handle(v))
+      return done(std::move(err));
+    auto x = scalar_for(v.info(), value);
+    if (!x)
+      return done(std::move(x.error()));
+    core->submit(ops::update{v.id(), op, std::move(*x)},
+                 to_timespan(s.timeout()), std::move(done));
+  };
+  return to_error(core->await<ok_atom>(s.timeout(), start));
 }
 
 } // namespace

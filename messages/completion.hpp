@@ -39,6 +39,11 @@ completion make_completion(reply_fn<T> fn) {
   return completion{std::in_place_type<reply_fn<T>>, std::move(fn)};
 }
 
+/// Whether `done` holds a callback (not taken, not empty).
+inline bool pending(const completion& done) {
+  return std::visit([](auto& fn) { return static_cast<bool>(fn); }, done);
+}
+
 /// Answers `done` with `err`, whatever its result type.
 inline void fail(completion& done, caf::error err) {
   std::visit(
