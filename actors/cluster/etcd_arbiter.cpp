@@ -160,7 +160,13 @@ etcd_arbiter::open(etcd_arbiter_options options) {
 
 etcd_arbiter::etcd_arbiter(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 
-etcd_arbiter::~etcd_arbiter() = default;
+// A lead still held here (a join that failed after taking it) goes at
+// once, not when its lease runs out: a process that tries again would
+// find it taken.
+etcd_arbiter::~etcd_arbiter() {
+  if (impl_ && impl_->held != 0)
+    impl_->revoke(impl_->lease);
+}
 
 const arbiter_options& etcd_arbiter::options() const {
   return impl_->options.lead;

@@ -32,6 +32,7 @@ public:
   static caf::expected<std::unique_ptr<etcd_arbiter>>
   open(etcd_arbiter_options options);
 
+  /// Revokes a lease still held (the lead goes at once).
   ~etcd_arbiter() override;
   etcd_arbiter(const etcd_arbiter&) = delete;
   etcd_arbiter& operator=(const etcd_arbiter&) = delete;

@@ -106,6 +106,13 @@ TEST_CASE("etcd arbiter: a holder that stops renewing loses the lead when "
   // Fenced for good: its epoch is not its own any more.
   CHECK(has_code(a->renew(*first), errc::fenced));
   CHECK(!b->renew(*second));
+  // A holder that goes away without releasing (a join that failed after
+  // taking the lead) lets a candidate take it at once.
+  b.reset();
+  auto c = open_as(etcd, "/t/stop", 2, 60s);
+  auto third = c->try_acquire();
+  REQUIRE(third);
+  CHECK(*third > *second);
 }
 
 TEST_CASE("etcd arbiter: bad options and an etcd that does not answer are "
