@@ -14,12 +14,12 @@
 #include "actors/cluster/arbiter.hpp"
 #include "actors/cluster/etcd_arbiter.hpp"
 #include "etcd_server.hpp"
+#include "fenced_scenario.hpp"
 #include "spawn_processes.hpp"
 #include "varsync/error.hpp"
 
 using namespace varsync;
 using namespace std::chrono_literals;
-using varsync::testing::child_spec;
 using varsync::testing::etcd_server;
 using varsync::testing::free_loopback_port;
 using varsync::testing::run_children;
@@ -140,21 +140,7 @@ TEST_CASE("multiprocess strategy: P16: services mode under an etcd arbiter: "
   const auto arbiter = etcd.arbiter("/varsync/test/fenced");
   auto port = free_loopback_port();
   REQUIRE(port > 0);
-  std::vector<child_spec> children;
-  for (int r = 0; r < 3; ++r)
-    children.push_back({{STRATEGY_RANK_EXE, "services_fenced", "1"},
-                        {"VARSYNC_RANK=" + std::to_string(r),
-                         "VARSYNC_WORLD_SIZE=3",
-                         "VARSYNC_RENDEZVOUS=127.0.0.1:" + std::to_string(port),
-                         "VARSYNC_TIMEOUT_MS=20000",
-                         "VARSYNC_PEER_TIMEOUT_MS=1000",
-                         "VARSYNC_MODE=services",
-                         "VARSYNC_ARBITER=" + arbiter},
-                        {}});
-  children.push_back({{ARBITER_SUCCESSOR_EXE, arbiter, "3", "5000", "2000",
-                       "60000"},
-                      {},
-                      {}});
+  auto children = varsync::testing::fenced_scenario(arbiter, port);
   auto r = run_children(children, 120s);
   REQUIRE(r.spawned);
   CHECK(r.exit_codes == std::vector<int>{0, 0, 0, 0});

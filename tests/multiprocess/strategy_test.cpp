@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "fenced_scenario.hpp"
 #include "spawn_processes.hpp"
 
 using namespace std::chrono_literals;
@@ -226,23 +227,8 @@ TEST_CASE("multiprocess strategy: P16: services mode under a host arbiter: "
   std::filesystem::remove(path);
   auto port = free_loopback_port();
   REQUIRE(port > 0);
-  std::vector<child_spec> children;
-  for (int r = 0; r < 3; ++r)
-    children.push_back({{STRATEGY_RANK_EXE, "services_fenced", "1"},
-                        {"VARSYNC_RANK=" + std::to_string(r),
-                         "VARSYNC_WORLD_SIZE=3",
-                         "VARSYNC_RENDEZVOUS=127.0.0.1:" + std::to_string(port),
-                         "VARSYNC_TIMEOUT_MS=20000",
-                         "VARSYNC_PEER_TIMEOUT_MS=1000",
-                         "VARSYNC_MODE=services",
-                         "VARSYNC_ARBITER=host:" + path.string()},
-                        {}});
-  // Rank 3 of the arbiter (a process outside the strategy); it holds the
-  // lead for 2 s once it took it.
-  children.push_back({{ARBITER_SUCCESSOR_EXE, "host:" + path.string(), "3",
-                       "5000", "2000", "60000"},
-                      {},
-                      {}});
+  auto children
+    = varsync::testing::fenced_scenario("host:" + path.string(), port);
   auto r = run_children(children, 120s);
   REQUIRE(r.spawned);
   std::filesystem::remove(path);
