@@ -27,6 +27,10 @@
 //    every process issues them; in services mode one process does, alone:
 //    from process 0 (where the sequencer is) and from process 1 (one
 //    remote round trip to the sequencer more).
+//  - services throughput: async scalar assigns kept 16 in flight from
+//    process 0 alone, then from every process at once (16 each; the
+//    slowest process's time over all of them), per assign, against one
+//    blocking assign at a time from process 0.
 //
 //   process_strategy [--quick] [--json FILE] [--processes N]
 //
@@ -36,6 +40,10 @@
 #include "bench/common.hpp"
 #include "bench/process_ranks.hpp"
 
+#include <algorithm>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
 #include <csignal>
 #include <stdexcept>
 #include <cstdio>
@@ -144,6 +152,85 @@ strategy_options one_replica_across(int rank, int size, uint16_t port,
   return opts;
 }
 
+// Microseconds per assign of `total` async scalar assigns to `x`, kept
+// `depth` in flight from this process (0 on a failure).
+double services_burst_us(const strategy& s, const variable& x, int total,
+                         int depth) {
+  auto api = s.async();
+  std::mutex mtx;
+  std::condition_variable cv;
+  int issued = 0;
+  int done = 0;
+  bool failed = false;
+  std::function<void()> issue_one;
+  issue_one = [&] {
+    api.assign(x, 1.0, [&](caf::error err) {
+      std::lock_guard<std::mutex> lock{mtx};
+      failed = failed || static_cast<bool>(err);
+      ++done;
+      if (issued < total) {
+        ++issued;
+        issue_one();
+      }
+      cv.notify_all();
+    });
+  };
+  auto t0 = bench::clock_type::now();
+  {
+    std::lock_guard<std::mutex> lock{mtx};
+    for (; issued < std::min(depth, total); ++issued)
+      issue_one();
+  }
+  std::unique_lock<std::mutex> lock{mtx};
+  cv.wait(lock, [&] { return done == total; });
+  auto us = std::chrono::duration<double, std::micro>(bench::clock_type::now()
+                                                       - t0)
+              .count();
+  return failed ? 0 : us / total;
+}
+
+// Services mode's throughput with callers in flight together: process 0
+// alone with 16 assigns in flight, then every process at once with 16 each
+// (the slowest process's time for all of them). Per assign, in us.
+bool services_throughput(const strategy& s, const variable& x,
+                         bare_gloo& bare, int rank, int size, int iters,
+                         const std::string& prefix, bench::recorder& rec) {
+  const int total = std::max(iters, 64) * 4;
+  float one = 1;
+  double alone = 0;
+  if (rank == 0)
+    alone = services_burst_us(s, x, total, 16);
+  bare.all_reduce(&one, 1);
+  const auto t0 = bench::clock_type::now();
+  const double mine = services_burst_us(s, x, total, 16);
+  // Every process's own time; the slowest ends the round.
+  std::vector<float> each(static_cast<size_t>(size), 0.0f);
+  each[static_cast<size_t>(rank)] = static_cast<float>(
+    std::chrono::duration<double, std::micro>(bench::clock_type::now() - t0)
+      .count());
+  bare.all_reduce(each.data(), each.size());
+  const float took = *std::max_element(each.begin(), each.end());
+  float ok = mine > 0 && (rank != 0 || alone > 0) ? 0 : 1;
+  bare.all_reduce(&ok, 1);
+  if (ok > 0)
+    return true;
+  if (rank == 0) {
+    const double together = took / (static_cast<double>(total) * size);
+    std::printf("  services throughput: from process 0 with 16 in flight "
+                "%.1f us per assign; from all %d processes, 16 in flight "
+                "each, %.1f us per assign (all together)\n",
+                alone, size, together);
+    bench::stats st;
+    st.n = static_cast<size_t>(total);
+    st.median = st.min = st.p99 = alone;
+    rec.latency(prefix + ".services.p0.assign16", st);
+    st.n = static_cast<size_t>(total) * static_cast<size_t>(size);
+    st.median = st.min = st.p99 = together;
+    rec.latency(prefix + ".services.all.assign16", st);
+  }
+  return false;
+}
+
 // Services mode (P2): a second strategy over the same processes; process 0
 // creates the variables, then process 1 alone and process 0 alone time
 // scalar assigns and ON_READ sum reads while the others only apply them.
@@ -217,7 +304,8 @@ bool services_rows(caf::actor_system& sys, bare_gloo& bare, int rank,
     st.median = st.min = st.p99 = figures[1][1];
     rec.latency(prefix + ".services.p1.read", st);
   }
-  return failed;
+  return services_throughput(*s, *x, bare, rank, size, iters, prefix, rec)
+         || failed;
 }
 
 /// Microseconds per all-reduce of `n` floats through `shm`, calls back to

@@ -840,6 +840,27 @@ def build(t):
                       target=("<=", 1.0, "P-bench services %s from %s, %d "
                               "processes: within 100 us median, a "
                               "replicated log's commit" % (op, origin, p)))
+        # Throughput with callers in flight together, against one call at
+        # a time from process 0: issue 38 asks that it grow with the
+        # callers; read here as 16 in flight at most a quarter of one
+        # call's time per assign.
+        one = t.get("processes.p%d.services.p0.assign" % p)
+        for key, text in (("p0.assign16", "scalar assigns from process 0, "
+                           "16 in flight (per assign)"),
+                          ("all.assign16", "scalar assigns from all %d "
+                           "processes at once, 16 in flight each (per "
+                           "assign, all together)" % p)):
+            rec = t.get("processes.p%d.services.%s" % (p, key))
+            if rec is None:
+                continue
+            t.add("services mode: %s, %d processes" % (text, p), fmt_us(rec),
+                  "one blocking scalar assign at a time from process 0, same "
+                  "run", fmt_us(one), ratio_of(v(rec), v(one)),
+                  target=("<=", 0.25, "P-bench services throughput, %s, %d "
+                          "processes: grows with the callers (16 in flight "
+                          "at most a quarter of one call's time per assign)"
+                          % (key, p)),
+                  key="processes.p%d.services.%s" % (p, key))
 
 
 def v(rec):
