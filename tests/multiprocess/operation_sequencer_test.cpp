@@ -98,19 +98,20 @@ struct arbiter_file {
 };
 
 // Stands in for a sequencer: orders each submission back to the link that
-// joined, under the epoch the submission's ticket names.
+// sent it, under the epoch the submission's ticket names. It keeps no
+// handle of the link (one kept would keep the link, and its endpoint,
+// alive past the test).
 operation_sequencer_actor::behavior_type
-echo_sequencer(operation_sequencer_actor::pointer self,
-               std::shared_ptr<sequence_link_actor> joined) {
+echo_sequencer(operation_sequencer_actor::pointer self) {
   return {
-    [=](sequence_join_atom, int32_t, sequence_link_actor& link) {
-      *joined = link;
+    [](sequence_join_atom, int32_t, sequence_link_actor&) {
       return ok_atom::value;
     },
     [=](sequence_submit_atom, sequenced_operation& op) {
       op.epoch = op.ticket;
       op.sequence = op.ticket;
-      self->send(*joined, sequence_deliver_atom::value, std::move(op));
+      auto link = caf::actor_cast<sequence_link_actor>(self->current_sender());
+      self->send(link, sequence_deliver_atom::value, std::move(op));
     },
     [](sequence_leave_atom) { return ok_atom::value; },
     [](sequence_close_atom) { return ok_atom::value; },
@@ -155,6 +156,8 @@ TEST_CASE("operation sequencer: one order for every link, origin from the "
       self->send_exit(sequencer, caf::exit_reason::kill);
       for (auto& l : links)
         self->send_exit(l, caf::exit_reason::user_shutdown);
+      // Their endpoints answer the recorders as they exit.
+      self->wait_for(sequencer, links[0], links[1], links[2]);
     }
   } stop{self, sequencer, links};
   // Link 1 is attached late: what arrives before waits for it.
@@ -249,9 +252,10 @@ TEST_CASE("operation sequencer under an arbiter: every operation carries "
     CHECK(!b->try_acquire());
     // An orderly end gives the lead up: the candidate takes it at once;
     // with no other process left, the file goes.
+    // The link's endpoint answers the recorder as it exits: wait for it.
     self->send_exit(link, caf::exit_reason::user_shutdown);
     self->send_exit(sequencer, caf::exit_reason::user_shutdown);
-    self->wait_for(sequencer);
+    self->wait_for(link, sequencer);
     CHECK(!std::filesystem::exists(file.path));
     auto next = b->try_acquire();
     REQUIRE(next);
@@ -310,8 +314,10 @@ TEST_CASE("operation sequencer under an arbiter: every operation carries "
   CHECK(now->epoch == *taken);
   CHECK(now->rank == 1);
   CHECK(std::filesystem::exists(file.path));
+  // The links' endpoints answer the recorders as they exit: wait for them.
   for (auto& l : link)
     self->send_exit(l, caf::exit_reason::user_shutdown);
+  self->wait_for(link[0], link[1]);
 }
 
 TEST_CASE("sequence link: an operation of an epoch older than one it "
@@ -319,8 +325,7 @@ TEST_CASE("sequence link: an operation of an epoch older than one it "
   config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
-  auto joined = std::make_shared<sequence_link_actor>();
-  auto sequencer = sys.spawn(echo_sequencer, joined);
+  auto sequencer = sys.spawn(echo_sequencer);
   recorder rec;
   auto end = std::make_shared<sequence_endpoint>();
   end->attach(rec.receiver());
@@ -339,6 +344,8 @@ TEST_CASE("sequence link: an operation of an epoch older than one it "
       epochs.push_back(op.epoch);
     CHECK(epochs == std::vector<uint64_t>{1, 2, 2, 3});
   }
+  // The link's endpoint answers the recorder as it exits: wait for it.
   self->send_exit(link, caf::exit_reason::user_shutdown);
   self->send_exit(sequencer, caf::exit_reason::user_shutdown);
+  self->wait_for(link, sequencer);
 }
