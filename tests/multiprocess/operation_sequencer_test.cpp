@@ -100,9 +100,10 @@ struct arbiter_file {
 // Stands in for a sequencer: orders each submission back to the link that
 // sent it, under the epoch the submission's ticket names. It keeps no
 // handle of the link (one kept would keep the link, and its endpoint,
-// alive past the test).
+// alive past the test). The unused argument: CAF 0.17 spawns a function
+// actor without arguments through a null pointer (UBSan reports it).
 operation_sequencer_actor::behavior_type
-echo_sequencer(operation_sequencer_actor::pointer self) {
+echo_sequencer(operation_sequencer_actor::pointer self, int) {
   return {
     [](sequence_join_atom, int32_t, sequence_link_actor&) {
       return ok_atom::value;
@@ -325,7 +326,7 @@ TEST_CASE("sequence link: an operation of an epoch older than one it "
   config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
-  auto sequencer = sys.spawn(echo_sequencer);
+  auto sequencer = sys.spawn(echo_sequencer, 0);
   recorder rec;
   auto end = std::make_shared<sequence_endpoint>();
   end->attach(rec.receiver());
