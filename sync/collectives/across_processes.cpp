@@ -14,7 +14,8 @@
 
 // run_cross_process in named stages:
 //
-//   0. agree_across_processes  a plan with no items: the outcome alone; done
+//   0. agree_across_processes  a plan with no items: the outcome alone (with
+//                            a statement: agree_stating); done
 //   1. choose_small_path     the small-plan shortcut, decided by the plan
 //   2. reduce_small          (small) this process's partial results
 //   3. agreement_round       (sync/collectives/agreement.cpp)
@@ -638,7 +639,8 @@ caf::error run_cross_process(const collective_plan& plan,
   // checkpoint, a barrier, a destroy): the agreement round is the whole
   // operation.
   if (plan.items.empty()) {
-    auto err = agree_across_processes(plan, group);
+    auto err = plan.stated ? agree_stating(plan, group)
+                           : agree_across_processes(plan, group);
     if (!err)
       passed(plan, "agreed");
     return err;

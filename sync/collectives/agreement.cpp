@@ -78,7 +78,7 @@ caf::error agreement_round(const collective_plan& plan, process_group& group,
   if (local_error)
     return local_error;
   for (size_t r = 0; r < recs.size(); ++r)
-    if (at(r).code > static_cast<uint32_t>(errc::overloaded))
+    if (at(r).code > static_cast<uint32_t>(errc::fenced))
       return make_error(errc::replica_failed,
                         "process " + std::to_string(r)
                           + " sent an agreement record with the unknown "
@@ -110,6 +110,23 @@ caf::error agree_across_processes(const collective_plan& plan,
                          local ? local : plan.local_error);
 }
 
+caf::error agree_stating(const collective_plan& plan, process_group& group) {
+  auto& stated = *plan.stated;
+  if (stated.mine.size() > small_payload_limit)
+    return make_error(errc::invalid_argument,
+                      plan.description + ": a statement of "
+                        + std::to_string(stated.mine.size())
+                        + " bytes does not fit the agreement round");
+  std::vector<agreement_message> all;
+  if (auto err = agreement_round(plan, group, stated.mine, all,
+                                 plan.local_error))
+    return err;
+  stated.all.clear();
+  for (auto& m : all)
+    stated.all.emplace_back(m.payload, m.payload + small_payload_limit);
+  return {};
+}
+
 caf::error vote_across_processes(const caf::error& local, process_group& group,
                                  const std::string& what) {
   struct commit_record {
@@ -135,7 +152,7 @@ caf::error vote_across_processes(const caf::error& local, process_group& group,
     if (v.code == 0)
       continue;
     v.text[sizeof(v.text) - 1] = '\0';
-    const auto code = v.code > static_cast<uint32_t>(errc::overloaded)
+    const auto code = v.code > static_cast<uint32_t>(errc::fenced)
                         ? errc::replica_failed
                         : static_cast<errc>(v.code);
     return make_error(code, "process " + std::to_string(r) + " could not "

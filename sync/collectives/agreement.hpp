@@ -89,6 +89,11 @@ caf::error agree_across_processes(const collective_plan& plan,
                                   process_group& group,
                                   const caf::error& local = {});
 
+/// The agreement round of a plan with no items and a statement
+/// (plan.stated): as agree_across_processes, and once every process agrees,
+/// plan.stated->all holds what each stated, in rank order.
+caf::error agree_stating(const collective_plan& plan, process_group& group);
+
 /// A commit vote after data moved another way, before anything is applied:
 /// every process says whether it can apply (`local`: its own error, none
 /// if it can). The result: this process's error, else the first other

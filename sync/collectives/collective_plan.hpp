@@ -9,7 +9,9 @@
 // chosen once per strategy (sync/collectives/collective_algorithm.hpp).
 
 #include <cstdint>
+#include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -120,6 +122,16 @@ struct collective_plan {
   /// "data", "voted"), on the collective's thread (the flight recorder,
   /// M7). Not sent anywhere.
   std::function<void(const char*)> on_phase;
+  /// Across processes, a plan with no items: what this process states in
+  /// the agreement round beside its fingerprint (`mine`, at most
+  /// small_payload_limit bytes), and once the round passed what every
+  /// process stated (`all`, rank order, each the whole payload area).
+  /// Services mode's group commit (P17). Not sent anywhere.
+  struct statements {
+    std::vector<std::byte> mine;
+    std::vector<std::vector<std::byte>> all;
+  };
+  std::shared_ptr<statements> stated;
 
   /// Creates an item with the per-replica slots sized for this plan.
   collective_item& add_item();
