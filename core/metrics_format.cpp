@@ -153,6 +153,8 @@ std::string to_json(const strategy_metrics& m) {
               {"write_groups", m.write_groups},
               {"services_inline_bytes", m.services_inline_bytes},
               {"services_data_plane_bytes", m.services_data_plane_bytes},
+              {"services_group_rounds", m.services_group_rounds},
+              {"services_grouped_updates", m.services_grouped_updates},
               {"stall_threshold_seconds", m.stall_threshold_seconds},
               {"replicas", std::move(replicas)},
               {"process_rounds", std::move(processes)},
@@ -231,6 +233,14 @@ void strategy_families(exposition& e, const strategy_metrics& m,
                    "Services mode: tensor bytes this process's operations "
                    "sent through the process group instead.",
                    m.services_data_plane_bytes);
+  strategy_counter("services_group_rounds_total",
+                   "Services mode: agreement rounds that decided "
+                   "cross-replica updates together (group commit).",
+                   m.services_group_rounds);
+  strategy_counter("services_grouped_updates_total",
+                   "Services mode: cross-replica updates decided by those "
+                   "rounds.",
+                   m.services_grouped_updates);
   strategy_gauge("stall_threshold_seconds",
                  "The stall warning's threshold (0: off).",
                  m.stall_threshold_seconds);

@@ -162,11 +162,7 @@ void coordinator_state::update(caf::timespan timeout, uint64_t id,
     // Every process makes the same update with the same value: the
     // processes agree on it first (a value that differs is refused).
     auto what = std::string{to_string(op)} + " of '" + info.name + "'";
-    caf::error local = check_update_op(op, info.name);
-    if (!local)
-      local = validate_value(info, value, to_string(op));
-    if (!local)
-      local = check_replicas();
+    caf::error local = update_checks(info, op, value);
     if (local)
       return fail_agreed(*this, timeout, what, std::move(local), std::move(done));
     char hex[24];
@@ -189,14 +185,38 @@ void coordinator_state::update(caf::timespan timeout, uint64_t id,
                    reads_.write_done(id); // the dispatch holds the reads now
                  }));
   }
-  // V4: an op outside the enum would throw in every replica's kernel.
-  if (auto err = check_update_op(op, info.name))
-    return done(std::move(err));
-  if (auto err = validate_value(info, value, to_string(op)))
-    return done(std::move(err));
-  if (auto err = check_replicas())
+  if (auto err = update_checks(info, op, value))
     return done(std::move(err));
   dispatch_update(timeout, id, op, std::move(value), std::move(done));
+}
+
+caf::error coordinator_state::update_checks(const variable_info& info,
+                                            update_op op,
+                                            const tensor& value) const {
+  // V4: an op outside the enum would throw in every replica's kernel.
+  if (auto err = check_update_op(op, info.name))
+    return err;
+  if (auto err = validate_value(info, value, to_string(op)))
+    return err;
+  return check_replicas();
+}
+
+bool coordinator_state::checked_update(const variable_info& info,
+                                       update_target target,
+                                       update_op op) const {
+  return target == update_target::every_component && !is_floating(info.type)
+         && op != update_op::assign && total_replicas() > 1;
+}
+
+bool coordinator_state::joins_group_commit(uint64_t id, update_op op) {
+  auto e = find(id);
+  if (!e || !is_valid(op))
+    return false;
+  auto& info = *(*e)->info;
+  const auto target = (*e)->policy()->cross_replica_update(info, op);
+  // Replica 0's outcome and the overflow check are rounds of their own.
+  return target != update_target::first_component
+         && !checked_update(info, target, op);
 }
 
 void coordinator_state::dispatch_update(caf::timespan timeout, uint64_t id,
@@ -212,10 +232,7 @@ void coordinator_state::dispatch_update(caf::timespan timeout, uint64_t id,
   const auto target = (*e)->policy()->cross_replica_update(info, op);
   // In one process the write joins the group commit, unless it needs the
   // collective's overflow check below.
-  const bool checked_collective = target == update_target::every_component
-                                  && !is_floating(info.type)
-                                  && op != update_op::assign
-                                  && total_replicas() > 1;
+  const bool checked_collective = checked_update(info, target, op);
   if (!processes && !checked_collective) {
     // Built with its value (a default tensor would allocate its shape).
     return writes_.queue(component_write{id, op,

@@ -216,6 +216,17 @@ private:
   void read_by_collective(caf::timespan timeout, uint64_t id, reduce_op op,
                           bool first_only, bool across,
                           const std::string& what, reply_fn<tensor> done);
+  /// An update's checks in this process (V4, the value, the replicas).
+  caf::error update_checks(const variable_info& info, update_op op,
+                           const tensor& value) const;
+  /// V4: an integer update of components that may differ takes the
+  /// checked collective (update_checked).
+  bool checked_update(const variable_info& info, update_target target,
+                      update_op op) const;
+  /// P17: an update of `id` (found) that services mode's group commit may
+  /// decide with others in one round: its dispatch needs no round of its
+  /// own. The same in every process (the registry is).
+  bool joins_group_commit(uint64_t id, update_op op);
   /// The update after its checks (and, across processes, agreement).
   void dispatch_update(caf::timespan timeout, uint64_t id, update_op op,
                        tensor value, reply_fn<ok_atom> done);

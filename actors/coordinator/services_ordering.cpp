@@ -90,6 +90,10 @@ void services_ordering::run_sequenced() {
   // An operation that completes at once (lookup) lets the loop go on; one
   // that completes later starts the next from its completion.
   while (!applying_ordered_ && !ordered_.empty()) {
+    if (joins_group(ordered_.front())) {
+      commit_group();
+      continue;
+    }
     auto op = std::move(ordered_.front());
     ordered_.pop_front();
     replay(std::move(op));
@@ -102,17 +106,7 @@ void services_ordering::replay(sequenced_operation op) {
                  "in the order it arrived",
                  op.sequence, last_sequence_);
   last_sequence_ = op.sequence;
-  // The caller waits in the process that issued the operation; elsewhere
-  // the outcome is dropped (each process reports it to its own log only).
-  std::unique_ptr<ticket> t;
-  if (op.origin == c_.processes->rank) {
-    if (auto i = tickets_.find(op.ticket); i != tickets_.end()) {
-      t = std::move(i->second);
-      tickets_.erase(i);
-      if (t->watched)
-        c_.deadlines_.unwatch(t->deadline);
-    }
-  }
+  auto t = take_ticket(op);
   applying_ordered_ = true;
   // While replay() runs, run_sequenced's loop starts the next operation;
   // after it returned, the completion does.
@@ -130,6 +124,40 @@ void services_ordering::replay(sequenced_operation op) {
   *running = false;
 }
 
+std::unique_ptr<services_ordering::ticket>
+services_ordering::take_ticket(const sequenced_operation& op) {
+  // The caller waits in the process that issued the operation; elsewhere
+  // the outcome is dropped (each process reports it to its own log only).
+  std::unique_ptr<ticket> t;
+  if (op.origin != c_.processes->rank)
+    return t;
+  if (auto i = tickets_.find(op.ticket); i != tickets_.end()) {
+    t = std::move(i->second);
+    tickets_.erase(i);
+    if (t->watched)
+      c_.deadlines_.unwatch(t->deadline);
+  }
+  return t;
+}
+
+template <class T>
+reply_fn<T> services_ordering::turn_reply(std::shared_ptr<ticket> owner,
+                                          std::function<void()> finished) {
+  return [owner = std::move(owner),
+          finished = std::move(finished)](caf::expected<T> r) {
+    if (owner && !owner->answered) {
+      owner->answered = true;
+      if (auto* fn = std::get_if<reply_fn<T>>(&owner->done))
+        (*fn)(std::move(r));
+      else
+        fail(owner->done, make_error(errc::replica_failed,
+                                     "the sequencer returned another "
+                                     "operation for this call"));
+    }
+    finished();
+  };
+}
+
 void services_ordering::apply_ordered(sequenced_operation op,
                                       std::shared_ptr<ticket> owner,
                                       std::function<void()> finished,
@@ -141,18 +169,7 @@ void services_ordering::apply_ordered(sequenced_operation op,
   completion done = std::visit(
     [&owner, &finished](auto& x) -> completion {
       using T = result_of<std::decay_t<decltype(x)>>;
-      return make_completion(reply_fn<T>{[owner, finished](caf::expected<T> r) {
-        if (owner && !owner->answered) {
-          owner->answered = true;
-          if (auto* fn = std::get_if<reply_fn<T>>(&owner->done))
-            (*fn)(std::move(r));
-          else
-            fail(owner->done, make_error(errc::replica_failed,
-                                         "the sequencer returned another "
-                                         "operation for this call"));
-        }
-        finished();
-      }});
+      return make_completion(turn_reply<T>(owner, finished));
     },
     op.op);
   auto since = owner ? owner->since : operation_deadlines::clock::now();
@@ -251,6 +268,130 @@ void services_ordering::receive_payload(sequenced_operation op,
     });
 }
 
+bool services_ordering::joins_group(const sequenced_operation& op) {
+  auto* u = std::get_if<ops::update>(&op.op);
+  return u && !op.deferred.present && c_.joins_group_commit(u->variable, u->how);
+}
+
+void services_ordering::commit_group() {
+  // The run of updates that may share the round, as far as they are here:
+  // each with this process's verdict and the time left to it.
+  const auto& front = ordered_.front();
+  const uint64_t first = front.sequence;
+  std::vector<group_commit::entry> stated;
+  std::vector<caf::error> local;
+  std::vector<caf::timespan> timeouts;
+  for (auto& op : ordered_) {
+    if (stated.size() == group_commit::max_operations
+        || (!stated.empty()
+            && (op.sequence != first + stated.size() || !joins_group(op))))
+      break;
+    auto& u = std::get<ops::update>(op.op);
+    auto& info = *(*c_.find(u.variable))->info;
+    auto since = operation_deadlines::clock::now();
+    auto timeout = c_.default_timeout_;
+    if (op.origin == c_.processes->rank)
+      if (auto i = tickets_.find(op.ticket); i != tickets_.end()) {
+        since = i->second->since;
+        timeout = i->second->timeout;
+      }
+    caf::error err;
+    c_.run_requested_at(since, [&] {
+      if (auto left = c_.remaining(timeout, "update"))
+        timeout = *left;
+      else
+        err = std::move(left.error());
+    });
+    if (!err)
+      err = c_.update_checks(info, u.how, u.value);
+    uint32_t verdict = 0;
+    if (err)
+      verdict = static_cast<uint32_t>(
+        code_of(err) == errc::none ? errc::replica_failed : code_of(err));
+    stated.push_back(
+      {group_commit::fingerprint_of_update(info.name, u.how, u.value),
+       verdict});
+    local.push_back(std::move(err));
+    timeouts.push_back(timeout);
+  }
+  // The front update is decided whatever happens: its entry in the flight
+  // recorder (M7) follows the round.
+  const uint64_t entry
+    = c_.record_ordered(front.op, {front.origin, front.sequence, front.epoch});
+  std::shared_ptr<collective_plan> plan;
+  {
+    coordinator_helpers::restore_on_exit scope{c_.flight_now_, entry};
+    plan = c_.new_plan("the group of updates from number "
+                       + std::to_string(first));
+  }
+  plan->stated = std::make_shared<collective_plan::statements>();
+  plan->stated->mine = group_commit::state(first, stated);
+  ++group_rounds_;
+  applying_ordered_ = true;
+  auto running = std::make_shared<bool>(true);
+  const auto round_timeout = timeouts.front();
+  c_.run_collective(
+    round_timeout, plan,
+    [this, plan, first, local = std::move(local),
+     timeouts = std::move(timeouts), entry,
+     running](caf::expected<ok_atom> r) mutable {
+      auto decided = r ? group_commit::decide(first, plan->stated->all)
+                       : caf::expected<group_commit::decision>{
+                         std::move(r.error())};
+      apply_group(std::move(decided), std::move(local), std::move(timeouts),
+                  entry, running);
+    });
+  *running = false;
+}
+
+void services_ordering::apply_group(
+  caf::expected<group_commit::decision> decided, std::vector<caf::error> local,
+  std::vector<caf::timespan> timeouts, uint64_t front_entry,
+  std::shared_ptr<bool> running) {
+  // A failed round decides the front update alone (it fails everywhere).
+  const size_t taken = decided ? decided->taken : 1;
+  grouped_updates_ += taken;
+  auto left = std::make_shared<size_t>(taken);
+  std::function<void()> finished = [this, left, running] {
+    if (--*left != 0)
+      return;
+    applying_ordered_ = false;
+    if (!*running)
+      run_sequenced();
+  };
+  for (size_t i = 0; i < taken; ++i) {
+    auto op = std::move(ordered_.front());
+    ordered_.pop_front();
+    last_sequence_ = op.sequence;
+    auto& u = std::get<ops::update>(op.op);
+    const uint64_t entry
+      = i == 0 ? front_entry
+               : c_.record_ordered(op.op, {op.origin, op.sequence, op.epoch});
+    auto done = turn_reply<ok_atom>(std::shared_ptr<ticket>{take_ticket(op)},
+                                    finished);
+    if (entry != 0)
+      done = [flight = c_.flight_, entry,
+              done = std::move(done)](caf::expected<ok_atom> r) {
+        flight->finish(entry, r ? caf::error{} : r.error());
+        done(std::move(r));
+      };
+    caf::error err = std::move(local[i]);
+    if (!err && !decided)
+      err = decided.error();
+    else if (!err && decided->outcomes[i].code != 0)
+      err = group_commit::failed_elsewhere(
+        decided->outcomes[i], std::string{to_string(u.how)} + " of "
+                                + c_.quoted_name_of(u.variable));
+    if (err) {
+      done(std::move(err));
+      continue;
+    }
+    coordinator_helpers::restore_on_exit scope{c_.flight_now_, entry};
+    c_.dispatch_update(timeouts[i], u.variable, u.how, std::move(u.value),
+                       std::move(done));
+  }
+}
+
 void services_ordering::lost(caf::error reason) {
   if (sequencer_failure_)
     return;
@@ -314,6 +455,8 @@ void services_ordering::barrier(caf::timespan, reply_fn<ok_atom> done) {
 void services_ordering::report(strategy_metrics& m) const {
   m.services_inline_bytes = inline_bytes_;
   m.services_data_plane_bytes = data_plane_bytes_;
+  m.services_group_rounds = group_rounds_;
+  m.services_grouped_updates = grouped_updates_;
 }
 
 void services_ordering::arrive_at_barrier(int origin,

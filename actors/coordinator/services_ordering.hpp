@@ -4,7 +4,9 @@
 // numbered; every process applies the numbered operations one after the
 // other, so that all of them see one order (W8 across processes, P2). The
 // operation then runs exactly as in training mode, agreement round
-// included, because every process now issues it at the same point.
+// included, because every process now issues it at the same point; the
+// updates that wait their turn together share one round (group commit,
+// P17: actors/coordinator/group_commit.hpp).
 
 #include <cstdint>
 #include <deque>
@@ -12,6 +14,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "actors/coordinator/group_commit.hpp"
 #include "actors/coordinator/operation_deadlines.hpp"
 #include "actors/coordinator/ordering.hpp"
 
@@ -50,6 +53,12 @@ private:
     void expire() override;
   };
 
+  /// The answer to the caller where it waits here (`owner`), then the end
+  /// of the operation's turn.
+  template <class T>
+  static reply_fn<T> turn_reply(std::shared_ptr<ticket> owner,
+                                std::function<void()> finished);
+
   /// Whether `op`, issued here, goes to the sequencer: after process 0
   /// was lost, lookup, list, local_values and reads of mirrored variables
   /// answer from this process (P3).
@@ -60,6 +69,19 @@ private:
   /// Applies the ordered operations one after the other.
   void run_sequenced();
   void replay(sequenced_operation op);
+  /// The caller's ticket of `op` where it was issued here (taken out of
+  /// the waiting ones), else null.
+  std::unique_ptr<ticket> take_ticket(const sequenced_operation& op);
+  /// P17: whether `op` may share a group commit's round (the same answer
+  /// in every process).
+  bool joins_group(const sequenced_operation& op);
+  /// P17: one agreement round for the run of updates at the front of the
+  /// ordered ones; apply_group applies those the processes decided.
+  void commit_group();
+  void apply_group(caf::expected<group_commit::decision> decided,
+                   std::vector<caf::error> local,
+                   std::vector<caf::timespan> timeouts, uint64_t front_entry,
+                   std::shared_ptr<bool> running);
   /// The ordered operation `op` runs here (its data back in it); `owner`
   /// is its ticket where it was issued here, `finished` ends its turn.
   /// `recorded`: its flight recorder entry, opened by receive_payload.
@@ -92,6 +114,9 @@ private:
   /// the data plane.
   uint64_t inline_bytes_ = 0;
   uint64_t data_plane_bytes_ = 0;
+  /// Metrics: the group commit's rounds and the updates they decided.
+  uint64_t group_rounds_ = 0;
+  uint64_t grouped_updates_ = 0;
 };
 
 } // namespace varsync

@@ -499,6 +499,9 @@ int services(strategy& s, const std::string& path) {
     must(s.create_variable("emb", tensor::zeros(dtype::int64, {procs, 2}),
                            synchronization::on_write, aggregation::sum),
          "create emb");
+    must(s.create_variable("burst", tensor::scalar<float>(0),
+                           synchronization::on_write, aggregation::sum),
+         "create burst");
     must(s.create_variable("done", tensor::scalar<int64_t>(0),
                            synchronization::on_write, aggregation::sum),
          "create done");
@@ -513,6 +516,7 @@ int services(strategy& s, const std::string& path) {
   auto seen = await_variable(s, "seen");
   auto own = await_variable(s, "own");
   auto emb = await_variable(s, "emb");
+  auto burst = await_variable(s, "burst");
   if (rank == 0)
     must(s.create_variable("go", tensor::scalar<int64_t>(1),
                            synchronization::on_write, aggregation::sum),
@@ -614,6 +618,45 @@ int services(strategy& s, const std::string& path) {
     cv.wait(lock, [&] { return pending == 0; });
     must(first, "async assign_add total");
   }
+  // P17: a burst from every process at once, every eighth update with a
+  // value of the wrong shape: the updates that wait together share an
+  // agreement round, and each is applied or refused on its own.
+  constexpr int burst_size = 64;
+  {
+    std::mutex mtx;
+    std::condition_variable cv;
+    int pending = burst_size, applied = 0, refused = 0;
+    caf::error other;
+    for (int i = 0; i < burst_size; ++i) {
+      // Floating: an integer assign_add takes the overflow check's round.
+      auto value = i % 8 == 7 ? tensor::from_list<float>({1, 1})
+                              : tensor::scalar<float>(1);
+      s.async().assign_add(burst, value, [&, i](caf::error err) {
+        std::lock_guard<std::mutex> lock{mtx};
+        if (!err && i % 8 != 7)
+          ++applied;
+        else if (has_code(err, errc::shape_mismatch) && i % 8 == 7)
+          ++refused;
+        else if (!other)
+          other = err ? err : make_error(errc::invalid_argument,
+                                         "a wrong shape was applied");
+        if (--pending == 0)
+          cv.notify_all();
+      });
+    }
+    std::unique_lock<std::mutex> lock{mtx};
+    cv.wait(lock, [&] { return pending == 0; });
+    must(other, "P17: each update of the burst has its own outcome");
+    check(applied == burst_size / 8 * 7 && refused == burst_size / 8,
+          "P17: " + std::to_string(applied) + " applied, "
+            + std::to_string(refused) + " refused");
+    auto m = must(s.metrics(), "metrics");
+    check(m.services_group_rounds > 0
+            && m.services_grouped_updates > m.services_group_rounds,
+          "P17: updates were decided together ("
+            + std::to_string(m.services_grouped_updates) + " in "
+            + std::to_string(m.services_group_rounds) + " rounds)");
+  }
   // A step with an ON_WRITE update needs every process: refused.
   auto err = s.run([&](replica_context& ctx) {
     must(ctx.assign_add(total, 1.0), "total in a step");
@@ -670,6 +713,9 @@ int services(strategy& s, const std::string& path) {
     check(origins, "M7: every record's origin is a process of the strategy");
   }
   await_value(s, done, procs, "done");
+  check(must(s.read(burst), "read burst").to_vector<float>()[0]
+          == static_cast<float>(procs * (burst_size / 8 * 7)),
+        "P17: every applied update of every process's burst, once");
   {
     std::vector<int64_t> want;
     for (int r = 0; r < procs; ++r) {

@@ -130,6 +130,11 @@ struct strategy_metrics {
   /// process group instead (P2).
   uint64_t services_inline_bytes = 0;
   uint64_t services_data_plane_bytes = 0;
+  /// Services mode's group commit (P17): the agreement rounds that decided
+  /// cross-replica updates together, and the updates they decided
+  /// (grouped updates / rounds: the mean group).
+  uint64_t services_group_rounds = 0;
+  uint64_t services_grouped_updates = 0;
   /// The stall warning's threshold (0: off).
   double stall_threshold_seconds = 0;
   std::vector<replica_metrics> replicas;
@@ -213,6 +218,7 @@ typename Inspector::result_type inspect(Inspector& f, strategy_metrics& x) {
            x.completed, x.refusals, x.deadlines_hit, x.errors,
            x.local_adds_dropped, x.writes_sent, x.write_groups,
            x.services_inline_bytes, x.services_data_plane_bytes,
+           x.services_group_rounds, x.services_grouped_updates,
            x.stall_threshold_seconds, x.replicas,
            x.process_rounds, x.variables, load);
 }
