@@ -121,7 +121,7 @@ public:
   }
 
   void strategy_metrics_value() {
-    skip(2 * 4 + 21 * 8); // the strategy's figures
+    skip(2 * 4 + 23 * 8); // the strategy's figures
     vector_value([&] {    // replicas
       skip(4);
       string_value(); // device
