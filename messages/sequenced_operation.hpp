@@ -73,6 +73,9 @@ struct sequenced_operation {
   /// indices, a create's initial value) was taken out to travel through
   /// the data plane (defer_payload).
   deferred_payload deferred;
+  /// Where it is applied: its variable names this process's id again
+  /// (services_ordering::to_local). Not sent.
+  bool local_ids = false;
 };
 
 /// An operation's bulk data while it travels without it.

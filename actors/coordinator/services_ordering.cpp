@@ -58,6 +58,8 @@ void services_ordering::sequence(caf::timespan timeout, operation value,
   auto left = c_.remaining(timeout, name_of(value));
   if (!left)
     return fail(done, std::move(left.error()));
+  if (auto err = to_keys(value))
+    return fail(done, std::move(err));
   auto t = std::make_unique<ticket>();
   t->since = operation_deadlines::clock::now()
              - std::chrono::duration_cast<operation_deadlines::clock::duration>(
@@ -90,6 +92,7 @@ void services_ordering::run_sequenced() {
   // An operation that completes at once (lookup) lets the loop go on; one
   // that completes later starts the next from its completion.
   while (!applying_ordered_ && !ordered_.empty()) {
+    to_local(ordered_.front());
     if (joins_group(ordered_.front())) {
       commit_group();
       continue;
@@ -97,6 +100,58 @@ void services_ordering::run_sequenced() {
     auto op = std::move(ordered_.front());
     ordered_.pop_front();
     replay(std::move(op));
+  }
+}
+
+caf::error services_ordering::to_keys(operation& op) {
+  caf::error err;
+  std::visit(
+    [&](auto& x) {
+      if constexpr (requires { x.variable + 0; }) {
+        auto e = c_.find(x.variable);
+        if (!e) {
+          err = std::move(e.error());
+          return;
+        }
+        auto i = key_of_id_.find(x.variable);
+        if (i == key_of_id_.end()) {
+          err = make_error(errc::replica_failed,
+                           "services mode: variable "
+                             + c_.quoted_name_of(x.variable)
+                             + " was not created in its turn; nothing was "
+                               "changed");
+          return;
+        }
+        x.variable = i->second;
+      }
+    },
+    op);
+  return err;
+}
+
+void services_ordering::to_local(sequenced_operation& op) {
+  if (op.local_ids)
+    return;
+  op.local_ids = true;
+  std::visit(
+    [this](auto& x) {
+      if constexpr (requires { x.variable + 0; }) {
+        auto i = id_of_key_.find(x.variable);
+        x.variable = i == id_of_key_.end() ? 0 : i->second;
+      }
+    },
+    op.op);
+}
+
+void services_ordering::created(uint64_t key, uint64_t id) {
+  id_of_key_[key] = id;
+  key_of_id_[id] = key;
+}
+
+void services_ordering::destroyed(uint64_t id) {
+  if (auto i = key_of_id_.find(id); i != key_of_id_.end()) {
+    id_of_key_.erase(i->second);
+    key_of_id_.erase(i);
   }
 }
 
@@ -172,6 +227,25 @@ void services_ordering::apply_ordered(sequenced_operation op,
       return make_completion(turn_reply<T>(owner, finished));
     },
     op.op);
+  // The keys learn what a create or destroy did here, before the turn ends.
+  if (std::holds_alternative<ops::create>(op.op))
+    done = make_completion(reply_fn<shared_variable_info>{
+      [this, key = op.sequence,
+       fn = std::move(std::get<reply_fn<shared_variable_info>>(done))](
+        caf::expected<shared_variable_info> r) mutable {
+        if (r && *r)
+          created(key, (*r)->id);
+        fn(std::move(r));
+      }});
+  else if (auto* x = std::get_if<ops::destroy>(&op.op))
+    done = make_completion(reply_fn<ok_atom>{
+      [this, id = x->variable,
+       fn = std::move(std::get<reply_fn<ok_atom>>(done))](
+        caf::expected<ok_atom> r) mutable {
+        if (r)
+          destroyed(id);
+        fn(std::move(r));
+      }});
   auto since = owner ? owner->since : operation_deadlines::clock::now();
   auto timeout = owner ? owner->timeout : c_.default_timeout_;
   auto saved = replaying_;
@@ -282,9 +356,12 @@ void services_ordering::commit_group() {
   std::vector<caf::error> local;
   std::vector<caf::timespan> timeouts;
   for (auto& op : ordered_) {
-    if (stated.size() == group_commit::max_operations
-        || (!stated.empty()
-            && (op.sequence != first + stated.size() || !joins_group(op))))
+    if (stated.size() == group_commit::max_operations)
+      break;
+    // The updates before it change no variable's key.
+    to_local(op);
+    if (!stated.empty()
+        && (op.sequence != first + stated.size() || !joins_group(op)))
       break;
     auto& u = std::get<ops::update>(op.op);
     auto& info = *(*c_.find(u.variable))->info;

@@ -66,6 +66,18 @@ private:
   /// Hands `op` to the sequencer; `done` runs when it was applied here in
   /// its turn (or failed).
   void sequence(caf::timespan timeout, operation op, completion done);
+  /// Variable ids are each process's own (another strategy of a process
+  /// may have numbered some first): an operation names its variable across
+  /// processes by the number of the operation that created it, the same in
+  /// every process. to_keys rewrites `op`'s variable so before it leaves
+  /// (the error of a variable unknown here, which then fails at once);
+  /// to_local back to this process's id when it is applied (0: none).
+  caf::error to_keys(operation& op);
+  void to_local(sequenced_operation& op);
+  /// A create applied here in its turn: `key` names the variable `id`.
+  void created(uint64_t key, uint64_t id);
+  /// A destroy of `id` applied here: its key names nothing more.
+  void destroyed(uint64_t id);
   /// Applies the ordered operations one after the other.
   void run_sequenced();
   void replay(sequenced_operation op);
@@ -114,6 +126,10 @@ private:
   /// the data plane.
   uint64_t inline_bytes_ = 0;
   uint64_t data_plane_bytes_ = 0;
+  /// The variables created in their turn: each one's key (the number of
+  /// the operation that created it) and its id here.
+  std::unordered_map<uint64_t, uint64_t> key_of_id_;
+  std::unordered_map<uint64_t, uint64_t> id_of_key_;
   /// Metrics: the group commit's rounds and the updates they decided.
   uint64_t group_rounds_ = 0;
   uint64_t grouped_updates_ = 0;

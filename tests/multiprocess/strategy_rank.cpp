@@ -37,6 +37,7 @@
 #include <filesystem>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -1393,6 +1394,65 @@ int clean_exit(strategy& s) {
   return failures == 0 ? 0 : 1;
 }
 
+// Variable ids are this process's own: a process whose other strategy
+// created variables first numbers this strategy's differently. Every
+// operation that names a variable still reaches the same variable in every
+// process, in services mode and in training mode.
+int services_ids(strategy& s) {
+  const int rank = s.process_rank();
+  if (rank == 0)
+    for (const char* name : {"a", "b"})
+      must(s.create_variable(name, tensor::scalar<float>(0),
+                             synchronization::on_write, aggregation::sum),
+           name);
+  auto a = await_variable(s, "a");
+  auto b = await_variable(s, "b");
+  if (rank == 1) {
+    must(s.assign(a, 5.0), "assign a");
+    must(s.assign(b, 7.0), "assign b");
+    auto c = must(s.create_variable("c", tensor::from_list<float>({1, 2}),
+                                    synchronization::on_write,
+                                    aggregation::sum),
+                  "create c");
+    must(s.assign_add(c, tensor::from_list<float>({1, 1})), "assign_add c");
+    must(s.create_variable("go", tensor::scalar<float>(1),
+                           synchronization::on_write, aggregation::sum),
+         "create go");
+  }
+  await_variable(s, "go");
+  auto c = await_variable(s, "c");
+  check(floats(s, a) == std::vector<float>{5}, "a holds what process 1 "
+                                               "assigned to it");
+  check(floats(s, b) == std::vector<float>{7}, "b holds what process 1 "
+                                               "assigned to it");
+  check(floats(s, c) == std::vector<float>{2, 3}, "c, created by process 1");
+  // Everyone has read; process 1 destroys a, by its own id.
+  must(s.create_variable("read" + std::to_string(rank),
+                         tensor::scalar<int64_t>(0),
+                         synchronization::on_write, aggregation::sum),
+       "create read");
+  for (int r = 0; r < s.num_processes(); ++r)
+    await_variable(s, "read" + std::to_string(r));
+  if (rank == 1) {
+    must(s.destroy(a), "destroy a");
+    must(s.create_variable("gone", tensor::scalar<float>(1),
+                           synchronization::on_write, aggregation::sum),
+         "create gone");
+  }
+  await_variable(s, "gone");
+  check(has_code(s.lookup("a").error(), errc::unknown_variable),
+        "a is destroyed here too");
+  check(floats(s, b) == std::vector<float>{7}, "b is still there");
+  must(s.create_variable("left" + std::to_string(rank),
+                         tensor::scalar<int64_t>(0),
+                         synchronization::on_write, aggregation::sum),
+       "create left");
+  for (int r = 0; r < s.num_processes(); ++r)
+    await_variable(s, "left" + std::to_string(r));
+  std::printf("process %d: services ids done\n", rank);
+  return failures == 0 ? 0 : 1;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -1416,6 +1476,19 @@ int main(int argc, char** argv) {
     opts.step_exception = on_step_exception::fail_step;
   if (scenario == "hang_dumps") // M8: automatic dumps into the directory
     opts.flight_dump_dir = argv[3];
+  // services_ids: process 1's other strategy numbers variables first.
+  std::optional<strategy> other;
+  if (scenario == "services_ids" && rank_ == 1) {
+    strategy_options alone;
+    alone.devices = {"cpu:0"};
+    alone.scheduler_threads = 1;
+    other.emplace(must(strategy::create(alone), "the other strategy"));
+    for (const char* name : {"x", "y", "z"})
+      must(other->create_variable(name, tensor::scalar<float>(0),
+                                  synchronization::on_write,
+                                  aggregation::sum),
+           "the other strategy's variable");
+  }
   auto s = strategy::create(opts);
   // Scenarios in which joining must fail with `code`, saying `words`.
   auto refused = [&](errc code, const char* words) {
@@ -1467,6 +1540,8 @@ int main(int argc, char** argv) {
     rc = hang_dumps(*s, argv[3]);
   else if (scenario == "services_stopped")
     rc = services_stopped(*s);
+  else if (scenario == "services_ids")
+    rc = services_ids(*s);
   else if (scenario == "services_fenced")
     rc = services_fenced(*s);
   else if (scenario == "killed" && argc == 4)

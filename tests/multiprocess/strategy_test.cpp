@@ -204,6 +204,13 @@ TEST_CASE("multiprocess strategy: waiting for a variable, barriers and "
   CHECK(r.exit_codes == std::vector<int>{0, 0});
 }
 
+TEST_CASE("multiprocess strategy: P2: operations reach the same variable in "
+          "every process when the processes number their variables "
+          "differently (another strategy created some first)") {
+  auto r = run_strategy("services_ids", 2, 1, 20s, false, {}, "services");
+  CHECK(r.exit_codes == std::vector<int>{0, 0});
+}
+
 TEST_CASE("multiprocess strategy: services mode without process 0 fails "
           "the others' operations with replica_failed, and nothing hangs") {
   auto r = run_strategy("services_lost", 3, 1, 3s, false, {}, "services");
