@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include <fcntl.h>
@@ -168,7 +169,7 @@ struct shared_memory_group::impl {
   uint64_t pid_namespace = own_pid_namespace();
   wait_policy waits = spin_then_yield; // set when the group forms
   bool broken = false;
-  std::vector<const void*> inputs; // every rank's slot of a chunk
+  std::vector<const void*> inputs; // every rank's data of a chunk's slice
 
   ~impl() {
     if (base != nullptr)
@@ -487,19 +488,34 @@ caf::error shared_memory_group::all_reduce(reduce_op op, dtype type,
   auto& inputs = d.inputs;
   inputs.resize(static_cast<size_t>(size));
   bool overflowed = false;
+  const int me = d.options.rank;
   for (int64_t off = 0; off < count; off += per_chunk) {
     const auto n = std::min(per_chunk, count - off);
     const uint64_t set = d.chunks++ % 2;
-    std::memcpy(d.slot(set, d.options.rank), bytes + off * elem,
-                static_cast<size_t>(n * elem));
+    // Rank r reduces slice r of the chunk. The others' slices of this
+    // rank's data go into its slot; its own slice stays where it is.
+    auto slice = [n, size](int r) {
+      return std::pair<int64_t, int64_t>{n * r / size, n * (r + 1) / size};
+    };
+    auto* own = bytes + off * elem;
+    auto* mine = d.slot(set, me);
+    auto copy = [elem](std::byte* to, const std::byte* from,
+                       std::pair<int64_t, int64_t> s) {
+      if (s.second > s.first)
+        std::memcpy(to + s.first * elem, from + s.first * elem,
+                    static_cast<size_t>((s.second - s.first) * elem));
+    };
+    for (int r = 0; r < size; ++r)
+      if (r != me)
+        copy(mine, own, slice(r));
     if (auto err = d.enter_chunk(set, code, "all_reduce"))
       return err;
-    // This rank's slice, reduced over every rank's slot in rank order into
-    // slot 0 (which only this rank touches there until the next barrier).
-    const auto lo = n * d.options.rank / size;
-    const auto hi = n * (d.options.rank + 1) / size;
+    // This rank's slice over every rank's data in rank order, into its own
+    // data (read before written: reduce allows it), then into its slot's
+    // slice for the others (which nobody else touches until the barrier).
+    const auto [lo, hi] = slice(me);
     for (int r = 0; r < size; ++r)
-      inputs[static_cast<size_t>(r)] = d.slot(set, r);
+      inputs[static_cast<size_t>(r)] = r == me ? own : d.slot(set, r);
     uint32_t flag = 0;
     if (!is_floating(type)
         && host::first_overflow(combine, update_op::assign, type, inputs,
@@ -507,13 +523,15 @@ caf::error shared_memory_group::all_reduce(reduce_op op, dtype type,
              >= 0)
       flag = 1;
     if (hi > lo)
-      host::reduce(combine, type, d.slot(set, 0), inputs, lo, hi);
-    rank_at(d.header, d.options.rank).overflow[set].store(
-      flag, std::memory_order_relaxed);
+      host::reduce(combine, type, own, inputs, lo, hi);
+    copy(mine, own, slice(me));
+    rank_at(d.header, me).overflow[set].store(flag,
+                                              std::memory_order_relaxed);
     if (auto err = d.barrier("all_reduce"))
       return err;
-    std::memcpy(bytes + off * elem, d.slot(set, 0),
-                static_cast<size_t>(n * elem));
+    for (int r = 0; r < size; ++r)
+      if (r != me)
+        copy(own, d.slot(set, r), slice(r));
     for (int r = 0; r < size; ++r)
       if (rank_at(d.header, r).overflow[set].load(std::memory_order_relaxed))
         overflowed = true;

@@ -10,10 +10,14 @@
 // The segment holds, per rank, two slots (alternate chunks use alternate
 // slots, so a rank may fill the next chunk's slot while others still read
 // the last chunk's result) and a barrier. An all-reduce of a chunk: every
-// rank copies its data into its slot; barrier; rank r reduces slice r of
-// every slot, in rank order, into slot 0; barrier; every rank copies the
-// result out. Every rank ends with the same bits. Larger buffers go in
-// chunks of the slot size.
+// rank copies the other ranks' slices of its data into its slot; barrier;
+// rank r reduces slice r over every rank's data in rank order (its own
+// from its buffer, the others' from their slots) into its buffer and its
+// slot; barrier; every rank copies the other slices' results out of their
+// ranks' slots. Every rank ends with the same bits, and moves a slice less
+// than a copy of all its data would (2 ranks: 0.5-0.9x the time of
+// copying it all in and out, from 256 KiB to 64 MiB; 4 ranks on 2 cores:
+// 0.7-0.95x). Larger buffers go in chunks of the slot size.
 //
 // Blocking, and used from one thread per process (as gloo_group). A wait
 // past the deadline, a peer process that exited (seen through its process
@@ -77,7 +81,8 @@ public:
   /// data[i] = op over the ranks' data[i], in place. Same contract as
   /// gloo_group::all_reduce: invalid_argument for an integer mean or a bad
   /// buffer, overflow on every rank for an integer result that does not
-  /// fit, replica_failed when a peer is gone or late.
+  /// fit, replica_failed when a peer is gone or late (`data` then holds
+  /// some results and some inputs, as with Gloo).
   caf::error all_reduce(reduce_op op, dtype type, void* data,
                         int64_t count) override;
   /// data = root's data on every rank.

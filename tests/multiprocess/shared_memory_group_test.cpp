@@ -130,6 +130,15 @@ TEST_CASE("shared memory group: all_reduce over 3 processes, in chunks, "
     for (size_t i = 0; i < y.size(); ++i)
       if (y[i] != -static_cast<int64_t>(i))
         return report(false, r, "wrong min");
+    // Fewer elements than ranks: some slices are empty.
+    for (int64_t n : {1, 2, 4}) {
+      std::vector<double> z(static_cast<size_t>(n), r + 1.0);
+      if (g.all_reduce(reduce_op::sum, dtype::float64, z.data(), n))
+        return report(false, r, "short sum failed");
+      for (auto v : z)
+        if (v != 6.0)
+          return report(false, r, "wrong short sum");
+    }
     return true;
   }));
 }
