@@ -524,6 +524,8 @@ caf::error shared_memory_group::all_reduce(reduce_op op, dtype type,
       flag = 1;
     if (hi > lo)
       host::reduce(combine, type, own, inputs, lo, hi);
+    if (op == reduce_op::mean) // the sum, then one division (as in-process)
+      host::split_assign(type, own, own, lo, hi, 0, size);
     copy(mine, own, slice(me));
     rank_at(d.header, me).overflow[set].store(flag,
                                               std::memory_order_relaxed);
@@ -538,8 +540,6 @@ caf::error shared_memory_group::all_reduce(reduce_op op, dtype type,
   }
   if (overflowed)
     return all_reduce_overflow(d.who(), op, type);
-  if (op == reduce_op::mean) // the sum, then one division (as in-process)
-    host::split_assign(type, data, data, 0, count, 0, size);
   return {};
 }
 
