@@ -489,6 +489,13 @@ caf::error shared_memory_group::all_reduce(reduce_op op, dtype type,
   inputs.resize(static_cast<size_t>(size));
   bool overflowed = false;
   const int me = d.options.rank;
+  // Sliced (below): a rank keeps its own slice where it is. Whole: every
+  // rank copies all its data into its slot and the result out of rank 0's,
+  // kept with more ranks than cores, where the measurements disagree.
+  using layout = shared_memory_group_options::layout;
+  const bool sliced = d.options.chunk_layout == layout::automatic
+                        ? d.waits.yield_to_shared_core
+                        : d.options.chunk_layout == layout::sliced;
   for (int64_t off = 0; off < count; off += per_chunk) {
     const auto n = std::min(per_chunk, count - off);
     const uint64_t set = d.chunks++ % 2;
@@ -506,16 +513,19 @@ caf::error shared_memory_group::all_reduce(reduce_op op, dtype type,
                     static_cast<size_t>((s.second - s.first) * elem));
     };
     for (int r = 0; r < size; ++r)
-      if (r != me)
+      if (!sliced || r != me)
         copy(mine, own, slice(r));
     if (auto err = d.enter_chunk(set, code, "all_reduce"))
       return err;
-    // This rank's slice over every rank's data in rank order, into its own
-    // data (read before written: reduce allows it), then into its slot's
-    // slice for the others (which nobody else touches until the barrier).
+    // This rank's slice over every rank's data in rank order: sliced, into
+    // its own data (read before written: reduce allows it), then into its
+    // slot's slice for the others; whole, into rank 0's slot. Nobody else
+    // touches either there until the barrier.
     const auto [lo, hi] = slice(me);
     for (int r = 0; r < size; ++r)
-      inputs[static_cast<size_t>(r)] = r == me ? own : d.slot(set, r);
+      inputs[static_cast<size_t>(r)]
+        = sliced && r == me ? own : d.slot(set, r);
+    auto* out = sliced ? own : d.slot(set, 0);
     uint32_t flag = 0;
     if (!is_floating(type)
         && host::first_overflow(combine, update_op::assign, type, inputs,
@@ -523,17 +533,18 @@ caf::error shared_memory_group::all_reduce(reduce_op op, dtype type,
              >= 0)
       flag = 1;
     if (hi > lo)
-      host::reduce(combine, type, own, inputs, lo, hi);
+      host::reduce(combine, type, out, inputs, lo, hi);
     if (op == reduce_op::mean) // the sum, then one division (as in-process)
-      host::split_assign(type, own, own, lo, hi, 0, size);
-    copy(mine, own, slice(me));
+      host::split_assign(type, out, out, lo, hi, 0, size);
+    if (sliced)
+      copy(mine, own, slice(me));
     rank_at(d.header, me).overflow[set].store(flag,
                                               std::memory_order_relaxed);
     if (auto err = d.barrier("all_reduce"))
       return err;
     for (int r = 0; r < size; ++r)
-      if (r != me)
-        copy(own, d.slot(set, r), slice(r));
+      if (!sliced || r != me)
+        copy(own, d.slot(set, sliced ? r : 0), slice(r));
     for (int r = 0; r < size; ++r)
       if (rank_at(d.header, r).overflow[set].load(std::memory_order_relaxed))
         overflowed = true;

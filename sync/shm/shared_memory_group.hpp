@@ -16,8 +16,10 @@
 // slot; barrier; every rank copies the other slices' results out of their
 // ranks' slots. Every rank ends with the same bits, and moves a slice less
 // than a copy of all its data would (2 ranks: 0.5-0.9x the time of
-// copying it all in and out, from 256 KiB to 64 MiB; 4 ranks on 2 cores:
-// 0.7-0.95x). Larger buffers go in chunks of the slot size.
+// copying it all in and out, from 256 KiB to 64 MiB). With more ranks than
+// cores, where the measurements disagree, each rank still copies all its
+// data in and the whole result out of rank 0's slot. Larger buffers go in
+// chunks of the slot size.
 //
 // Blocking, and used from one thread per process (as gloo_group). A wait
 // past the deadline, a peer process that exited (seen through its process
@@ -51,6 +53,10 @@ struct shared_memory_group_options {
   /// Polled while waiting: an error stops the wait (the strategy lost a
   /// process through its control plane).
   std::function<caf::error()> abandon;
+  /// How all_reduce moves a chunk (see above): sliced with no more ranks
+  /// than cores, else whole; tests choose.
+  enum class layout { automatic, sliced, whole } chunk_layout
+    = layout::automatic;
 };
 
 class shared_memory_group final : public data_transport {

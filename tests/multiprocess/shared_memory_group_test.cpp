@@ -29,13 +29,17 @@ namespace {
 
 using rank_body = std::function<bool(shared_memory_group&)>;
 
+using layout = shared_memory_group_options::layout;
+
 shared_memory_group_options options_for(int rank, int size,
-                                        size_t slot_bytes = 4096) {
+                                        size_t slot_bytes = 4096,
+                                        layout how = layout::automatic) {
   shared_memory_group_options o;
   o.rank = rank;
   o.size = size;
   o.slot_bytes = slot_bytes;
   o.timeout = 20s;
+  o.chunk_layout = how;
   return o;
 }
 
@@ -63,8 +67,9 @@ struct children {
 // Rank 0 (this process) creates the segment; ranks 1 .. size-1 are forked
 // and open it; every rank runs `body`. The children's results come back
 // as exit statuses.
-bool run_ranks(int size, const rank_body& body, size_t slot_bytes = 4096) {
-  auto g0 = shared_memory_group::create(options_for(0, size, slot_bytes));
+bool run_ranks(int size, const rank_body& body, size_t slot_bytes = 4096,
+               layout how = layout::automatic) {
+  auto g0 = shared_memory_group::create(options_for(0, size, slot_bytes, how));
   REQUIRE(g0);
   children kids;
   for (int r = 1; r < size; ++r) {
@@ -72,7 +77,8 @@ bool run_ranks(int size, const rank_body& body, size_t slot_bytes = 4096) {
     REQUIRE(pid >= 0);
     if (pid == 0) {
       auto g = shared_memory_group::open((*g0)->name(),
-                                         options_for(r, size, slot_bytes));
+                                         options_for(r, size, slot_bytes,
+                                                     how));
       if (!g) {
         std::fprintf(stderr, "rank %d: %s\n", r,
                      describe(g.error()).c_str());
@@ -101,6 +107,10 @@ bool report(bool ok, int rank, const char* what) {
 
 TEST_CASE("shared memory group: all_reduce over 3 processes, in chunks, "
           "gives every rank the same sums, minima and means") {
+  // Either way of moving a chunk (sliced: each rank keeps its own slice in
+  // place; whole: all of it through the segment).
+  const auto how = GENERATE(layout::sliced, layout::whole);
+  CAPTURE(how == layout::sliced ? "sliced" : "whole");
   CHECK(run_ranks(3, [](shared_memory_group& g) {
     const int r = g.rank();
     // 10,007 float32 values: 10 chunks of 4 KiB, the last one short.
@@ -140,7 +150,7 @@ TEST_CASE("shared memory group: all_reduce over 3 processes, in chunks, "
           return report(false, r, "wrong short sum");
     }
     return true;
-  }));
+  }, 4096, how));
 }
 
 TEST_CASE("shared memory group: ranks that arrive late find the others "
@@ -232,6 +242,8 @@ TEST_CASE("shared memory group: broadcast and all_gather over 4 processes, "
 
 TEST_CASE("shared memory group: an integer sum that does not fit fails with "
           "overflow on every rank, and the group stays usable") {
+  const auto how = GENERATE(layout::sliced, layout::whole);
+  CAPTURE(how == layout::sliced ? "sliced" : "whole");
   CHECK(run_ranks(3, [](shared_memory_group& g) {
     const int r = g.rank();
     std::vector<int32_t> x(3000, 1);
@@ -244,7 +256,7 @@ TEST_CASE("shared memory group: an integer sum that does not fit fails with "
     if (g.all_reduce(reduce_op::sum, dtype::int32, &one, 1) || one != 3)
       return report(false, r, "the group is not usable after overflow");
     return true;
-  }));
+  }, 4096, how));
 }
 
 TEST_CASE("shared memory group: bad input is refused and changes nothing") {
