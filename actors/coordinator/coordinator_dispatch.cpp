@@ -146,18 +146,6 @@ reply_fn<T> reply_to_call(coordinator_state* c, bool admitted,
   return [reply](caf::expected<T> r) { (*reply)(std::move(r)); };
 }
 
-// The answer `fn` that first closes entry `id` of the flight recorder.
-template <class T>
-reply_fn<T> closing_flight(std::shared_ptr<flight_recorder> flight,
-                           uint64_t id, reply_fn<T> fn) {
-  return [flight = std::move(flight), id,
-          fn = std::move(fn)](caf::expected<T> r) {
-    flight->finish(id, r ? caf::error{} : r.error());
-    if (fn)
-      fn(std::move(r));
-  };
-}
-
 // This process, as the issuer of an operation.
 flight_recorder::origin here(const std::optional<process_layout>& processes) {
   return {processes ? processes->rank : 0, 0};
@@ -203,7 +191,7 @@ void coordinator_state::execute(caf::timespan timeout, operation&& op,
   }
   if (id != 0 && !done_closes) // its answer closes the entry
     done = wrap_completion(std::move(done), [this, id](auto fn) {
-      return closing_flight(flight_, id, std::move(fn));
+      return coordinator_helpers::closing_flight(flight_, id, std::move(fn));
     });
   if (ordering_->take(timeout, op, done)) {
     if (flight_)

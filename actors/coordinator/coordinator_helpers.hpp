@@ -44,6 +44,18 @@ void fail_agreed(coordinator_state& c, caf::timespan timeout, std::string what,
           });
 }
 
+// The answer `fn` that first closes entry `id` of the flight recorder (M7).
+template <class T>
+reply_fn<T> closing_flight(std::shared_ptr<flight_recorder> flight,
+                           uint64_t id, reply_fn<T> fn) {
+  return [flight = std::move(flight), id,
+          fn = std::move(fn)](caf::expected<T> r) {
+    flight->finish(id, r ? caf::error{} : r.error());
+    if (fn)
+      fn(std::move(r));
+  };
+}
+
 // Sets `slot` to `value` for a scope, then back to what it held.
 struct restore_on_exit {
   uint64_t& slot;

@@ -179,6 +179,20 @@ void services_ordering::replay(sequenced_operation op) {
   *running = false;
 }
 
+caf::error services_ordering::time_left(const ticket* t, const char* what,
+                                        caf::timespan& timeout) {
+  const auto since = t ? t->since : operation_deadlines::clock::now();
+  timeout = t ? t->timeout : c_.default_timeout_;
+  caf::error err;
+  c_.run_requested_at(since, [&] {
+    if (auto left = c_.remaining(timeout, what))
+      timeout = *left;
+    else
+      err = std::move(left.error());
+  });
+  return err;
+}
+
 std::unique_ptr<services_ordering::ticket>
 services_ordering::take_ticket(const sequenced_operation& op) {
   // The caller waits in the process that issued the operation; elsewhere
@@ -261,19 +275,13 @@ void services_ordering::apply_ordered(sequenced_operation op,
 void services_ordering::receive_payload(sequenced_operation op,
                                         std::shared_ptr<ticket> owner,
                                         std::function<void()> finished) {
-  const auto since = owner ? owner->since : operation_deadlines::clock::now();
-  auto timeout = owner ? owner->timeout : c_.default_timeout_;
   const auto what = std::string{"the data of "} + name_of(op.op)
                     + " from process " + std::to_string(op.origin);
   // Every process takes part in the round whatever fails here, so that
   // all of them fail the operation alike.
-  caf::error local;
-  c_.run_requested_at(since, [&] {
-    if (auto left = c_.remaining(timeout, "the data of an operation"))
-      timeout = *left;
-    else
-      local = std::move(left.error());
-  });
+  caf::timespan timeout;
+  caf::error local = time_left(owner.get(), "the data of an operation",
+                               timeout);
   const auto bytes = payload_bytes(op.deferred);
   if (!local && (bytes < 0 || op.origin < 0
                  || op.origin >= c_.processes->processes))
@@ -365,20 +373,12 @@ void services_ordering::commit_group() {
       break;
     auto& u = std::get<ops::update>(op.op);
     auto& info = *(*c_.find(u.variable))->info;
-    auto since = operation_deadlines::clock::now();
-    auto timeout = c_.default_timeout_;
+    const ticket* waiting = nullptr;
     if (op.origin == c_.processes->rank)
-      if (auto i = tickets_.find(op.ticket); i != tickets_.end()) {
-        since = i->second->since;
-        timeout = i->second->timeout;
-      }
-    caf::error err;
-    c_.run_requested_at(since, [&] {
-      if (auto left = c_.remaining(timeout, "update"))
-        timeout = *left;
-      else
-        err = std::move(left.error());
-    });
+      if (auto i = tickets_.find(op.ticket); i != tickets_.end())
+        waiting = i->second.get();
+    caf::timespan timeout;
+    caf::error err = time_left(waiting, "update", timeout);
     if (!err)
       err = c_.update_checks(info, u.how, u.value);
     uint32_t verdict = 0;
@@ -447,11 +447,8 @@ void services_ordering::apply_group(
     auto done = turn_reply<ok_atom>(std::shared_ptr<ticket>{take_ticket(op)},
                                     finished);
     if (entry != 0)
-      done = [flight = c_.flight_, entry,
-              done = std::move(done)](caf::expected<ok_atom> r) {
-        flight->finish(entry, r ? caf::error{} : r.error());
-        done(std::move(r));
-      };
+      done = coordinator_helpers::closing_flight(c_.flight_, entry,
+                                                 std::move(done));
     caf::error err = std::move(local[i]);
     if (!err && !decided)
       err = decided.error();

@@ -81,6 +81,11 @@ private:
   /// Applies the ordered operations one after the other.
   void run_sequenced();
   void replay(sequenced_operation op);
+  /// The time left to an operation's caller (`t`: its ticket where it
+  /// waits here; else the strategy's timeout), counted from its request:
+  /// `timeout` gets it, or the whole timeout with the error once it passed.
+  caf::error time_left(const ticket* t, const char* what,
+                       caf::timespan& timeout);
   /// The caller's ticket of `op` where it was issued here (taken out of
   /// the waiting ones), else null.
   std::unique_ptr<ticket> take_ticket(const sequenced_operation& op);

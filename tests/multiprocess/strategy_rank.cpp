@@ -456,6 +456,17 @@ variable await_variable(const strategy& s, const std::string& name) {
               ("wait for " + name).c_str());
 }
 
+// Services mode: every process creates `name` followed by its rank, then
+// waits for the others' (each has reached this point).
+void meet(strategy& s, const std::string& name) {
+  must(s.create_variable(name + std::to_string(s.process_rank()),
+                         tensor::scalar<int64_t>(0),
+                         synchronization::on_write, aggregation::sum),
+       ("create " + name).c_str());
+  for (int r = 0; r < s.num_processes(); ++r)
+    await_variable(s, name + std::to_string(r));
+}
+
 // Waits until the int64 ON_WRITE sum `v` reads `value`.
 void await_value(const strategy& s, const variable& v, int64_t value,
                  const char* what) {
@@ -778,12 +789,7 @@ int services(strategy& s, const std::string& path) {
   // collective operation (a process that leaves takes its replicas along);
   // process 0's shutdown then waits for the others to leave, since it
   // orders their last operations (these lookups).
-  must(s.create_variable("left" + std::to_string(rank),
-                         tensor::scalar<int64_t>(0),
-                         synchronization::on_write, aggregation::sum),
-       "create left");
-  for (int r = 0; r < procs; ++r)
-    await_variable(s, "left" + std::to_string(r));
+  meet(s, "left");
   std::printf("process %d: services done\n", rank);
   return failures == 0 ? 0 : 1;
 }
@@ -1427,12 +1433,7 @@ int services_ids(strategy& s) {
                                                "assigned to it");
   check(floats(s, c) == std::vector<float>{2, 3}, "c, created by process 1");
   // Everyone has read; process 1 destroys a, by its own id.
-  must(s.create_variable("read" + std::to_string(rank),
-                         tensor::scalar<int64_t>(0),
-                         synchronization::on_write, aggregation::sum),
-       "create read");
-  for (int r = 0; r < s.num_processes(); ++r)
-    await_variable(s, "read" + std::to_string(r));
+  meet(s, "read");
   if (rank == 1) {
     must(s.destroy(a), "destroy a");
     must(s.create_variable("gone", tensor::scalar<float>(1),
@@ -1443,12 +1444,7 @@ int services_ids(strategy& s) {
   check(has_code(s.lookup("a").error(), errc::unknown_variable),
         "a is destroyed here too");
   check(floats(s, b) == std::vector<float>{7}, "b is still there");
-  must(s.create_variable("left" + std::to_string(rank),
-                         tensor::scalar<int64_t>(0),
-                         synchronization::on_write, aggregation::sum),
-       "create left");
-  for (int r = 0; r < s.num_processes(); ++r)
-    await_variable(s, "left" + std::to_string(r));
+  meet(s, "left");
   std::printf("process %d: services ids done\n", rank);
   return failures == 0 ? 0 : 1;
 }
